@@ -1,0 +1,80 @@
+// Command metadatad serves camera image metadata over gRPC.
+//
+// main only wires: flags -> options -> store -> server -> run -> stop.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "metadatad:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := db.Close(); err != nil {
+			log.Error("closing store", "err", err)
+		}
+	}()
+	repos := map[images.Kind]*images.Repository{}
+	for _, kind := range images.Kinds {
+		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind]}); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(server.Options{
+		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch], Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "addr", lis.Addr().String(), "store", "embedded", "data_dir", cfg.dataDir)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+
+	select {
+	case err = <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	srv.Shutdown(shutdownCtx)
+	if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

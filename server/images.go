@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// imageMessage is what the three image metadata messages have in common;
+// their generated getters satisfy it, so one handler serves all three.
+type imageMessage interface {
+	proto.Message
+	GetCameraId() string
+	GetCapturedAt() *timestamppb.Timestamp
+	GetBlobUri() string
+	GetContentType() string
+	GetSizeBytes() int64
+	GetWidth() int32
+	GetHeight() int32
+	GetAttributes() map[string]string
+}
+
+// propertyFields names the request field behind each stored property, so a
+// store limit error points at the field the client sent.
+var propertyFields = map[string]string{
+	images.PropCameraID:      "camera_id",
+	images.PropCapturedAt:    "captured_at",
+	images.PropBlobURI:       "blob_uri",
+	images.PropContentType:   "content_type",
+	images.PropAttributes:    "attributes",
+	images.PropCorrelationID: "pano_image_correlation_id",
+}
+
+// imageHandler is the shared implementation of the image services; each
+// service file adapts it to its generated interface.
+type imageHandler[M imageMessage] struct {
+	repo *images.Repository
+	log  *slog.Logger
+	// fromImage builds the kind's message from a stored image.
+	fromImage func(images.Image) M
+}
+
+// toImage reads the fields the kind's message carries into an image.
+func toImage(m imageMessage) images.Image {
+	img := images.Image{
+		CameraID:    m.GetCameraId(),
+		BlobURI:     m.GetBlobUri(),
+		ContentType: m.GetContentType(),
+		SizeBytes:   m.GetSizeBytes(),
+		Width:       m.GetWidth(),
+		Height:      m.GetHeight(),
+		Attributes:  m.GetAttributes(),
+	}
+	if pano, ok := m.(interface{ GetIsClearDay() bool }); ok {
+		img.IsClearDay = pano.GetIsClearDay()
+	}
+	if pre, ok := m.(interface{ GetPanoImageCorrelationId() string }); ok {
+		img.PanoImageCorrelationID = pre.GetPanoImageCorrelationId()
+	}
+	return img
+}
+
+func (h *imageHandler[M]) create(ctx context.Context, m M) (M, error) {
+	var zero M
+	var v violations
+	if !m.ProtoReflect().IsValid() {
+		v.add("metadata", "required")
+		return zero, v.err()
+	}
+	img := toImage(m)
+	v.checkCameraID("metadata.camera_id", img.CameraID)
+	if m.GetCapturedAt() == nil {
+		v.add("metadata.captured_at", "required")
+	} else if t := v.checkTime("metadata.captured_at", m.GetCapturedAt()); t != nil {
+		img.CapturedAt = *t
+	}
+	if img.SizeBytes < 0 {
+		v.add("metadata.size_bytes", "must not be negative")
+	}
+	if img.Width < 0 {
+		v.add("metadata.width", "must not be negative")
+	}
+	if img.Height < 0 {
+		v.add("metadata.height", "must not be negative")
+	}
+	if err := v.err(); err != nil {
+		return zero, err
+	}
+	stored, err := h.repo.Create(ctx, img)
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return zero, status.Errorf(codes.AlreadyExists,
+			"camera %q already has a different %s image captured at %s", img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))
+	}
+	if err != nil {
+		return zero, toStatus(ctx, h.log, err)
+	}
+	return h.fromImage(stored), nil
+}
+
+func (h *imageHandler[M]) latest(ctx context.Context, cameraID string, filter images.Filter) (M, error) {
+	var zero M
+	var v violations
+	v.checkCameraID("camera_id", cameraID)
+	if err := v.err(); err != nil {
+		return zero, err
+	}
+	img, err := h.repo.Latest(ctx, cameraID, images.Span{}, filter)
+	if errors.Is(err, store.ErrNotFound) {
+		return zero, status.Errorf(codes.NotFound, "camera %q has no matching %s image", cameraID, h.repo.Kind())
+	}
+	if err != nil {
+		return zero, toStatus(ctx, h.log, err)
+	}
+	return h.fromImage(img), nil
+}
+
+func (h *imageHandler[M]) batchLatest(ctx context.Context, cameraIDs []string, start, end *timestamppb.Timestamp) ([]M, error) {
+	var v violations
+	switch {
+	case len(cameraIDs) == 0:
+		v.add("camera_ids", "required")
+	case len(cameraIDs) > maxBatchCameras:
+		v.add("camera_ids", fmt.Sprintf("at most %d ids, got %d", maxBatchCameras, len(cameraIDs)))
+	default:
+		for i, id := range cameraIDs {
+			v.checkCameraID(fmt.Sprintf("camera_ids[%d]", i), id)
+		}
+	}
+	span := v.checkSpan(start, end)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	imgs, err := h.repo.BatchLatest(ctx, cameraIDs, span)
+	if err != nil {
+		return nil, toStatus(ctx, h.log, err)
+	}
+	return h.fromImages(imgs), nil
+}
+
+// listRequest is one page request of one camera's images.
+type listRequest struct {
+	method     string
+	cameraID   string
+	start, end *timestamppb.Timestamp
+	filter     images.Filter
+	// requireCorrelation makes filter.CorrelationID a required field.
+	requireCorrelation bool
+	pageSize           int32
+	pageToken          string
+}
+
+func (h *imageHandler[M]) list(ctx context.Context, req listRequest) ([]M, string, error) {
+	var v violations
+	v.checkCameraID("camera_id", req.cameraID)
+	if req.requireCorrelation && req.filter.CorrelationID == "" {
+		v.add("pano_image_correlation_id", "required")
+	}
+	span := v.checkSpan(req.start, req.end)
+	limit := v.checkPageSize(req.pageSize)
+	fingerprint := queryFingerprint(req.method, req.cameraID, formatTime(req.start), formatTime(req.end), req.filter.CorrelationID)
+	resume := v.checkPageToken(req.pageToken, fingerprint)
+	if resume != nil && resume.PartitionKey != req.cameraID {
+		v.add("page_token", "belongs to another query")
+	}
+	if err := v.err(); err != nil {
+		return nil, "", err
+	}
+	imgs, next, err := h.repo.List(ctx, images.ListOptions{
+		CameraID: req.cameraID, Span: span, Filter: req.filter, Limit: limit, Resume: resume,
+	})
+	if err != nil {
+		return nil, "", toStatus(ctx, h.log, err)
+	}
+	return h.fromImages(imgs), encodePageToken(fingerprint, next), nil
+}
+
+func (h *imageHandler[M]) fromImages(imgs []images.Image) []M {
+	out := make([]M, len(imgs))
+	for i, img := range imgs {
+		out[i] = h.fromImage(img)
+	}
+	return out
+}
+
+func formatTime(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return ""
+	}
+	return ts.AsTime().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// pageToken is the opaque next_page_token: the store cursor plus a
+// fingerprint of the query it belongs to, so a token replayed against
+// another query is refused instead of silently reading the wrong rows.
+type pageToken struct {
+	Query     string `json:"q"`
+	Partition string `json:"p"`
+	Row       string `json:"r"`
+}
+
+// queryFingerprint identifies a query by its method and every parameter but
+// the page size, which may change from page to page.
+func queryFingerprint(method string, params ...string) string {
+	sum := sha256.Sum256([]byte(method + "\x00" + strings.Join(params, "\x00")))
+	return hex.EncodeToString(sum[:8])
+}
+
+func encodePageToken(fingerprint string, next *store.Cursor) string {
+	if next == nil {
+		return ""
+	}
+	data, _ := json.Marshal(pageToken{Query: fingerprint, Partition: next.PartitionKey, Row: next.RowKey})
+	return base64.RawURLEncoding.EncodeToString(data)
+}
+
+// checkPageToken decodes a page token of the query; nil for the first page.
+func (v *violations) checkPageToken(token, fingerprint string) *store.Cursor {
+	if token == "" {
+		return nil
+	}
+	data, err := base64.RawURLEncoding.DecodeString(token)
+	var pt pageToken
+	if err != nil || json.Unmarshal(data, &pt) != nil || pt.Query == "" {
+		v.add("page_token", "malformed")
+		return nil
+	}
+	if pt.Query != fingerprint {
+		v.add("page_token", "belongs to another query")
+		return nil
+	}
+	return &store.Cursor{PartitionKey: pt.Partition, RowKey: pt.Row}
+}

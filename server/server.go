@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// Options configures New.
+type Options struct {
+	// Single, Pano and PreStitch serve the three image services; all required.
+	Single, Pano, PreStitch *images.Repository
+	// Logger receives one line per call and the detail of internal errors;
+	// nil means slog.Default.
+	Logger *slog.Logger
+}
+
+// Server is the gRPC server of metadatad with every service, health and
+// reflection registered.
+type Server struct {
+	grpc   *grpc.Server
+	health *health.Server
+}
+
+// New builds the server and its interceptor chain.
+func New(opts Options) (*Server, error) {
+	if opts.Single == nil || opts.Pano == nil || opts.PreStitch == nil {
+		return nil, errors.New("server: Options needs the Single, Pano and PreStitch repositories")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{grpc: grpc.NewServer(interceptorChain(log)...), health: health.NewServer()}
+	services := map[string]func(){
+		metadatav1.SingleImageMetadataService_ServiceDesc.ServiceName: func() {
+			metadatav1.RegisterSingleImageMetadataServiceServer(s.grpc, &singleImageService{
+				h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, fromImage: singleImageFromImage}})
+		},
+		metadatav1.PanoImageMetadataService_ServiceDesc.ServiceName: func() {
+			metadatav1.RegisterPanoImageMetadataServiceServer(s.grpc, &panoImageService{
+				h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: opts.Pano, log: log, fromImage: panoImageFromImage}})
+		},
+		metadatav1.PreStitchImageMetadataService_ServiceDesc.ServiceName: func() {
+			metadatav1.RegisterPreStitchImageMetadataServiceServer(s.grpc, &preStitchImageService{
+				h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, fromImage: preStitchImageFromImage}})
+		},
+	}
+	for name, register := range services {
+		register()
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	return s, nil
+}
+
+// Serve accepts connections on lis until Shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown reports NOT_SERVING to health checks, stops accepting calls and
+// waits for the calls in flight; when ctx ends first it cuts them off.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// Request limits of the API.
+const (
+	maxCameraIDBytes = 256
+	defaultPageSize  = 100
+	maxPageSize      = 1000
+	maxBatchCameras  = 1000
+)
+
+// Capture times span what both .NET DateTimeOffset ticks and Azure's
+// Edm.DateTime hold.
+var (
+	minTime = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// violations collects the field violations of one request, so a client sees
+// every problem at once.
+type violations struct {
+	list []*errdetails.BadRequest_FieldViolation
+}
+
+func (v *violations) add(field, description string) {
+	v.list = append(v.list, &errdetails.BadRequest_FieldViolation{Field: field, Description: description})
+}
+
+// err is nil without violations, else INVALID_ARGUMENT carrying a
+// google.rpc.BadRequest with every violation.
+func (v *violations) err() error {
+	if len(v.list) == 0 {
+		return nil
+	}
+	parts := make([]string, len(v.list))
+	for i, fv := range v.list {
+		parts[i] = fv.Field + ": " + fv.Description
+	}
+	st := status.New(codes.InvalidArgument, "invalid request: "+strings.Join(parts, "; "))
+	if detailed, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: v.list}); err == nil {
+		st = detailed
+	}
+	return st.Err()
+}
+
+// checkCameraID applies the API's camera id rules on top of the store's key rules.
+func (v *violations) checkCameraID(field, id string) {
+	switch {
+	case id == "":
+		v.add(field, "required")
+	case len(id) > maxCameraIDBytes:
+		v.add(field, fmt.Sprintf("must be at most %d bytes, is %d", maxCameraIDBytes, len(id)))
+	default:
+		if err := store.ValidateKey(id); err != nil {
+			v.add(field, "must be valid UTF-8 without / \\ # ? or control characters")
+		}
+	}
+}
+
+// checkTime validates an optional timestamp; nil in, nil out.
+func (v *violations) checkTime(field string, ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	if err := ts.CheckValid(); err != nil {
+		v.add(field, "not a valid timestamp")
+		return nil
+	}
+	t := ts.AsTime()
+	if t.Before(minTime) || t.After(maxTime) {
+		v.add(field, "must be between 1601-01-01 and 9999-12-31")
+		return nil
+	}
+	return &t
+}
+
+// checkSpan validates optional [start, end) bounds.
+func (v *violations) checkSpan(start, end *timestamppb.Timestamp) images.Span {
+	span := images.Span{Start: v.checkTime("start_time", start), End: v.checkTime("end_time", end)}
+	if span.Start != nil && span.End != nil && span.Start.After(*span.End) {
+		v.add("start_time", "must not be after end_time")
+	}
+	return span
+}
+
+// checkPageSize returns the page size to use: 0 means the default.
+func (v *violations) checkPageSize(size int32) int {
+	switch {
+	case size < 0 || size > maxPageSize:
+		v.add("page_size", fmt.Sprintf("must be between 0 and %d", maxPageSize))
+		return 0
+	case size == 0:
+		return defaultPageSize
+	}
+	return int(size)
+}

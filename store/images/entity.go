@@ -1,0 +1,116 @@
+package images
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// Image is the metadata of one captured image.
+type Image struct {
+	CameraID    string
+	CapturedAt  time.Time
+	BlobURI     string
+	ContentType string
+	SizeBytes   int64
+	Width       int32
+	Height      int32
+	Attributes  map[string]string
+	// IsClearDay is kept for Pano images only.
+	IsClearDay bool
+	// PanoImageCorrelationID is kept for PreStitch images only.
+	PanoImageCorrelationID string
+	// RowKey is the primary row key; set by the repository.
+	RowKey string
+}
+
+// Property names of the stored entities: PascalCase, as the .NET system reads them.
+const (
+	PropCameraID      = "CameraId"
+	PropCapturedAt    = "CapturedAt"
+	PropBlobURI       = "BlobUri"
+	PropContentType   = "ContentType"
+	PropSizeBytes     = "SizeBytes"
+	PropWidth         = "Width"
+	PropHeight        = "Height"
+	PropAttributes    = "Attributes"
+	PropIsClearDay    = "IsClearDay"
+	PropCorrelationID = "PanoImageCorrelationId"
+	// PropDeviceID and PropMetadataRowKey are the index row's way back to its primary row.
+	PropDeviceID       = "DeviceId"
+	PropMetadataRowKey = "MetadataRowKey"
+)
+
+// primaryEntity is the primary row of img, keyed by camera and inverted ticks.
+func (k Kind) primaryEntity(img Image) (store.Entity, error) {
+	props := store.Properties{
+		PropCameraID:    img.CameraID,
+		PropCapturedAt:  img.CapturedAt,
+		PropBlobURI:     img.BlobURI,
+		PropContentType: img.ContentType,
+		PropSizeBytes:   img.SizeBytes,
+		PropWidth:       img.Width,
+		PropHeight:      img.Height,
+	}
+	if len(img.Attributes) > 0 {
+		// encoding/json sorts map keys, so equal maps encode equal and an
+		// identical retried create compares equal.
+		attrs, err := json.Marshal(img.Attributes)
+		if err != nil {
+			return store.Entity{}, fmt.Errorf("images: encode attributes: %w", err)
+		}
+		props[PropAttributes] = string(attrs)
+	}
+	switch k {
+	case Pano:
+		props[PropIsClearDay] = img.IsClearDay
+	case PreStitch:
+		props[PropCorrelationID] = img.PanoImageCorrelationID
+	}
+	return store.Entity{PartitionKey: img.CameraID, RowKey: img.RowKey, Properties: props}, nil
+}
+
+// indexEntity is the index row of img: partitioned by capture minute, keyed
+// by primary row key and camera so two cameras capturing in the same instant
+// never collide.
+func indexEntity(img Image) store.Entity {
+	return store.Entity{
+		PartitionKey: store.MinutePartitionKey(img.CapturedAt),
+		RowKey:       IndexRowKey(img.RowKey, img.CameraID),
+		Properties: store.Properties{
+			PropDeviceID:       img.CameraID,
+			PropMetadataRowKey: img.RowKey,
+		},
+	}
+}
+
+// IndexRowKey is the index row key of a primary row.
+func IndexRowKey(primaryRowKey, cameraID string) string { return primaryRowKey + "_" + cameraID }
+
+// imageFromEntity reads a primary row back.
+func imageFromEntity(e store.Entity) (Image, error) {
+	img := Image{CameraID: e.PartitionKey, RowKey: e.RowKey}
+	img.CapturedAt, _ = e.Properties[PropCapturedAt].(time.Time)
+	if img.CapturedAt.IsZero() {
+		t, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+		if err != nil {
+			return Image{}, fmt.Errorf("images: row %s/%s: %w", e.PartitionKey, e.RowKey, err)
+		}
+		img.CapturedAt = t
+	}
+	img.BlobURI, _ = e.Properties[PropBlobURI].(string)
+	img.ContentType, _ = e.Properties[PropContentType].(string)
+	img.SizeBytes, _ = e.Properties[PropSizeBytes].(int64)
+	img.Width, _ = e.Properties[PropWidth].(int32)
+	img.Height, _ = e.Properties[PropHeight].(int32)
+	img.IsClearDay, _ = e.Properties[PropIsClearDay].(bool)
+	img.PanoImageCorrelationID, _ = e.Properties[PropCorrelationID].(string)
+	if attrs, _ := e.Properties[PropAttributes].(string); attrs != "" {
+		if err := json.Unmarshal([]byte(attrs), &img.Attributes); err != nil {
+			return Image{}, fmt.Errorf("images: row %s/%s attributes: %w", e.PartitionKey, e.RowKey, err)
+		}
+	}
+	return img, nil
+}

@@ -1,0 +1,237 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// DefaultBatchConcurrency bounds the cameras BatchLatest reads at once.
+const DefaultBatchConcurrency = 16
+
+// Options configures Open.
+type Options struct {
+	// Kind is the image kind the repository serves; required.
+	Kind Kind
+	// Table is the primary table name; empty means Kind.DefaultTable(). The
+	// index table is always IndexTable(Table).
+	Table string
+	// BatchConcurrency bounds the cameras BatchLatest reads at once; 0 means
+	// DefaultBatchConcurrency.
+	BatchConcurrency int
+}
+
+// Repository reads and writes one image kind's primary and index tables.
+type Repository struct {
+	kind        Kind
+	primary     store.Table
+	index       store.Table
+	transactor  store.Transactor
+	concurrency int
+}
+
+// Open opens (creating if needed) the kind's two tables on backend.
+func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository, error) {
+	if opts.Kind < Single || opts.Kind > PreStitch {
+		return nil, fmt.Errorf("images: unknown kind %d", opts.Kind)
+	}
+	if opts.Table == "" {
+		opts.Table = opts.Kind.DefaultTable()
+	}
+	if opts.BatchConcurrency <= 0 {
+		opts.BatchConcurrency = DefaultBatchConcurrency
+	}
+	primary, err := backend.Table(ctx, opts.Table)
+	if err != nil {
+		return nil, fmt.Errorf("images: open %s: %w", opts.Table, err)
+	}
+	index, err := backend.Table(ctx, IndexTable(opts.Table))
+	if err != nil {
+		return nil, fmt.Errorf("images: open %s: %w", IndexTable(opts.Table), err)
+	}
+	r := &Repository{kind: opts.Kind, primary: primary, index: index, concurrency: opts.BatchConcurrency}
+	r.transactor, _ = backend.(store.Transactor)
+	return r, nil
+}
+
+// Kind is the image kind the repository serves.
+func (r *Repository) Kind() Kind { return r.kind }
+
+// Tables are the primary and index tables, for the retention engine.
+func (r *Repository) Tables() (primary, index store.Table) { return r.primary, r.index }
+
+// Create stores img's primary and index rows and returns img as stored:
+// captured_at at tick precision and RowKey set. Creating an identical image
+// again succeeds, so a client may retry; a different image for the same
+// camera and instant fails with store.ErrAlreadyExists.
+func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
+	img.CapturedAt = store.TruncateToTicks(img.CapturedAt)
+	img.RowKey = store.InvertedTicksRowKey(img.CapturedAt)
+	primary, err := r.kind.primaryEntity(img)
+	if err != nil {
+		return Image{}, err
+	}
+	if err := store.ValidateEntity(primary); err != nil {
+		return Image{}, err
+	}
+	index := indexEntity(img)
+	if r.transactor != nil {
+		err = r.transactor.Transact(ctx, []store.TableOp{
+			{Table: r.index, Op: store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: index}},
+			{Table: r.primary, Op: store.Op{Kind: store.OpInsert, Entity: primary}},
+		})
+	} else {
+		// Index first: an index row without its primary row is harmless (the
+		// purge finds nothing to delete), a primary row without its index row
+		// would never expire.
+		if _, err = r.index.Upsert(ctx, index, store.Replace); err == nil {
+			_, err = r.primary.Insert(ctx, primary)
+		}
+	}
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return r.resolveDuplicate(ctx, primary)
+	}
+	if err != nil {
+		return Image{}, err
+	}
+	return img, nil
+}
+
+// resolveDuplicate tells a retried create from a conflicting one.
+func (r *Repository) resolveDuplicate(ctx context.Context, want store.Entity) (Image, error) {
+	stored, err := r.primary.Get(ctx, want.PartitionKey, want.RowKey)
+	if err != nil {
+		return Image{}, err
+	}
+	if !store.EqualProperties(stored.Properties, want.Properties) {
+		return Image{}, fmt.Errorf("images: camera %s already has a different image at row %s: %w",
+			want.PartitionKey, want.RowKey, store.ErrAlreadyExists)
+	}
+	return imageFromEntity(stored)
+}
+
+// Span bounds capture times to [Start, End); a nil bound is open.
+type Span struct {
+	Start, End *time.Time
+}
+
+// Filter narrows a listing to the images that match every set field.
+type Filter struct {
+	// ClearDayOnly keeps pano images taken on a clear day.
+	ClearDayOnly bool
+	// CorrelationID keeps pre-stitch images of one pano.
+	CorrelationID string
+}
+
+func (f Filter) where() []store.Equal {
+	var w []store.Equal
+	if f.ClearDayOnly {
+		w = append(w, store.Equal{Property: PropIsClearDay, Value: true})
+	}
+	if f.CorrelationID != "" {
+		w = append(w, store.Equal{Property: PropCorrelationID, Value: f.CorrelationID})
+	}
+	return w
+}
+
+// ListOptions selects one page of one camera's images.
+type ListOptions struct {
+	CameraID string
+	Span     Span
+	Filter   Filter
+	// Limit caps the page: 1 to store.MaxPageSize.
+	Limit int
+	// Resume continues after a previous page; nil starts with the newest.
+	Resume *store.Cursor
+}
+
+// List returns one page of a camera's images, newest first, and the cursor
+// of the next page (nil on the last). The page holds Limit images unless it
+// is the last.
+func (r *Repository) List(ctx context.Context, opts ListOptions) ([]Image, *store.Cursor, error) {
+	q := store.Query{
+		PartitionKey: opts.CameraID,
+		Rows:         store.InvertedTicksRows(opts.Span.Start, opts.Span.End),
+		Where:        opts.Filter.where(),
+		Resume:       opts.Resume,
+	}
+	var out []Image
+	for {
+		q.Limit = opts.Limit - len(out)
+		page, err := r.primary.Query(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range page.Entities {
+			img, err := imageFromEntity(e)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, img)
+		}
+		// A backend may return short pages while more remain; fill the page
+		// so callers see a full page unless it is the last.
+		if page.Next == nil || len(out) == opts.Limit {
+			return out, page.Next, nil
+		}
+		q.Resume = page.Next
+	}
+}
+
+// Latest returns the camera's newest image within span that matches filter;
+// store.ErrNotFound if there is none.
+func (r *Repository) Latest(ctx context.Context, cameraID string, span Span, filter Filter) (Image, error) {
+	imgs, _, err := r.List(ctx, ListOptions{CameraID: cameraID, Span: span, Filter: filter, Limit: 1})
+	if err != nil {
+		return Image{}, err
+	}
+	if len(imgs) == 0 {
+		return Image{}, fmt.Errorf("images: camera %s has no %s image: %w", cameraID, r.kind, store.ErrNotFound)
+	}
+	return imgs[0], nil
+}
+
+// BatchLatest returns the newest image within span of each camera that has
+// one, in the order of cameraIDs, each camera once. Cameras are read
+// concurrently, at most BatchConcurrency at a time.
+func (r *Repository) BatchLatest(ctx context.Context, cameraIDs []string, span Span) ([]Image, error) {
+	unique := make([]string, 0, len(cameraIDs))
+	seen := make(map[string]bool, len(cameraIDs))
+	for _, id := range cameraIDs {
+		if !seen[id] {
+			seen[id] = true
+			unique = append(unique, id)
+		}
+	}
+	found := make([]*Image, len(unique))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.concurrency)
+	for i, id := range unique {
+		g.Go(func() error {
+			img, err := r.Latest(gctx, id, span, Filter{})
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found[i] = &img
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := make([]Image, 0, len(unique))
+	for _, img := range found {
+		if img != nil {
+			out = append(out, *img)
+		}
+	}
+	return out, nil
+}

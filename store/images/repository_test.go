@@ -1,0 +1,254 @@
+package images_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+func openDB(t *testing.T) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// plainBackend hides the Transactor of the backend it wraps, as Azure Table
+// Storage has none, and lets a test break or watch its tables.
+type plainBackend struct {
+	store.Backend
+	wrap func(store.Table) store.Table
+}
+
+func (b plainBackend) Table(ctx context.Context, name string) (store.Table, error) {
+	t, err := b.Backend.Table(ctx, name)
+	if err != nil || b.wrap == nil {
+		return t, err
+	}
+	return b.wrap(t), nil
+}
+
+// failingInserts fails every Insert, as a crash between the two writes would.
+type failingInserts struct{ store.Table }
+
+func (f failingInserts) Insert(context.Context, store.Entity) (store.Entity, error) {
+	return store.Entity{}, errors.New("injected: connection reset")
+}
+
+var capture = time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC)
+
+func TestCreateWritesBothRows(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		backend func(*pebble.DB) store.Backend
+	}{
+		{"transactor", func(db *pebble.DB) store.Backend { return db }},
+		{"index first", func(db *pebble.DB) store.Backend { return plainBackend{Backend: db} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := openDB(t)
+			repo, err := images.Open(ctx, tc.backend(db), images.Options{Kind: images.Pano})
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := repo.Create(ctx, images.Image{CameraID: "cam-1", CapturedAt: capture.Add(123), IsClearDay: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if img.RowKey != "2516350750799999998" || !img.CapturedAt.Equal(capture.Add(100)) {
+				t.Fatalf("stored %s at %s; want row 2516350750799999998 at tick precision", img.RowKey, img.CapturedAt)
+			}
+			primary, index := repo.Tables()
+			if primary.Name() != "PanoImageMetadata" || index.Name() != "PanoImageMetadataIndex" {
+				t.Fatalf("tables %s, %s", primary.Name(), index.Name())
+			}
+			p, err := primary.Get(ctx, "cam-1", img.RowKey)
+			if err != nil || p.Properties[images.PropIsClearDay] != true {
+				t.Fatalf("primary row: %+v, %v", p, err)
+			}
+			ix, err := index.Get(ctx, "202601010002", img.RowKey+"_cam-1")
+			if err != nil || ix.Properties[images.PropDeviceID] != "cam-1" || ix.Properties[images.PropMetadataRowKey] != img.RowKey {
+				t.Fatalf("index row: %+v, %v", ix, err)
+			}
+		})
+	}
+}
+
+// TestCreateWithoutTransactorNeverOrphansPrimary shows the order that keeps
+// retention whole on a backend without transactions: when the primary write
+// fails, the index row is already there (harmless), never the reverse, and
+// a retry completes the pair.
+func TestCreateWithoutTransactorNeverOrphansPrimary(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	broken, err := images.Open(ctx, plainBackend{Backend: db, wrap: func(t store.Table) store.Table { return failingInserts{t} }},
+		images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := images.Image{CameraID: "cam-1", CapturedAt: capture, BlobURI: "b"}
+	if _, err := broken.Create(ctx, img); err == nil {
+		t.Fatal("create with a failing primary write succeeded")
+	}
+	repo, err := images.Open(ctx, plainBackend{Backend: db}, images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, index := repo.Tables()
+	rowKey := store.InvertedTicksRowKey(capture)
+	if _, err := primary.Get(ctx, "cam-1", rowKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("primary row after failed create: %v, want ErrNotFound", err)
+	}
+	if _, err := index.Get(ctx, "202601010002", rowKey+"_cam-1"); err != nil {
+		t.Fatalf("index row after failed create: %v, want it written first", err)
+	}
+	if _, err := repo.Create(ctx, img); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if _, err := primary.Get(ctx, "cam-1", rowKey); err != nil {
+		t.Fatalf("primary row after retry: %v", err)
+	}
+}
+
+func TestCreateRetryAndConflict(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		backend func(*pebble.DB) store.Backend
+	}{
+		{"transactor", func(db *pebble.DB) store.Backend { return db }},
+		{"index first", func(db *pebble.DB) store.Backend { return plainBackend{Backend: db} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo, err := images.Open(ctx, tc.backend(openDB(t)), images.Options{Kind: images.PreStitch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := images.Image{CameraID: "cam-1", CapturedAt: capture, PanoImageCorrelationID: "p1",
+				Attributes: map[string]string{"b": "2", "a": "1"}}
+			first, err := repo.Create(ctx, img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := repo.Create(ctx, img)
+			if err != nil || again.RowKey != first.RowKey || again.Attributes["a"] != "1" {
+				t.Fatalf("identical retry: %+v, %v", again, err)
+			}
+			img.PanoImageCorrelationID = "p2"
+			if _, err := repo.Create(ctx, img); !errors.Is(err, store.ErrAlreadyExists) {
+				t.Fatalf("different image, same instant: %v, want ErrAlreadyExists", err)
+			}
+			got, err := repo.Latest(ctx, "cam-1", images.Span{}, images.Filter{})
+			if err != nil || got.PanoImageCorrelationID != "p1" {
+				t.Fatalf("stored image after conflict: %+v, %v", got, err)
+			}
+		})
+	}
+}
+
+// barrierTable holds every Query until `width` of them are in flight at
+// once, so BatchLatest passes only if it reads cameras concurrently, and
+// records the most in flight, so it fails if it exceeds its bound.
+type barrierTable struct {
+	store.Table
+	width int
+
+	mu       sync.Mutex
+	inFlight int
+	maxSeen  int
+	arrived  int
+	gate     chan struct{}
+}
+
+func (b *barrierTable) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	b.mu.Lock()
+	b.inFlight++
+	b.maxSeen = max(b.maxSeen, b.inFlight)
+	b.arrived++
+	gate := b.gate
+	if b.arrived%b.width == 0 {
+		close(b.gate)
+		b.gate = make(chan struct{})
+	}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inFlight--
+		b.mu.Unlock()
+	}()
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return store.Page{}, ctx.Err()
+	}
+	return b.Table.Query(ctx, q)
+}
+
+func TestBatchLatestReadsConcurrentlyWithinBound(t *testing.T) {
+	const width = 4
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := openDB(t)
+	writer, err := images.Open(ctx, db, images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 * width {
+		id := fmt.Sprintf("cam-%02d", i)
+		ids = append(ids, id)
+		if i%3 == 0 {
+			continue // a camera without images is absent from the answer
+		}
+		for m := range 3 {
+			if _, err := writer.Create(ctx, images.Image{CameraID: id, CapturedAt: capture.Add(time.Duration(m) * time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var barrier *barrierTable
+	reader, err := images.Open(ctx, plainBackend{Backend: db, wrap: func(t store.Table) store.Table {
+		if t.Name() == "SingleImageMetadata" {
+			barrier = &barrierTable{Table: t, width: width, gate: make(chan struct{})}
+			return barrier
+		}
+		return t
+	}}, images.Options{Kind: images.Single, BatchConcurrency: width})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := reader.BatchLatest(ctx, ids, images.Span{})
+	if err != nil {
+		t.Fatalf("BatchLatest: %v (a timeout means cameras were read one after another)", err)
+	}
+	if barrier.maxSeen > width {
+		t.Errorf("%d cameras read at once, bound is %d", barrier.maxSeen, width)
+	}
+	var want []string
+	for i, id := range ids {
+		if i%3 != 0 {
+			want = append(want, id)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d images, want %d", len(got), len(want))
+	}
+	for i, img := range got {
+		if img.CameraID != want[i] || !img.CapturedAt.Equal(capture.Add(2*time.Minute)) {
+			t.Errorf("image %d: %s at %s, want %s at its newest", i, img.CameraID, img.CapturedAt, want[i])
+		}
+	}
+}

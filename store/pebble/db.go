@@ -1,0 +1,236 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// lockStripes bounds how many conditional writes can be in flight at once
+// on distinct keys; two keys rarely share a stripe, so writes rarely wait for
+// a sync that is not their own.
+const lockStripes = 1024
+
+// Options configures Open. The zero value of every field but Dir is usable.
+type Options struct {
+	// Dir is the database directory, created if missing.
+	Dir string
+	// FS is the filesystem; nil means the operating system's. Tests pass
+	// vfs.NewMem or vfs.NewCrashableMem to run the real engine in memory.
+	FS vfs.FS
+	// Now is the clock for entity timestamps; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the engine's messages; nil means slog.Default.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// DB is an open embedded store. It implements store.Backend and
+// store.Transactor.
+type DB struct {
+	db      *pebbledb.DB
+	now     func() time.Time
+	seed    maphash.Seed
+	stripes [lockStripes]sync.Mutex
+	// etags counts writes; seeded from the clock so ETags stay unique across restarts.
+	etags atomic.Uint64
+}
+
+// Open opens or creates the database in opts.Dir.
+func Open(opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	if opts.Dir == "" {
+		return nil, errors.New("pebble: Options.Dir is empty")
+	}
+	db, err := pebbledb.Open(opts.Dir, &pebbledb.Options{
+		FS:                 opts.FS,
+		FormatMajorVersion: pebbledb.FormatNewest,
+		Logger:             slogLogger{opts.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
+	}
+	d := &DB{db: db, now: opts.Now, seed: maphash.MakeSeed()}
+	d.etags.Store(uint64(time.Now().UnixNano()))
+	return d, nil
+}
+
+// Close flushes nothing it has not already synced and releases the database.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Table returns a handle on the named table. Tables need no creation: a
+// table is the set of keys under its name.
+func (d *DB) Table(_ context.Context, name string) (store.Table, error) {
+	if err := store.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	return &Table{db: d, name: name}, nil
+}
+
+// Transact applies operations on several tables atomically.
+func (d *DB) Transact(ctx context.Context, ops []store.TableOp) error {
+	if err := store.ValidateTransaction(ops); err != nil {
+		return err
+	}
+	writes := make([]write, len(ops))
+	for i, op := range ops {
+		t, ok := op.Table.(*Table)
+		if !ok || t.db != d {
+			return &store.BatchError{Index: i, Err: fmt.Errorf("%w: table %s is not of this database", store.ErrInvalidBatch, op.Table.Name())}
+		}
+		writes[i] = write{table: t.name, op: op.Op}
+	}
+	_, err := d.apply(ctx, writes)
+	return err
+}
+
+// write is one operation on one table.
+type write struct {
+	table string
+	op    store.Op
+}
+
+// apply checks every operation's condition against the stored rows and
+// commits them in one synced batch, all or none. The lock stripes of every
+// key are held from the first read to the commit, so no other write can slip
+// between a condition and its write.
+func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	keys := make([][]byte, len(writes))
+	stripes := make([]int, len(writes))
+	for i, w := range writes {
+		keys[i] = encodeKey(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey)
+		stripes[i] = int(maphash.Bytes(d.seed, keys[i]) % lockStripes)
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, s := range stripes {
+		d.stripes[s].Lock()
+	}
+	defer func() {
+		for _, s := range stripes {
+			d.stripes[s].Unlock()
+		}
+	}()
+
+	batch := d.db.NewBatch()
+	defer batch.Close()
+	now := d.now().UTC()
+	results := make([]store.Entity, len(writes))
+	for i, w := range writes {
+		stored, found, err := d.get(keys[i], w.op.Entity.PartitionKey, w.op.Entity.RowKey)
+		if err != nil {
+			return nil, &store.BatchError{Index: i, Err: err}
+		}
+		next, err := d.resolve(w.op, stored, found, now)
+		if err != nil {
+			return nil, &store.BatchError{Index: i, Err: err}
+		}
+		if w.op.Kind == store.OpDelete {
+			err = batch.Delete(keys[i], nil)
+		} else {
+			var value []byte
+			if value, err = encodeValue(next); err == nil {
+				err = batch.Set(keys[i], value, nil)
+			}
+		}
+		if err != nil {
+			return nil, &store.BatchError{Index: i, Err: err}
+		}
+		results[i] = next
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := batch.Commit(pebbledb.Sync); err != nil {
+		return nil, fmt.Errorf("pebble: commit: %w", err)
+	}
+	return results, nil
+}
+
+// resolve checks op's condition against the stored entity and returns what
+// the row becomes.
+func (d *DB) resolve(op store.Op, stored store.Entity, found bool, now time.Time) (store.Entity, error) {
+	switch op.Kind {
+	case store.OpInsert:
+		if found {
+			return store.Entity{}, store.ErrAlreadyExists
+		}
+	case store.OpUpdate, store.OpDelete:
+		if !found {
+			return store.Entity{}, store.ErrNotFound
+		}
+		if op.IfMatch != "" && op.IfMatch != "*" && op.IfMatch != stored.ETag {
+			return store.Entity{}, store.ErrConflict
+		}
+	}
+	next := op.Entity
+	if op.Kind == store.OpDelete {
+		return next, nil
+	}
+	if found && op.Mode == store.Merge && op.Kind != store.OpInsert {
+		merged := make(store.Properties, len(stored.Properties)+len(op.Entity.Properties))
+		for k, v := range stored.Properties {
+			merged[k] = v
+		}
+		for k, v := range op.Entity.Properties {
+			merged[k] = v
+		}
+		next.Properties = merged
+	}
+	next.ETag = `W/"` + strconv.FormatUint(d.etags.Add(1), 16) + `"`
+	next.Timestamp = now
+	return next, nil
+}
+
+// get reads one row; found is false when it is missing.
+func (d *DB) get(key []byte, partitionKey, rowKey string) (e store.Entity, found bool, err error) {
+	value, closer, err := d.db.Get(key)
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return store.Entity{}, false, nil
+	}
+	if err != nil {
+		return store.Entity{}, false, fmt.Errorf("pebble: get: %w", err)
+	}
+	defer closer.Close()
+	e, err = decodeValue(partitionKey, rowKey, value)
+	return e, err == nil, err
+}
+
+// slogLogger routes the engine's messages to slog.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Infof(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
+
+func (s slogLogger) Errorf(format string, args ...any) { s.l.Error(fmt.Sprintf(format, args...)) }
+
+func (s slogLogger) Fatalf(format string, args ...any) {
+	s.l.Error(fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}

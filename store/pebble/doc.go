@@ -1,0 +1,16 @@
+// Package pebble is the embedded backend of the store contract, on
+// CockroachDB's Pebble LSM engine.
+//
+// All tables share one Pebble database. A key is the table name, the
+// partition key and the row key joined by 0x00, a byte that keys may not
+// hold, so byte order is (table, PartitionKey, RowKey) order and a
+// partition's rows are one contiguous range: queries are range scans and a
+// device's expired rows can go with one range deletion.
+//
+// Every write is synced to the WAL before it returns. Pebble's commit
+// pipeline shares one fsync among the writes that arrive while the previous
+// one runs (group commit), so concurrent creates do not pay one sync each.
+// Conditional writes (insert-if-absent, ETag checks) read and commit under a
+// lock stripe chosen by key, so writes to different keys never wait on each
+// other's sync.
+package pebble

@@ -1,0 +1,227 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// ctxCheckEvery is how many rows a read visits between context checks.
+const ctxCheckEvery = 256
+
+// Table is one table of a DB. It implements store.Table and store.RangeDeleter.
+type Table struct {
+	db   *DB
+	name string
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.name }
+
+// Insert adds e; store.ErrAlreadyExists if its key is taken.
+func (t *Table) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+	return t.writeOne(ctx, store.Op{Kind: store.OpInsert, Entity: e})
+}
+
+// Upsert adds e or writes over the stored entity per mode.
+func (t *Table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
+	return t.writeOne(ctx, store.Op{Kind: store.OpUpsert, Entity: e, Mode: mode})
+}
+
+// Update writes over the stored entity per mode, if its ETag matches ifMatch.
+func (t *Table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
+	return t.writeOne(ctx, store.Op{Kind: store.OpUpdate, Entity: e, Mode: mode, IfMatch: ifMatch})
+}
+
+// Delete removes one entity, if its ETag matches ifMatch.
+func (t *Table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
+	_, err := t.writeOne(ctx, store.Op{Kind: store.OpDelete, IfMatch: ifMatch,
+		Entity: store.Entity{PartitionKey: partitionKey, RowKey: rowKey}})
+	return err
+}
+
+// writeOne runs a single operation through the batch path and reports its
+// error unwrapped, as a single call should.
+func (t *Table) writeOne(ctx context.Context, op store.Op) (store.Entity, error) {
+	if err := store.ValidateBatch([]store.Op{op}); err != nil {
+		return store.Entity{}, unwrapBatch(err)
+	}
+	results, err := t.db.apply(ctx, []write{{table: t.name, op: op}})
+	if err != nil {
+		return store.Entity{}, unwrapBatch(err)
+	}
+	return results[0], nil
+}
+
+func unwrapBatch(err error) error {
+	var be *store.BatchError
+	if errors.As(err, &be) {
+		return be.Err
+	}
+	return err
+}
+
+// Batch applies operations on one partition atomically.
+func (t *Table) Batch(ctx context.Context, ops []store.Op) error {
+	if err := store.ValidateBatch(ops); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return ctx.Err()
+	}
+	writes := make([]write, len(ops))
+	for i, op := range ops {
+		writes[i] = write{table: t.name, op: op}
+	}
+	_, err := t.db.apply(ctx, writes)
+	return err
+}
+
+// Get reads one entity.
+func (t *Table) Get(ctx context.Context, partitionKey, rowKey string) (store.Entity, error) {
+	if err := store.ValidateAddress(partitionKey, rowKey); err != nil {
+		return store.Entity{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Entity{}, err
+	}
+	e, found, err := t.db.get(encodeKey(t.name, partitionKey, rowKey), partitionKey, rowKey)
+	if err != nil {
+		return store.Entity{}, err
+	}
+	if !found {
+		return store.Entity{}, store.ErrNotFound
+	}
+	return e, nil
+}
+
+// Query reads one partition in row-key order.
+func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if err := store.ValidateKey(q.PartitionKey); err != nil {
+		return store.Page{}, err
+	}
+	limit, err := store.PageLimit(q.Limit)
+	if err != nil {
+		return store.Page{}, err
+	}
+	lower := encodeKey(t.name, q.PartitionKey, q.Rows.From)
+	upper := encodeKey(t.name, q.PartitionKey, q.Rows.To)
+	if q.Rows.To == "" {
+		upper = prefixEnd(partitionPrefix(t.name, q.PartitionKey))
+	}
+	if q.Resume != nil {
+		if q.Resume.PartitionKey != q.PartitionKey {
+			return store.Page{}, fmt.Errorf("%w: cursor of partition %q resumes a query of %q",
+				store.ErrInvalidQuery, q.Resume.PartitionKey, q.PartitionKey)
+		}
+		lower = maxKey(lower, encodeKey(t.name, q.PartitionKey, q.Resume.RowKey))
+	}
+	return t.page(ctx, lower, upper, q.Where, limit)
+}
+
+// Scan reads a range of partitions in key order.
+func (t *Table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
+	limit, err := store.PageLimit(s.Limit)
+	if err != nil {
+		return store.Page{}, err
+	}
+	prefix := tablePrefix(t.name)
+	lower := append(prefix, s.Partitions.From...)
+	upper := prefixEnd(prefix)
+	if s.Partitions.To != "" {
+		// Any key of partition To or above sorts at or after prefix+To.
+		upper = append(tablePrefix(t.name), s.Partitions.To...)
+	}
+	if s.Resume != nil {
+		lower = maxKey(lower, encodeKey(t.name, s.Resume.PartitionKey, s.Resume.RowKey))
+	}
+	return t.page(ctx, lower, upper, s.Where, limit)
+}
+
+// page reads up to limit matching entities in [lower, upper). The cursor it
+// returns names the first key it did not look at.
+func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equal, limit int) (store.Page, error) {
+	var page store.Page
+	if bytes.Compare(lower, upper) >= 0 {
+		return page, ctx.Err()
+	}
+	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return page, fmt.Errorf("pebble: iterate: %w", err)
+	}
+	defer iter.Close()
+	visited := 0
+	for valid := iter.First(); valid; valid = iter.Next() {
+		pk, rk, err := decodeKey(t.name, iter.Key())
+		if err != nil {
+			return store.Page{}, err
+		}
+		if len(page.Entities) == limit {
+			page.Next = &store.Cursor{PartitionKey: pk, RowKey: rk}
+			break
+		}
+		if visited++; visited%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return store.Page{}, err
+			}
+		}
+		value, err := iter.ValueAndErr()
+		if err != nil {
+			return store.Page{}, fmt.Errorf("pebble: read: %w", err)
+		}
+		e, err := decodeValue(pk, rk, value)
+		if err != nil {
+			return store.Page{}, err
+		}
+		if store.Matches(e.Properties, where) {
+			page.Entities = append(page.Entities, e)
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return store.Page{}, fmt.Errorf("pebble: iterate: %w", err)
+	}
+	return page, ctx.Err()
+}
+
+// DeleteRange removes the rows of one partition whose row keys lie in rows,
+// with one range tombstone however many rows there are.
+func (t *Table) DeleteRange(ctx context.Context, partitionKey string, rows store.Range) error {
+	if err := store.ValidateKey(partitionKey); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lower := encodeKey(t.name, partitionKey, rows.From)
+	upper := encodeKey(t.name, partitionKey, rows.To)
+	if rows.To == "" {
+		upper = prefixEnd(partitionPrefix(t.name, partitionKey))
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	if err := t.db.db.DeleteRange(lower, upper, pebbledb.Sync); err != nil {
+		return fmt.Errorf("pebble: delete range: %w", err)
+	}
+	return nil
+}
+
+// prefixEnd is the first key after every key with the given prefix, whose
+// last byte is the 0x00 separator.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	end[len(end)-1] = sep + 1
+	return end
+}
+
+func maxKey(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,283 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// reservedProperties are the system properties every entity has.
+var reservedProperties = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true, "ETag": true}
+
+// Edm DateTime values span what Azure Table Storage accepts.
+var (
+	minDateTime = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxDateTime = time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC)
+)
+
+// ValidateTableName checks the table name rules: 3 to 63 ASCII letters and
+// digits, starting with a letter.
+func ValidateTableName(name string) error {
+	if len(name) < 3 || len(name) > 63 {
+		return fmt.Errorf("%w: table name %q must be 3 to 63 characters", ErrInvalidKey, name)
+	}
+	for i, r := range name {
+		letter := r < utf8.RuneSelf && unicode.IsLetter(r)
+		if !letter && (i == 0 || r < '0' || r > '9') {
+			return fmt.Errorf("%w: table name %q must be letters and digits, starting with a letter", ErrInvalidKey, name)
+		}
+	}
+	return nil
+}
+
+// ValidateKey checks the partition and row key rules: 1 to MaxKeyBytes of
+// valid UTF-8 without / \ # ? or control characters.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	case len(key) > MaxKeyBytes:
+		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidKey, len(key), MaxKeyBytes)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
+	}
+	if i := strings.IndexFunc(key, forbiddenInKey); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(key[i:])
+		return fmt.Errorf("%w: key holds forbidden character %q", ErrInvalidKey, r)
+	}
+	return nil
+}
+
+func forbiddenInKey(r rune) bool {
+	return r == '/' || r == '\\' || r == '#' || r == '?' || unicode.IsControl(r)
+}
+
+// ValidateEntity checks an entity's keys and properties against the limits.
+// Errors other than key errors are *PropertyError.
+func ValidateEntity(e Entity) error {
+	if err := ValidateKey(e.PartitionKey); err != nil {
+		return fmt.Errorf("partition key: %w", err)
+	}
+	if err := ValidateKey(e.RowKey); err != nil {
+		return fmt.Errorf("row key: %w", err)
+	}
+	if len(e.Properties) > MaxProperties {
+		return &PropertyError{Err: fmt.Errorf("%w: %d properties, over %d", ErrTooLarge, len(e.Properties), MaxProperties)}
+	}
+	for name, v := range e.Properties {
+		if err := validateProperty(name, v); err != nil {
+			return &PropertyError{Property: name, Err: err}
+		}
+	}
+	if n := EntitySize(e); n > MaxEntityBytes {
+		return &PropertyError{Err: fmt.Errorf("%w: entity is %d bytes, over %d", ErrTooLarge, n, MaxEntityBytes)}
+	}
+	return nil
+}
+
+func validateProperty(name string, v any) error {
+	if reservedProperties[name] {
+		return fmt.Errorf("%w: %s is a system property", ErrInvalidEntity, name)
+	}
+	if !validPropertyName(name) {
+		return fmt.Errorf("%w: name must be an identifier of at most 255 characters", ErrInvalidEntity)
+	}
+	switch v := v.(type) {
+	case string:
+		if n := 2 * len(utf16.Encode([]rune(v))); n > MaxValueBytes {
+			return fmt.Errorf("%w: string is %d bytes as UTF-16, over %d", ErrTooLarge, n, MaxValueBytes)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("%w: string is not valid UTF-8", ErrInvalidEntity)
+		}
+	case []byte:
+		if len(v) > MaxValueBytes {
+			return fmt.Errorf("%w: binary is %d bytes, over %d", ErrTooLarge, len(v), MaxValueBytes)
+		}
+	case time.Time:
+		if v.Before(minDateTime) || v.After(maxDateTime) {
+			return fmt.Errorf("%w: time %s outside 1601-01-01 to 9999-12-31", ErrInvalidEntity, v.Format(time.RFC3339Nano))
+		}
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: NaN and infinities are not stored", ErrInvalidEntity)
+		}
+	case bool, int32, int64:
+	default:
+		return fmt.Errorf("%w: unsupported type %T", ErrInvalidEntity, v)
+	}
+	return nil
+}
+
+func validPropertyName(name string) bool {
+	if name == "" || len(name) > 255 {
+		return false
+	}
+	for i, r := range name {
+		if !(r == '_' || unicode.IsLetter(r) || (i > 0 && unicode.IsDigit(r))) {
+			return false
+		}
+	}
+	return true
+}
+
+// EntitySize is an entity's size as Azure Table Storage counts it against
+// MaxEntityBytes.
+func EntitySize(e Entity) int {
+	n := 4 + 2*len(e.PartitionKey) + 2*len(e.RowKey)
+	for name, v := range e.Properties {
+		n += 8 + 2*len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v any) int {
+	switch v := v.(type) {
+	case string:
+		return 4 + 2*len(v)
+	case []byte:
+		return 4 + len(v)
+	case bool:
+		return 1
+	case int32:
+		return 4
+	default:
+		return 8
+	}
+}
+
+// ValidateBatch checks the batch rules and every operation's entity. Errors
+// about one operation are *BatchError.
+func ValidateBatch(ops []Op) error {
+	if len(ops) > MaxBatchOps {
+		return fmt.Errorf("%w: %d operations, over %d", ErrInvalidBatch, len(ops), MaxBatchOps)
+	}
+	if err := validateOps(ops); err != nil {
+		return err
+	}
+	for i, op := range ops {
+		if op.Entity.PartitionKey != ops[0].Entity.PartitionKey {
+			return &BatchError{Index: i, Err: fmt.Errorf("%w: operations span partitions %q and %q",
+				ErrInvalidBatch, ops[0].Entity.PartitionKey, op.Entity.PartitionKey)}
+		}
+	}
+	return nil
+}
+
+// ValidateTransaction checks the rules of Transactor.Transact.
+func ValidateTransaction(ops []TableOp) error {
+	if len(ops) > MaxBatchOps {
+		return fmt.Errorf("%w: %d operations, over %d", ErrInvalidBatch, len(ops), MaxBatchOps)
+	}
+	plain := make([]Op, len(ops))
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		plain[i], names[i] = op.Op, op.Table.Name()
+	}
+	return validateOpsIn(names, plain)
+}
+
+func validateOps(ops []Op) error { return validateOpsIn(nil, ops) }
+
+// validateOpsIn checks each operation and that no row appears twice; tables,
+// when given, tell rows of different tables apart.
+func validateOpsIn(tables []string, ops []Op) error {
+	seen := make(map[[3]string]bool, len(ops))
+	size := 0
+	for i, op := range ops {
+		var err error
+		if op.Kind == OpDelete {
+			err = validateKeys(op.Entity.PartitionKey, op.Entity.RowKey)
+		} else if op.Kind >= OpInsert && op.Kind <= OpUpdate {
+			err = ValidateEntity(op.Entity)
+		} else {
+			err = fmt.Errorf("%w: unknown operation kind %d", ErrInvalidBatch, op.Kind)
+		}
+		if err != nil {
+			return &BatchError{Index: i, Err: err}
+		}
+		key := [3]string{"", op.Entity.PartitionKey, op.Entity.RowKey}
+		if tables != nil {
+			key[0] = tables[i]
+		}
+		if seen[key] {
+			return &BatchError{Index: i, Err: fmt.Errorf("%w: row %q/%q appears twice", ErrInvalidBatch, key[1], key[2])}
+		}
+		seen[key] = true
+		size += EntitySize(op.Entity)
+	}
+	if size > MaxBatchBytes {
+		return fmt.Errorf("%w: batch is %d bytes, over %d", ErrTooLarge, size, MaxBatchBytes)
+	}
+	return nil
+}
+
+func validateKeys(partitionKey, rowKey string) error {
+	if err := ValidateKey(partitionKey); err != nil {
+		return fmt.Errorf("partition key: %w", err)
+	}
+	if err := ValidateKey(rowKey); err != nil {
+		return fmt.Errorf("row key: %w", err)
+	}
+	return nil
+}
+
+// ValidateAddress checks the keys that address one entity.
+func ValidateAddress(partitionKey, rowKey string) error { return validateKeys(partitionKey, rowKey) }
+
+// PageLimit checks a page limit and returns it with 0 turned into MaxPageSize.
+func PageLimit(limit int) (int, error) {
+	if limit < 0 || limit > MaxPageSize {
+		return 0, fmt.Errorf("%w: page limit %d outside 0 to %d", ErrInvalidQuery, limit, MaxPageSize)
+	}
+	if limit == 0 {
+		return MaxPageSize, nil
+	}
+	return limit, nil
+}
+
+// Matches reports whether props meet every condition, for backends that
+// filter in process.
+func Matches(props Properties, where []Equal) bool {
+	for _, c := range where {
+		v, ok := props[c.Property]
+		if !ok || !EqualValues(v, c.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// EqualValues reports whether two property values have the same type and value.
+func EqualValues(a, b any) bool {
+	switch a := a.(type) {
+	case time.Time:
+		b, ok := b.(time.Time)
+		return ok && a.Equal(b)
+	case []byte:
+		b, ok := b.([]byte)
+		return ok && bytes.Equal(a, b)
+	default:
+		return a == b
+	}
+}
+
+// EqualProperties reports whether two property sets hold the same names,
+// types and values.
+func EqualProperties(a, b Properties) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, v := range a {
+		w, ok := b[name]
+		if !ok || !EqualValues(v, w) {
+			return false
+		}
+	}
+	return true
+}
