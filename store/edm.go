@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,9 @@ func UnmarshalEDM(data []byte) (Properties, error) {
 				return nil, fmt.Errorf("store: decode type of %s: %w", name, err)
 			}
 		}
+		if string(value) == "null" {
+			continue // Azure omits null properties; a null is an absent value
+		}
 		v, err := decodeEDMValue(kind, value)
 		if err != nil {
 			return nil, fmt.Errorf("store: decode %s: %w", name, err)
@@ -77,14 +81,30 @@ func decodeEDMValue(kind string, value json.RawMessage) (any, error) {
 		if err := json.Unmarshal(value, &v); err != nil {
 			return nil, err
 		}
-		if f, ok := v.(float64); ok {
-			if f == float64(int32(f)) && !strings.ContainsAny(string(value), ".eE") {
-				return int32(f), nil
+		switch v := v.(type) {
+		case float64:
+			if v == float64(int32(v)) && !strings.ContainsAny(string(value), ".eE") {
+				return int32(v), nil
 			}
-			return f, nil
+			return v, nil
+		case string, bool:
+			return v, nil
 		}
-		return v, nil
+		return nil, fmt.Errorf("unsupported JSON value %s", value)
 	case edmDouble:
+		// Azure sends NaN and the infinities as strings.
+		var s string
+		if json.Unmarshal(value, &s) == nil {
+			switch s {
+			case "NaN":
+				return math.NaN(), nil
+			case "Infinity", "INF":
+				return math.Inf(1), nil
+			case "-Infinity", "-INF":
+				return math.Inf(-1), nil
+			}
+			return strconv.ParseFloat(s, 64)
+		}
 		var f float64
 		err := json.Unmarshal(value, &f)
 		return f, err

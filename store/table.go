@@ -168,7 +168,8 @@ type Table interface {
 // Backend opens tables.
 type Backend interface {
 	// Table returns the named table, creating it if it does not exist.
-	// Table names are 3 to 63 letters and digits, starting with a letter.
+	// Table names are 3 to 63 letters and digits, starting with a letter,
+	// and case-insensitive as in Azure: "Images" and "images" are one table.
 	Table(ctx context.Context, name string) (Table, error)
 }
 

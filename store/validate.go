@@ -89,7 +89,7 @@ func validateProperty(name string, v any) error {
 	}
 	switch v := v.(type) {
 	case string:
-		if n := 2 * len(utf16.Encode([]rune(v))); n > MaxValueBytes {
+		if n := 2 * utf16Len(v); n > MaxValueBytes {
 			return fmt.Errorf("%w: string is %d bytes as UTF-16, over %d", ErrTooLarge, n, MaxValueBytes)
 		}
 		if !utf8.ValidString(v) {
@@ -129,9 +129,18 @@ func validPropertyName(name string) bool {
 // EntitySize is an entity's size as Azure Table Storage counts it against
 // MaxEntityBytes.
 func EntitySize(e Entity) int {
-	n := 4 + 2*len(e.PartitionKey) + 2*len(e.RowKey)
+	n := 4 + 2*utf16Len(e.PartitionKey) + 2*utf16Len(e.RowKey)
 	for name, v := range e.Properties {
-		n += 8 + 2*len(name) + valueSize(v)
+		n += 8 + 2*utf16Len(name) + valueSize(v)
+	}
+	return n
+}
+
+// utf16Len is the length of s in UTF-16 code units, the unit Azure counts in.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
 	}
 	return n
 }
@@ -139,7 +148,7 @@ func EntitySize(e Entity) int {
 func valueSize(v any) int {
 	switch v := v.(type) {
 	case string:
-		return 4 + 2*len(v)
+		return 4 + 2*utf16Len(v)
 	case []byte:
 		return 4 + len(v)
 	case bool:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +89,7 @@ func (d *DB) Table(_ context.Context, name string) (store.Table, error) {
 	if err := store.ValidateTableName(name); err != nil {
 		return nil, err
 	}
-	return &Table{db: d, name: name}, nil
+	return &Table{db: d, name: name, key: strings.ToLower(name)}, nil
 }
 
 // Transact applies operations on several tables atomically.
@@ -102,7 +103,7 @@ func (d *DB) Transact(ctx context.Context, ops []store.TableOp) error {
 		if !ok || t.db != d {
 			return &store.BatchError{Index: i, Err: fmt.Errorf("%w: table %s is not of this database", store.ErrInvalidBatch, op.Table.Name())}
 		}
-		writes[i] = write{table: t.name, op: op.Op}
+		writes[i] = write{table: t.key, op: op.Op}
 	}
 	_, err := d.apply(ctx, writes)
 	return err

@@ -18,6 +18,9 @@ const ctxCheckEvery = 256
 type Table struct {
 	db   *DB
 	name string
+	// key is the table's key prefix: the name in lower case, since table
+	// names are case-insensitive.
+	key string
 }
 
 // Name is the table's name.
@@ -51,7 +54,7 @@ func (t *Table) writeOne(ctx context.Context, op store.Op) (store.Entity, error)
 	if err := store.ValidateBatch([]store.Op{op}); err != nil {
 		return store.Entity{}, unwrapBatch(err)
 	}
-	results, err := t.db.apply(ctx, []write{{table: t.name, op: op}})
+	results, err := t.db.apply(ctx, []write{{table: t.key, op: op}})
 	if err != nil {
 		return store.Entity{}, unwrapBatch(err)
 	}
@@ -76,7 +79,7 @@ func (t *Table) Batch(ctx context.Context, ops []store.Op) error {
 	}
 	writes := make([]write, len(ops))
 	for i, op := range ops {
-		writes[i] = write{table: t.name, op: op}
+		writes[i] = write{table: t.key, op: op}
 	}
 	_, err := t.db.apply(ctx, writes)
 	return err
@@ -90,7 +93,7 @@ func (t *Table) Get(ctx context.Context, partitionKey, rowKey string) (store.Ent
 	if err := ctx.Err(); err != nil {
 		return store.Entity{}, err
 	}
-	e, found, err := t.db.get(encodeKey(t.name, partitionKey, rowKey), partitionKey, rowKey)
+	e, found, err := t.db.get(encodeKey(t.key, partitionKey, rowKey), partitionKey, rowKey)
 	if err != nil {
 		return store.Entity{}, err
 	}
@@ -109,17 +112,17 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if err != nil {
 		return store.Page{}, err
 	}
-	lower := encodeKey(t.name, q.PartitionKey, q.Rows.From)
-	upper := encodeKey(t.name, q.PartitionKey, q.Rows.To)
+	lower := encodeKey(t.key, q.PartitionKey, q.Rows.From)
+	upper := encodeKey(t.key, q.PartitionKey, q.Rows.To)
 	if q.Rows.To == "" {
-		upper = prefixEnd(partitionPrefix(t.name, q.PartitionKey))
+		upper = prefixEnd(partitionPrefix(t.key, q.PartitionKey))
 	}
 	if q.Resume != nil {
 		if q.Resume.PartitionKey != q.PartitionKey {
 			return store.Page{}, fmt.Errorf("%w: cursor of partition %q resumes a query of %q",
 				store.ErrInvalidQuery, q.Resume.PartitionKey, q.PartitionKey)
 		}
-		lower = maxKey(lower, encodeKey(t.name, q.PartitionKey, q.Resume.RowKey))
+		lower = maxKey(lower, encodeKey(t.key, q.PartitionKey, q.Resume.RowKey))
 	}
 	return t.page(ctx, lower, upper, q.Where, limit)
 }
@@ -130,15 +133,15 @@ func (t *Table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
 	if err != nil {
 		return store.Page{}, err
 	}
-	prefix := tablePrefix(t.name)
+	prefix := tablePrefix(t.key)
 	lower := append(prefix, s.Partitions.From...)
 	upper := prefixEnd(prefix)
 	if s.Partitions.To != "" {
 		// Any key of partition To or above sorts at or after prefix+To.
-		upper = append(tablePrefix(t.name), s.Partitions.To...)
+		upper = append(tablePrefix(t.key), s.Partitions.To...)
 	}
 	if s.Resume != nil {
-		lower = maxKey(lower, encodeKey(t.name, s.Resume.PartitionKey, s.Resume.RowKey))
+		lower = maxKey(lower, encodeKey(t.key, s.Resume.PartitionKey, s.Resume.RowKey))
 	}
 	return t.page(ctx, lower, upper, s.Where, limit)
 }
@@ -157,7 +160,7 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 	defer iter.Close()
 	visited := 0
 	for valid := iter.First(); valid; valid = iter.Next() {
-		pk, rk, err := decodeKey(t.name, iter.Key())
+		pk, rk, err := decodeKey(t.key, iter.Key())
 		if err != nil {
 			return store.Page{}, err
 		}
@@ -197,10 +200,10 @@ func (t *Table) DeleteRange(ctx context.Context, partitionKey string, rows store
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	lower := encodeKey(t.name, partitionKey, rows.From)
-	upper := encodeKey(t.name, partitionKey, rows.To)
+	lower := encodeKey(t.key, partitionKey, rows.From)
+	upper := encodeKey(t.key, partitionKey, rows.To)
 	if rows.To == "" {
-		upper = prefixEnd(partitionPrefix(t.name, partitionKey))
+		upper = prefixEnd(partitionPrefix(t.key, partitionKey))
 	}
 	if bytes.Compare(lower, upper) >= 0 {
 		return nil
