@@ -189,9 +189,30 @@ type Transactor interface {
 	Transact(ctx context.Context, ops []TableOp) error
 }
 
-// RangeDeleter is implemented by tables that delete a contiguous row-key
-// range of one partition in one operation, without reading it.
+// Key addresses one entity.
+type Key struct {
+	PartitionKey, RowKey string
+}
+
+// KeyDeleter is implemented by tables that delete any number of entities,
+// of any partitions, in one durable operation. Keys already gone are
+// ignored, so a retried call succeeds.
+type KeyDeleter interface {
+	// DeleteKeys removes the entities with the keys, all or none.
+	DeleteKeys(ctx context.Context, keys []Key) error
+}
+
+// RowRange is a contiguous range of rows in one partition.
+type RowRange struct {
+	PartitionKey string
+	Rows         Range
+}
+
+// RangeDeleter is implemented by tables that delete contiguous row-key
+// ranges without reading them. Callers find it by type assertion on the
+// Table and fall back to query and batch deletes without it.
 type RangeDeleter interface {
-	// DeleteRange removes every entity of the partition whose row key lies in rows.
-	DeleteRange(ctx context.Context, partitionKey string, rows Range) error
+	// DeleteRanges removes every entity in the ranges, all or none, in one
+	// durable operation however many rows they hold.
+	DeleteRanges(ctx context.Context, ranges []RowRange) error
 }

@@ -14,7 +14,8 @@ import (
 // ctxCheckEvery is how many rows a read visits between context checks.
 const ctxCheckEvery = 256
 
-// Table is one table of a DB. It implements store.Table and store.RangeDeleter.
+// Table is one table of a DB. It implements store.Table, store.RangeDeleter
+// and store.KeyDeleter.
 type Table struct {
 	db   *DB
 	name string
@@ -191,25 +192,61 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 	return page, ctx.Err()
 }
 
-// DeleteRange removes the rows of one partition whose row keys lie in rows,
-// with one range tombstone however many rows there are.
-func (t *Table) DeleteRange(ctx context.Context, partitionKey string, rows store.Range) error {
-	if err := store.ValidateKey(partitionKey); err != nil {
-		return err
+// DeleteRanges removes the rows in the ranges with one range tombstone
+// each, in one synced commit, however many rows they hold.
+func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+	for _, r := range ranges {
+		if err := store.ValidateKey(r.PartitionKey); err != nil {
+			return err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	lower := encodeKey(t.key, partitionKey, rows.From)
-	upper := encodeKey(t.key, partitionKey, rows.To)
-	if rows.To == "" {
-		upper = prefixEnd(partitionPrefix(t.key, partitionKey))
+	batch := t.db.db.NewBatch()
+	defer batch.Close()
+	for _, r := range ranges {
+		lower := encodeKey(t.key, r.PartitionKey, r.Rows.From)
+		upper := encodeKey(t.key, r.PartitionKey, r.Rows.To)
+		if r.Rows.To == "" {
+			upper = prefixEnd(partitionPrefix(t.key, r.PartitionKey))
+		}
+		if bytes.Compare(lower, upper) >= 0 {
+			continue
+		}
+		if err := batch.DeleteRange(lower, upper, nil); err != nil {
+			return fmt.Errorf("pebble: delete range: %w", err)
+		}
 	}
-	if bytes.Compare(lower, upper) >= 0 {
+	if batch.Empty() {
 		return nil
 	}
-	if err := t.db.db.DeleteRange(lower, upper, pebbledb.Sync); err != nil {
+	if err := batch.Commit(pebbledb.Sync); err != nil {
 		return fmt.Errorf("pebble: delete range: %w", err)
+	}
+	return nil
+}
+
+// DeleteKeys removes the entities with the keys in one synced commit;
+// missing keys are ignored.
+func (t *Table) DeleteKeys(ctx context.Context, keys []store.Key) error {
+	for _, k := range keys {
+		if err := store.ValidateAddress(k.PartitionKey, k.RowKey); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	batch := t.db.db.NewBatch()
+	defer batch.Close()
+	for _, k := range keys {
+		if err := batch.Delete(encodeKey(t.key, k.PartitionKey, k.RowKey), nil); err != nil {
+			return fmt.Errorf("pebble: delete: %w", err)
+		}
+	}
+	if err := batch.Commit(pebbledb.Sync); err != nil {
+		return fmt.Errorf("pebble: delete: %w", err)
 	}
 	return nil
 }

@@ -41,8 +41,8 @@ func testRangeDeleter(t *testing.T, h Harness) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl, rd := newRangeDeleter(t, h)
-			if err := rd.DeleteRange(t.Context(), "cam", tc.rows); err != nil {
-				t.Fatalf("DeleteRange: %v", err)
+			if err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam", Rows: tc.rows}}); err != nil {
+				t.Fatalf("DeleteRanges: %v", err)
 			}
 			gone := map[key]bool{}
 			for _, k := range rows("cam", tc.deleted...) {
@@ -54,15 +54,72 @@ func testRangeDeleter(t *testing.T, h Harness) {
 					want = append(want, k)
 				}
 			}
-			wantKeys(t, "Scan after DeleteRange", scanAll(t, tbl, store.Scan{}), want)
+			wantKeys(t, "Scan after DeleteRanges", scanAll(t, tbl, store.Scan{}), want)
 		})
 	}
 
 	t.Run("EmptyPartition", func(t *testing.T) {
 		tbl, rd := newRangeDeleter(t, h)
-		if err := rd.DeleteRange(t.Context(), "cam0", store.Range{}); err != nil {
-			t.Fatalf("DeleteRange of an empty partition: %v", err)
+		if err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam0"}}); err != nil {
+			t.Fatalf("DeleteRanges of an empty partition: %v", err)
 		}
-		wantKeys(t, "Scan after DeleteRange", scanAll(t, tbl, store.Scan{}), fixture())
+		wantKeys(t, "Scan after DeleteRanges", scanAll(t, tbl, store.Scan{}), fixture())
 	})
+
+	// A purge deletes the expired rows of many cameras in one call.
+	t.Run("SeveralPartitions", func(t *testing.T) {
+		tbl, rd := newRangeDeleter(t, h)
+		err := rd.DeleteRanges(t.Context(), []store.RowRange{
+			{PartitionKey: "cam", Rows: store.Range{To: "b0"}},
+			{PartitionKey: "camé"},
+		})
+		if err != nil {
+			t.Fatalf("DeleteRanges: %v", err)
+		}
+		gone := map[key]bool{}
+		for _, k := range append(rows("cam", "a", "b"), rows("camé", fixtureRows...)...) {
+			gone[k] = true
+		}
+		var want []key
+		for _, k := range fixture() {
+			if !gone[k] {
+				want = append(want, k)
+			}
+		}
+		wantKeys(t, "Scan after DeleteRanges", scanAll(t, tbl, store.Scan{}), want)
+	})
+
+	t.Run("InvalidPartitionKey", func(t *testing.T) {
+		tbl, rd := newRangeDeleter(t, h)
+		err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam"}, {PartitionKey: "bad/key"}})
+		wantIs(t, "DeleteRanges with an invalid partition key", err, store.ErrInvalidKey)
+		wantKeys(t, "Scan after a rejected DeleteRanges", scanAll(t, tbl, store.Scan{}), fixture())
+	})
+}
+
+func testKeyDeleter(t *testing.T, h Harness) {
+	tbl := newFixture(t, h)
+	kd, ok := tbl.(store.KeyDeleter)
+	if !ok {
+		t.Skipf("table %T does not implement store.KeyDeleter; callers fall back to batch deletes", tbl)
+	}
+	doomed := []store.Key{{PartitionKey: "cam", RowKey: "b"}, {PartitionKey: "camé", RowKey: "a"}, {PartitionKey: "cam", RowKey: "missing"}}
+	if err := kd.DeleteKeys(t.Context(), doomed); err != nil {
+		t.Fatalf("DeleteKeys: %v", err)
+	}
+	if err := kd.DeleteKeys(t.Context(), doomed); err != nil {
+		t.Fatalf("DeleteKeys of keys already gone: %v, want nil", err)
+	}
+	gone := map[key]bool{{"cam", "b"}: true, {"camé", "a"}: true}
+	var want []key
+	for _, k := range fixture() {
+		if !gone[k] {
+			want = append(want, k)
+		}
+	}
+	wantKeys(t, "Scan after DeleteKeys", scanAll(t, tbl, store.Scan{}), want)
+
+	err := kd.DeleteKeys(t.Context(), []store.Key{{PartitionKey: "cam", RowKey: "c"}, {PartitionKey: "cam", RowKey: "bad#key"}})
+	wantIs(t, "DeleteKeys with an invalid key", err, store.ErrInvalidKey)
+	wantKeys(t, "Scan after a rejected DeleteKeys", scanAll(t, tbl, store.Scan{}), want)
 }

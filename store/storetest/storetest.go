@@ -31,6 +31,7 @@ func Run(t *testing.T, newBackend Harness) {
 		{"Batch", testBatch},
 		{"Transactor", testTransactor},
 		{"RangeDeleter", testRangeDeleter},
+		{"KeyDeleter", testKeyDeleter},
 		{"CancelledContext", testCancelledContext},
 		{"Concurrency", testConcurrency},
 	}

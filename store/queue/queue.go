@@ -1,0 +1,156 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// Partitions of the queue table.
+const (
+	readyPartition  = "ready"
+	poisonPartition = "poison"
+)
+
+// Property names of a message entity.
+const (
+	propBody         = "Body"
+	propVisibleAt    = "VisibleAt"
+	propDequeueCount = "DequeueCount"
+)
+
+// ErrLostMessage reports a Delete of a message that another receiver took
+// after its visibility timeout passed.
+var ErrLostMessage = errors.New("queue: message was received again")
+
+// Message is one received message.
+type Message struct {
+	// ID identifies the message in the queue.
+	ID string
+	// Body is what was sent.
+	Body []byte
+	// DequeueCount is how many times the message was received, this time included.
+	DequeueCount int
+	// Receipt proves this receive: only the latest receiver can delete.
+	Receipt string
+}
+
+// Options configures Open.
+type Options struct {
+	// Now is the clock for visibility; nil means time.Now.
+	Now func() time.Time
+}
+
+// Queue is a durable queue on one table.
+type Queue struct {
+	table store.Table
+	now   func() time.Time
+}
+
+// Open returns the queue kept in table.
+func Open(table store.Table, opts Options) *Queue {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Queue{table: table, now: opts.Now}
+}
+
+// Send adds a message, visible at once.
+func (q *Queue) Send(ctx context.Context, body []byte) error {
+	_, err := q.table.Insert(ctx, store.Entity{
+		PartitionKey: readyPartition,
+		RowKey:       newID(q.now()),
+		Properties: store.Properties{
+			propBody:         body,
+			propVisibleAt:    q.now().UTC(),
+			propDequeueCount: int32(0),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("queue: send: %w", err)
+	}
+	return nil
+}
+
+// Receive returns up to max visible messages, oldest first, and hides each
+// for visibility. A message not deleted in time is delivered again.
+func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) ([]Message, error) {
+	now := q.now().UTC()
+	var out []Message
+	query := store.Query{PartitionKey: readyPartition, Limit: store.MaxPageSize}
+	for len(out) < max {
+		page, err := q.table.Query(ctx, query)
+		if err != nil {
+			return out, fmt.Errorf("queue: receive: %w", err)
+		}
+		for _, e := range page.Entities {
+			if len(out) == max {
+				break
+			}
+			visibleAt, _ := e.Properties[propVisibleAt].(time.Time)
+			if visibleAt.After(now) {
+				continue
+			}
+			count, _ := e.Properties[propDequeueCount].(int32)
+			e.Properties[propVisibleAt] = now.Add(visibility)
+			e.Properties[propDequeueCount] = count + 1
+			taken, err := q.table.Update(ctx, e, store.Replace, e.ETag)
+			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+				continue // another receiver took it first
+			}
+			if err != nil {
+				return out, fmt.Errorf("queue: receive: %w", err)
+			}
+			body, _ := e.Properties[propBody].([]byte)
+			out = append(out, Message{ID: e.RowKey, Body: body, DequeueCount: int(count + 1), Receipt: taken.ETag})
+		}
+		if page.Next == nil {
+			break
+		}
+		query.Resume = page.Next
+	}
+	return out, nil
+}
+
+// Delete removes a received message for good. Deleting a message already
+// gone succeeds; deleting one that was received again since fails with
+// ErrLostMessage, since its new receiver now owns it.
+func (q *Queue) Delete(ctx context.Context, m Message) error {
+	err := q.table.Delete(ctx, readyPartition, m.ID, m.Receipt)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("%w: %s", ErrLostMessage, m.ID)
+	case err != nil:
+		return fmt.Errorf("queue: delete: %w", err)
+	}
+	return nil
+}
+
+// DeadLetter moves a received message to the poison partition, where it is
+// kept for operators and never delivered again.
+func (q *Queue) DeadLetter(ctx context.Context, m Message) error {
+	_, err := q.table.Upsert(ctx, store.Entity{
+		PartitionKey: poisonPartition,
+		RowKey:       m.ID,
+		Properties:   store.Properties{propBody: m.Body, propDequeueCount: int32(m.DequeueCount)},
+	}, store.Replace)
+	if err != nil {
+		return fmt.Errorf("queue: dead-letter: %w", err)
+	}
+	return q.Delete(ctx, m)
+}
+
+// newID orders messages by send time; the random tail keeps ids unique
+// across senders.
+func newID(now time.Time) string {
+	var tail [6]byte
+	_, _ = rand.Read(tail[:])
+	return fmt.Sprintf("%020d-%s", now.UnixNano(), hex.EncodeToString(tail[:]))
+}

@@ -1,0 +1,179 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/queue"
+)
+
+// clock is a settable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func open(t *testing.T) (*queue.Queue, store.Table, *clock) {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tbl, err := db.Table(t.Context(), "WorkQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return queue.Open(tbl, queue.Options{Now: c.Now}), tbl, c
+}
+
+func receive(t *testing.T, q *queue.Queue, max int) []queue.Message {
+	t.Helper()
+	msgs, err := q.Receive(t.Context(), max, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func bodies(msgs []queue.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Body)
+	}
+	return out
+}
+
+func TestDeliveryOrderAndVisibility(t *testing.T) {
+	q, _, c := open(t)
+	for i := range 3 {
+		if err := q.Send(t.Context(), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Millisecond)
+	}
+	first := receive(t, q, 2)
+	if got := fmt.Sprint(bodies(first)); got != "[0 1]" {
+		t.Fatalf("first receive %s, want the two oldest", got)
+	}
+	if got := fmt.Sprint(bodies(receive(t, q, 5))); got != "[2]" {
+		t.Fatalf("second receive %s, want only the one not in flight", got)
+	}
+	if err := q.Delete(t.Context(), first[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, q, 5); len(got) != 0 {
+		t.Fatalf("receive before the visibility timeout: %s", bodies(got))
+	}
+	c.Advance(time.Minute)
+	again := receive(t, q, 5)
+	if got := fmt.Sprint(bodies(again)); got != "[1 2]" {
+		t.Fatalf("after the timeout %s, want the undeleted messages again", got)
+	}
+	for _, m := range again {
+		if m.DequeueCount != 2 {
+			t.Errorf("message %s dequeue count %d, want 2", m.Body, m.DequeueCount)
+		}
+	}
+}
+
+func TestDeleteAfterRedeliveryIsLost(t *testing.T) {
+	q, _, c := open(t)
+	if err := q.Send(t.Context(), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	stale := receive(t, q, 1)[0]
+	c.Advance(2 * time.Minute)
+	fresh := receive(t, q, 1)[0]
+	if err := q.Delete(t.Context(), stale); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("delete by the first receiver: %v, want ErrLostMessage", err)
+	}
+	if err := q.Delete(t.Context(), fresh); err != nil {
+		t.Fatalf("delete by the current receiver: %v", err)
+	}
+	if err := q.Delete(t.Context(), fresh); err != nil {
+		t.Fatalf("second delete of a deleted message: %v, want nil", err)
+	}
+}
+
+func TestDeadLetter(t *testing.T) {
+	q, tbl, _ := open(t)
+	if err := q.Send(t.Context(), []byte("poison")); err != nil {
+		t.Fatal(err)
+	}
+	m := receive(t, q, 1)[0]
+	if err := q.DeadLetter(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	page, err := tbl.Query(t.Context(), store.Query{PartitionKey: "poison"})
+	if err != nil || len(page.Entities) != 1 || string(page.Entities[0].Properties["Body"].([]byte)) != "poison" {
+		t.Fatalf("poison partition: %+v, %v", page.Entities, err)
+	}
+	if got := receive(t, q, 1); len(got) != 0 {
+		t.Fatalf("dead-lettered message delivered again: %s", bodies(got))
+	}
+}
+
+// TestConcurrentReceiversShareWork checks that each message goes to one
+// receiver while it is in flight.
+func TestConcurrentReceiversShareWork(t *testing.T) {
+	q, _, _ := open(t)
+	const n = 200
+	for i := range n {
+		if err := q.Send(context.Background(), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				msgs, err := q.Receive(context.Background(), 7, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(msgs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, m := range msgs {
+					seen[string(m.Body)]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d distinct messages received, want %d", len(seen), n)
+	}
+	for body, count := range seen {
+		if count != 1 {
+			t.Errorf("message %s received %d times while in flight", body, count)
+		}
+	}
+}
