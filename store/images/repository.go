@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -212,7 +213,14 @@ func (r *Repository) BatchLatest(ctx context.Context, cameraIDs []string, span S
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.concurrency)
 	for i, id := range unique {
-		g.Go(func() error {
+		g.Go(func() (err error) {
+			// A panic here would bypass the caller's recovery, which guards
+			// only its own goroutine, and end the process.
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("images: panic reading camera %s: %v\n%s", id, p, debug.Stack())
+				}
+			}()
 			img, err := r.Latest(gctx, id, span, Filter{})
 			if errors.Is(err, store.ErrNotFound) {
 				return nil

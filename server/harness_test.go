@@ -1,0 +1,292 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+// backend is a named factory of the store the suite runs the server on.
+// Every test that does not depend on one engine runs once per entry, so a
+// second backend joins the suite by adding a line here.
+type backend struct {
+	name string
+	open func(t *testing.T) store.Backend
+}
+
+var backends = []backend{
+	{name: "pebble", open: openMemPebble},
+}
+
+// openMemPebble opens the real embedded engine on an in-memory filesystem,
+// closed when the test ends.
+func openMemPebble(t *testing.T) store.Backend {
+	t.Helper()
+	db, _ := openPebble(t, pebble.Options{Dir: "db", FS: vfs.NewMem()})
+	return db
+}
+
+// openPebble opens a pebble DB and returns it with its close function,
+// which the test may call; the DB is closed when the test ends otherwise.
+func openPebble(t *testing.T, opts pebble.Options) (*pebble.DB, func() error) {
+	t.Helper()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	db, err := pebble.Open(opts)
+	if err != nil {
+		t.Fatalf("open pebble: %v", err)
+	}
+	closeDB := sync.OnceValue(db.Close)
+	t.Cleanup(func() {
+		if err := closeDB(); err != nil {
+			t.Errorf("close pebble: %v", err)
+		}
+	})
+	return db, closeDB
+}
+
+// forEachBackend runs test once per backend, each in its own subtest.
+func forEachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// forEachServer runs test once per backend against a fresh server on it.
+func forEachServer(t *testing.T, test func(t *testing.T, h *harness)) {
+	t.Helper()
+	forEachBackend(t, func(t *testing.T, b backend) { test(t, startServer(t, b.open(t))) })
+}
+
+// harness is a running server reached over an in-process gRPC connection.
+type harness struct {
+	backend   store.Backend
+	srv       *server.Server
+	conn      *grpc.ClientConn
+	single    metadatav1.SingleImageMetadataServiceClient
+	pano      metadatav1.PanoImageMetadataServiceClient
+	preStitch metadatav1.PreStitchImageMetadataServiceClient
+	// logs holds everything the server logged.
+	logs *logBuffer
+
+	served       chan error
+	shutdownOnce sync.Once
+}
+
+// startServer serves the three image services on backend through
+// server.New, so every call runs through the real interceptor chain, and
+// dials it over bufconn. The server stops when the test ends.
+func startServer(t *testing.T, backend store.Backend) *harness {
+	t.Helper()
+	repos := make(map[images.Kind]*images.Repository, len(images.Kinds))
+	for _, kind := range images.Kinds {
+		repo, err := images.Open(t.Context(), backend, images.Options{Kind: kind})
+		if err != nil {
+			t.Fatalf("open %s repository: %v", kind, err)
+		}
+		repos[kind] = repo
+	}
+	logs := &logBuffer{}
+	srv, err := server.New(server.Options{
+		Single:    repos[images.Single],
+		Pano:      repos[images.Pano],
+		PreStitch: repos[images.PreStitch],
+		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	lis := bufconn.Listen(1 << 20)
+	h := &harness{backend: backend, srv: srv, logs: logs, served: make(chan error, 1)}
+	go func() { h.served <- srv.Serve(lis) }()
+	t.Cleanup(func() { h.shutdown(t, context.Background()) })
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial bufconn: %v", err)
+	}
+	h.conn = conn
+	h.single = metadatav1.NewSingleImageMetadataServiceClient(conn)
+	h.pano = metadatav1.NewPanoImageMetadataServiceClient(conn)
+	h.preStitch = metadatav1.NewPreStitchImageMetadataServiceClient(conn)
+	t.Cleanup(func() { _ = conn.Close() })
+	return h
+}
+
+// shutdown stops the server once and checks that Serve returned cleanly.
+func (h *harness) shutdown(t *testing.T, ctx context.Context) {
+	t.Helper()
+	h.shutdownOnce.Do(func() {
+		h.srv.Shutdown(ctx)
+		if err := <-h.served; err != nil {
+			t.Errorf("Serve returned %v after Shutdown, want nil", err)
+		}
+	})
+}
+
+// tableNames are the six tables the three repositories write.
+func tableNames() []string {
+	var names []string
+	for _, kind := range images.Kinds {
+		names = append(names, kind.DefaultTable(), images.IndexTable(kind.DefaultTable()))
+	}
+	return names
+}
+
+// rows reads every row of a table through the backend, in key order.
+func (h *harness) rows(t *testing.T, table string) []store.Entity {
+	t.Helper()
+	tbl, err := h.backend.Table(t.Context(), table)
+	if err != nil {
+		t.Fatalf("open table %s: %v", table, err)
+	}
+	var all []store.Entity
+	scan := store.Scan{}
+	for {
+		page, err := tbl.Scan(t.Context(), scan)
+		if err != nil {
+			t.Fatalf("scan %s: %v", table, err)
+		}
+		all = append(all, page.Entities...)
+		if page.Next == nil {
+			return all
+		}
+		scan.Resume = page.Next
+	}
+}
+
+// snapshot is every row of every table, keyed by table name.
+func (h *harness) snapshot(t *testing.T) map[string][]store.Entity {
+	t.Helper()
+	snap := make(map[string][]store.Entity)
+	for _, name := range tableNames() {
+		snap[name] = h.rows(t, name)
+	}
+	return snap
+}
+
+// requireUnchanged fails unless every table holds exactly the rows of
+// before, each at the same version: nothing was written.
+func (h *harness) requireUnchanged(t *testing.T, before map[string][]store.Entity) {
+	t.Helper()
+	h.compareSnapshot(t, before, true)
+}
+
+// requireSameRows fails unless every table holds the rows of before with the
+// same properties. Unlike requireUnchanged it allows a row rewritten with
+// its own content, as a backend without transactions does to the index row
+// of a repeated create.
+func (h *harness) requireSameRows(t *testing.T, before map[string][]store.Entity) {
+	t.Helper()
+	h.compareSnapshot(t, before, false)
+}
+
+func (h *harness) compareSnapshot(t *testing.T, before map[string][]store.Entity, versions bool) {
+	t.Helper()
+	for name, after := range h.snapshot(t) {
+		if !slices.EqualFunc(before[name], after, func(a, b store.Entity) bool {
+			return a.PartitionKey == b.PartitionKey && a.RowKey == b.RowKey && (!versions || a.ETag == b.ETag) &&
+				store.EqualProperties(a.Properties, b.Properties)
+		}) {
+			t.Errorf("table %s changed:\nbefore %s\nafter  %s", name, rowKeys(before[name]), rowKeys(after))
+		}
+	}
+}
+
+// rowKeys lists the keys of rows as partition/row, for messages.
+func rowKeys(rows []store.Entity) string {
+	keys := make([]string, len(rows))
+	for i, e := range rows {
+		keys[i] = e.PartitionKey + "/" + e.RowKey
+	}
+	return "[" + strings.Join(keys, " ") + "]"
+}
+
+// logBuffer collects log output written from the server's goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// requireCode fails unless err is a gRPC status with the code, and returns it.
+func requireCode(t *testing.T, err error, want codes.Code) *status.Status {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("call succeeded, want %v", want)
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("error %v is not a gRPC status", err)
+	}
+	if st.Code() != want {
+		t.Fatalf("code %v (%q), want %v", st.Code(), st.Message(), want)
+	}
+	return st
+}
+
+// requireFieldViolation fails unless err is INVALID_ARGUMENT carrying a
+// google.rpc.BadRequest with a violation of field.
+func requireFieldViolation(t *testing.T, err error, field string) {
+	t.Helper()
+	st := requireCode(t, err, codes.InvalidArgument)
+	var fields []string
+	for _, d := range st.Details() {
+		br, ok := d.(*errdetails.BadRequest)
+		if !ok {
+			continue
+		}
+		for _, v := range br.GetFieldViolations() {
+			if v.GetField() == field {
+				if v.GetDescription() == "" {
+					t.Errorf("violation of %s has no description", field)
+				}
+				return
+			}
+			fields = append(fields, v.GetField())
+		}
+	}
+	if fields == nil {
+		t.Fatalf("INVALID_ARGUMENT %q carries no google.rpc.BadRequest field violation; details %v", st.Message(), st.Details())
+	}
+	t.Fatalf("field violations name %q, want %q (message %q)", fields, field, st.Message())
+}
+
+// requireOK fails on a call error.
+func requireOK(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}

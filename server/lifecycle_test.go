@@ -1,0 +1,261 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+var serviceNames = []string{
+	"metadata.v1.SingleImageMetadataService",
+	"metadata.v1.PanoImageMetadataService",
+	"metadata.v1.PreStitchImageMetadataService",
+}
+
+func TestHealth(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		for _, service := range append([]string{""}, serviceNames...) {
+			t.Run("service "+service, func(t *testing.T) { requireServing(t, h, service) })
+		}
+		t.Run("unknown service", func(t *testing.T) {
+			_, err := healthpb.NewHealthClient(h.conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: "metadata.v1.NoSuchService"})
+			requireCode(t, err, codes.NotFound)
+		})
+	})
+}
+
+func TestReflection(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		stream, err := reflectionpb.NewServerReflectionClient(h.conn).ServerReflectionInfo(t.Context())
+		requireOK(t, err, "open reflection stream")
+		ask := func(req *reflectionpb.ServerReflectionRequest) *reflectionpb.ServerReflectionResponse {
+			t.Helper()
+			requireOK(t, stream.Send(req), "send reflection request")
+			resp, err := stream.Recv()
+			requireOK(t, err, "receive reflection response")
+			if e := resp.GetErrorResponse(); e != nil {
+				t.Fatalf("reflection error %d: %s", e.GetErrorCode(), e.GetErrorMessage())
+			}
+			return resp
+		}
+
+		var listed []string
+		for _, s := range ask(&reflectionpb.ServerReflectionRequest{
+			MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
+		}).GetListServicesResponse().GetService() {
+			listed = append(listed, s.GetName())
+		}
+		for _, want := range append([]string{"grpc.health.v1.Health"}, serviceNames...) {
+			if !slices.Contains(listed, want) {
+				t.Errorf("reflection lists %q, missing %s", listed, want)
+			}
+		}
+		// grpcurl describes a service from the file that defines it.
+		for _, service := range serviceNames {
+			files := ask(&reflectionpb.ServerReflectionRequest{
+				MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: service},
+			}).GetFileDescriptorResponse().GetFileDescriptorProto()
+			if len(files) == 0 {
+				t.Errorf("reflection has no file defining %s", service)
+			}
+		}
+		requireOK(t, stream.CloseSend(), "close reflection stream")
+	})
+}
+
+// TestCallsAreLogged checks that the server logs every call, but not
+// health probes.
+func TestCallsAreLogged(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		_, err := h.single.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"})
+		requireCode(t, err, codes.NotFound)
+		requireServing(t, h, "")
+		logs := h.logs.String()
+		for _, want := range []string{"GetLatestSingleImageMetadata", "NotFound"} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("log lacks %q:\n%s", want, logs)
+			}
+		}
+		if strings.Contains(logs, "grpc.health.v1.Health") {
+			t.Errorf("log records health probes:\n%s", logs)
+		}
+	})
+}
+
+// TestRestartKeepsImages creates images of every kind through gRPC on an
+// on-disk store, stops the server and closes the store, then reads them
+// back through a new server on the reopened store.
+func TestRestartKeepsImages(t *testing.T) {
+	dir := t.TempDir()
+	db, closeDB := openPebble(t, pebble.Options{Dir: dir})
+	h := startServer(t, db)
+	var shots []image
+	for _, s := range []shot{{"cam-1", 1}, {"cam-1", 3}, {"cam-1", 2}, {"cam-2", 2}} {
+		img := sample(s.camera, minute(s.minute))
+		img.Attributes["minute"] = minute(s.minute).Format("15:04")
+		img.IsClearDay, img.CorrelationID = s.minute != 3, "pano-1"
+		shots = append(shots, img)
+		for _, k := range kinds {
+			mustCreate(t, k.client(h), img)
+		}
+	}
+	h.shutdown(t, context.Background())
+	requireOK(t, closeDB(), "close store")
+
+	db, _ = openPebble(t, pebble.Options{Dir: dir})
+	h = startServer(t, db)
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			c := k.client(h)
+			want := func(i int) image { return stored(k, shots[i]) }
+			latest, err := c.getLatest(t.Context(), "cam-1")
+			requireOK(t, err, "get latest")
+			requireImage(t, latest, want(1))
+			got, next, err := c.list(t.Context(), listQuery{cameraID: "cam-1"})
+			requireOK(t, err, "list")
+			requireImages(t, got, []image{want(1), want(2), want(0)})
+			if next != "" {
+				t.Errorf("list of every image has next_page_token %q", next)
+			}
+			batch, err := c.batchGetLatest(t.Context(), []string{"cam-2", "cam-1"}, nil, nil)
+			requireOK(t, err, "batch get latest")
+			requireImages(t, batch, []image{want(3), want(1)})
+
+			again, err := c.create(t.Context(), shots[0])
+			requireOK(t, err, "repeat a create made before the restart")
+			requireImage(t, again, want(0))
+			changed := shots[0]
+			changed.BlobURI += "?v=2"
+			_, err = c.create(t.Context(), changed)
+			requireCode(t, err, codes.AlreadyExists)
+		})
+	}
+	clearDay, err := h.pano.GetLatestClearDayPanoImageMetadata(t.Context(), &metadatav1.GetLatestClearDayPanoImageMetadataRequest{CameraId: "cam-1"})
+	requireOK(t, err, "get latest clear day")
+	requireImage(t, fromPano(clearDay.GetMetadata()), stored(kinds[1], shots[2]))
+	correlated := listByCorrelation(t, h, &metadatav1.ListPreStitchImageMetadataByCorrelationRequest{CameraId: "cam-1", PanoImageCorrelationId: "pano-1"})
+	requireImages(t, correlated, []image{stored(kinds[2], shots[1]), stored(kinds[2], shots[2]), stored(kinds[2], shots[0])})
+}
+
+// TestShutdown checks that Shutdown returns, lets a call in flight finish,
+// and that calls fail afterwards.
+func TestShutdown(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		t.Run("idle", func(t *testing.T) {
+			h := startServer(t, b.open(t))
+			seedEveryKind(t, h)
+			h.shutdown(t, context.Background())
+			requireRefused(t, h)
+		})
+		t.Run("call in flight finishes", func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			h := startServer(t, hookQuery(b.open(t), blockFirstQuery(entered, release)))
+			seedEveryKind(t, h)
+			watch := watchHealth(t, h)
+
+			inFlight := make(chan error, 1)
+			go func() { inFlight <- readCalls[0].call(t.Context(), h) }()
+			<-entered
+			stopped := make(chan struct{})
+			go func() {
+				h.shutdown(t, context.Background())
+				close(stopped)
+			}()
+			watch.awaitNotServing(t)
+			close(release)
+			requireOK(t, <-inFlight, "call in flight during shutdown")
+			<-stopped
+			requireRefused(t, h)
+		})
+		t.Run("ended context cuts calls off", func(t *testing.T) {
+			entered := make(chan struct{})
+			h := startServer(t, hookQuery(b.open(t), blockFirstQuery(entered, nil)))
+			inFlight := make(chan error, 1)
+			go func() { inFlight <- readCalls[0].call(t.Context(), h) }()
+			<-entered
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			h.shutdown(t, ctx)
+			if err := <-inFlight; err == nil {
+				t.Error("call in flight succeeded after a shutdown whose context had ended")
+			}
+			requireRefused(t, h)
+		})
+	})
+}
+
+// blockFirstQuery makes the first Query signal entered and wait for release
+// (nil waits for the call's end).
+func blockFirstQuery(entered, release chan struct{}) queryHook {
+	first := make(chan struct{}, 1)
+	first <- struct{}{}
+	return func(ctx context.Context, next func() (store.Page, error)) (store.Page, error) {
+		select {
+		case <-first:
+		default:
+			return next()
+		}
+		close(entered)
+		select {
+		case <-release:
+			return next()
+		case <-ctx.Done():
+			return store.Page{}, ctx.Err()
+		}
+	}
+}
+
+// healthWatch is an open health Watch stream of the whole server.
+type healthWatch struct {
+	stream healthpb.Health_WatchClient
+	cancel context.CancelFunc
+}
+
+// watchHealth opens a Watch of the whole server and waits for SERVING.
+func watchHealth(t *testing.T, h *harness) *healthWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	stream, err := healthpb.NewHealthClient(h.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	requireOK(t, err, "watch health")
+	resp, err := stream.Recv()
+	requireOK(t, err, "first health status")
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v before shutdown, want SERVING", resp.GetStatus())
+	}
+	return &healthWatch{stream: stream, cancel: cancel}
+}
+
+// awaitNotServing waits for the server to report NOT_SERVING, which
+// Shutdown does before it stops accepting calls, then ends the watch so it
+// does not hold the shutdown up.
+func (w *healthWatch) awaitNotServing(t *testing.T) {
+	t.Helper()
+	defer w.cancel()
+	for {
+		resp, err := w.stream.Recv()
+		requireOK(t, err, "health status")
+		if resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+			return
+		}
+	}
+}
+
+// requireRefused fails unless calls to every service fail UNAVAILABLE.
+func requireRefused(t *testing.T, h *harness) {
+	t.Helper()
+	for _, rc := range readCalls {
+		requireCode(t, rc.call(t.Context(), h), codes.Unavailable)
+	}
+	_, err := healthpb.NewHealthClient(h.conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	requireCode(t, err, codes.Unavailable)
+}
