@@ -1,0 +1,25 @@
+// Package retention retires expired image metadata: the purge engine behind
+// the RetentionService.
+//
+// A purge of one image kind runs in three phases, each resumable after a
+// crash because its progress lives in the store, not in memory:
+//
+//  1. plan: one range scan over the index table's capture-minute partitions
+//     older than the cutoff's minute finds the cameras with expired rows;
+//     they are grouped into tasks of up to GroupSize cameras, each recorded
+//     and sent through the queue. The scan's cost follows the expired
+//     volume; cameras without expired rows cost nothing.
+//  2. work: workers take tasks from the queue (at-least-once), count each
+//     camera's expired primary rows, record the counts, then delete the rows
+//     (one range deletion per camera where the backend can, else query and
+//     batches of 100). Counting before deleting keeps counts exact when a
+//     redelivered task finds its rows already gone.
+//  3. sweep: once every task is done, a second scan of the expired index
+//     partitions deletes the index rows of the cameras whose primary rows
+//     are gone, so no primary row ever loses its index row. Each chunk of
+//     deletes is announced on the job (an intent) before it runs, so a crash
+//     between the delete and its count neither loses nor doubles the count.
+//
+// Jobs, tasks and the queue are tables of the same backend, so GetPurge
+// answers the same from any process sharing it.
+package retention

@@ -1,0 +1,421 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/queue"
+)
+
+// Default tables of the engine's own state.
+const (
+	DefaultJobsTable  = "PurgeJobs"
+	DefaultTasksTable = "PurgeTasks"
+	DefaultQueueTable = "PurgeQueue"
+)
+
+// Queue is the work queue the engine fans tasks through: at-least-once, with
+// a visibility timeout. *queue.Queue implements it on a store table.
+type Queue interface {
+	Send(ctx context.Context, body []byte) error
+	Receive(ctx context.Context, max int, visibility time.Duration) ([]queue.Message, error)
+	Delete(ctx context.Context, m queue.Message) error
+	DeadLetter(ctx context.Context, m queue.Message) error
+}
+
+// Options configures Open. Zero fields take the documented defaults.
+type Options struct {
+	// Backend holds the engine's jobs, tasks and, without Queue, its queue. Required.
+	Backend store.Backend
+	// Repositories are the image repositories the engine purges, one per kind. Required.
+	Repositories []*images.Repository
+	// Queue carries tasks to workers; nil means a queue in the table DefaultQueueTable.
+	Queue Queue
+	// Now is the clock for cutoffs and job times; nil means time.Now.
+	Now func() time.Time
+	// Logger gets job starts, ends and totals; nil means slog.Default.
+	Logger *slog.Logger
+	// Workers is how many tasks run at once in this process; default 4.
+	Workers int
+	// GroupSize is how many cameras one task deletes; default 100.
+	GroupSize int
+	// VisibilityTimeout hides a task being worked on; default 2 minutes.
+	VisibilityTimeout time.Duration
+	// MaxAttempts is how many deliveries a task gets before its failing
+	// cameras are counted failed; default 5.
+	MaxAttempts int
+	// PollInterval is how often idle workers and waiting jobs look for work
+	// another process may have made; default 250 ms.
+	PollInterval time.Duration
+	// IndexGrace covers clock skew between writers: index rows written this
+	// close to their camera's count get their primary row checked one by
+	// one before they go; default 5 minutes.
+	IndexGrace time.Duration
+	// SweepChunk is how many index rows one sweep intent covers; default 10,000.
+	SweepChunk int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.GroupSize <= 0 {
+		o.GroupSize = 100
+	}
+	if o.VisibilityTimeout <= 0 {
+		o.VisibilityTimeout = 2 * time.Minute
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 250 * time.Millisecond
+	}
+	if o.IndexGrace <= 0 {
+		o.IndexGrace = 5 * time.Minute
+	}
+	if o.SweepChunk <= 0 {
+		o.SweepChunk = 10_000
+	}
+	return o
+}
+
+// Errors of Start.
+var (
+	// ErrNoKinds reports a purge of no image kind.
+	ErrNoKinds = errors.New("retention: no image kind to purge")
+	// ErrFutureCutoff reports a cutoff after now.
+	ErrFutureCutoff = errors.New("retention: cutoff is in the future")
+)
+
+// Engine runs purge jobs. Start and the readers work at any time; jobs and
+// tasks make progress while Run runs.
+type Engine struct {
+	opts  Options
+	log   *slog.Logger
+	jobs  jobStore
+	tasks taskStore
+	queue Queue
+	repos map[images.Kind]*images.Repository
+
+	mu      sync.Mutex
+	runCtx  context.Context
+	running map[string]bool
+	changed chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Open opens the engine's tables on the backend.
+func Open(ctx context.Context, opts Options) (*Engine, error) {
+	opts = opts.withDefaults()
+	if opts.Backend == nil || len(opts.Repositories) == 0 {
+		return nil, errors.New("retention: Options needs a Backend and Repositories")
+	}
+	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
+		running: map[string]bool{}, changed: make(chan struct{})}
+	for _, r := range opts.Repositories {
+		e.repos[r.Kind()] = r
+	}
+	jobs, err := opts.Backend.Table(ctx, DefaultJobsTable)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := opts.Backend.Table(ctx, DefaultTasksTable)
+	if err != nil {
+		return nil, err
+	}
+	e.jobs, e.tasks = jobStore{table: jobs}, taskStore{table: tasks}
+	e.queue = opts.Queue
+	if e.queue == nil {
+		q, err := opts.Backend.Table(ctx, DefaultQueueTable)
+		if err != nil {
+			return nil, err
+		}
+		e.queue = queue.Open(q, queue.Options{Now: opts.Now})
+	}
+	return e, nil
+}
+
+// Now is the engine's clock, against which cutoffs are judged.
+func (e *Engine) Now() time.Time { return e.opts.Now() }
+
+// StartRequest describes a purge.
+type StartRequest struct {
+	// Kinds to purge; each once, none repeated.
+	Kinds []images.Kind
+	// Cutoff retires rows captured before the start of its minute; not after Now.
+	Cutoff time.Time
+	// DryRun counts without deleting.
+	DryRun bool
+}
+
+// Start records a new job and sets it running in the background. A purge
+// that overlaps a running one fails with a *RunningError; a dry run deletes
+// nothing and overlaps nothing.
+func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
+	if len(req.Kinds) == 0 {
+		return nil, ErrNoKinds
+	}
+	now := e.opts.Now().UTC()
+	if req.Cutoff.After(now) {
+		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now}
+	for _, k := range req.Kinds {
+		if _, ok := e.repos[k]; !ok {
+			return nil, fmt.Errorf("retention: no repository for kind %s", k)
+		}
+		if j.progress(k) == nil {
+			j.Kinds = append(j.Kinds, &KindProgress{Kind: k, Phase: phasePlan})
+		}
+	}
+	if err := e.jobs.create(ctx, j); err != nil {
+		return nil, err
+	}
+	if !j.DryRun {
+		if err := e.jobs.lock(ctx, j); err != nil {
+			if derr := e.jobs.table.Delete(ctx, jobPartition, j.ID, ""); derr != nil {
+				e.log.Error("purge: removing a job that could not start", "job", j.ID, "err", derr)
+			}
+			return nil, err
+		}
+	}
+	e.notify()
+	e.launch(j.ID)
+	return j, nil
+}
+
+// Get returns one job; store.ErrNotFound for an unknown id.
+func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
+	j, _, err := e.jobs.get(ctx, id)
+	return j, err
+}
+
+// List returns a page of jobs, newest first, and the cursor of the next.
+func (e *Engine) List(ctx context.Context, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
+	return e.jobs.list(ctx, limit, resume)
+}
+
+// Changed returns a channel closed at the next change this process makes to
+// a job or task. Watchers of jobs that other processes run poll as well.
+func (e *Engine) Changed() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+func (e *Engine) notify() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// Run resumes the jobs a previous run left unfinished, runs new ones and
+// works on tasks until ctx ends, then waits for its goroutines. Jobs cut
+// short stay running in the store and resume at the next Run.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	e.runCtx = ctx
+	e.mu.Unlock()
+	unfinished, err := e.jobs.unfinished(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	for _, j := range unfinished {
+		e.log.Info("purge resuming", "job", j.ID, "state", string(j.State))
+		e.launch(j.ID)
+	}
+	for range e.opts.Workers {
+		e.wg.Go(func() { e.work(ctx) })
+	}
+	<-ctx.Done()
+	e.wg.Wait()
+	return nil
+}
+
+// launch runs a job in the background, once per process, if Run is running.
+func (e *Engine) launch(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runCtx == nil || e.runCtx.Err() != nil || e.running[id] {
+		return
+	}
+	e.running[id] = true
+	ctx := e.runCtx
+	e.wg.Go(func() {
+		e.runJob(ctx, id)
+		e.mu.Lock()
+		delete(e.running, id)
+		e.mu.Unlock()
+	})
+}
+
+func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) error) (*Job, error) {
+	j, err := e.jobs.update(ctx, id, change)
+	if err == nil {
+		e.notify()
+	}
+	return j, err
+}
+
+// runJob takes a job through every kind's phases to its end.
+func (e *Engine) runJob(ctx context.Context, id string) {
+	j, err := e.updateJob(ctx, id, func(j *Job) error {
+		if j.State == Pending {
+			j.State, j.Started = Running, e.opts.Now().UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		e.log.Error("purge: cannot start", "job", id, "err", err)
+		return
+	}
+	if j.State.Terminal() {
+		return
+	}
+	if !j.DryRun {
+		// A job resumed after a crash may have been recorded without its locks.
+		if err := e.jobs.lock(ctx, j); err != nil {
+			e.finish(ctx, id, err)
+			return
+		}
+	}
+	e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
+	for _, kind := range j.ImageKinds() {
+		if err := e.runKind(ctx, id, kind); err != nil {
+			if ctx.Err() != nil {
+				return // shutting down: the job resumes at the next Run
+			}
+			e.finish(ctx, id, err)
+			return
+		}
+	}
+	e.finish(ctx, id, nil)
+}
+
+// runKind takes one kind through plan, work and sweep, from wherever a
+// previous run left it.
+func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error {
+	for {
+		j, _, err := e.jobs.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		var next string
+		switch phase := j.progress(kind).Phase; {
+		case phase == phaseDone:
+			return nil
+		case j.DryRun:
+			err, next = e.dryRun(ctx, j, kind), phaseDone
+		case phase == phasePlan:
+			err, next = e.plan(ctx, j, kind), phaseWork
+		case phase == phaseWork:
+			err, next = e.awaitTasks(ctx, j, kind), phaseSweep
+		case phase == phaseSweep:
+			err, next = e.sweep(ctx, j, kind), phaseDone
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := e.updateJob(ctx, id, func(j *Job) error {
+			j.progress(kind).Phase = next
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitTasks waits until every task of the kind is done, keeping the job's
+// counts at the sum of its tasks' so watchers see progress. The sum is
+// exact: each task fixed its counts before deleting.
+func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error {
+	for {
+		tasks, err := e.tasks.all(ctx, j.ID, kind)
+		if err != nil {
+			return err
+		}
+		var sum Counts
+		done := true
+		for _, t := range tasks {
+			sum.add(t.counts())
+			done = done && t.Done
+		}
+		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+			c := &j.progress(kind).Counts
+			sum.IndexRows = c.IndexRows
+			*c = sum
+			return nil
+		}); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		e.wait(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// finish ends a job: failed with cause, or by its counts.
+func (e *Engine) finish(ctx context.Context, id string, cause error) {
+	j, err := e.updateJob(ctx, id, func(j *Job) error {
+		j.Ended = e.opts.Now().UTC()
+		totals := j.Totals()
+		var running *RunningError
+		switch {
+		case errors.As(cause, &running):
+			j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
+		case cause != nil:
+			j.State, j.Error = Failed, "storage error; see the server log"
+		case totals.DevicesFailed > 0:
+			j.State, j.Error = Failed, fmt.Sprintf("%d cameras could not be purged; the next purge retries them", totals.DevicesFailed)
+		default:
+			j.State = Succeeded
+		}
+		return nil
+	})
+	if err != nil {
+		e.log.Error("purge: cannot record the end of a job", "job", id, "err", err, "cause", cause)
+		return
+	}
+	t := j.Totals()
+	attrs := []any{"job", id, "state", string(j.State), "dry_run", j.DryRun, "devices_total", t.DevicesTotal,
+		"devices_done", t.DevicesDone, "devices_failed", t.DevicesFailed,
+		"metadata_rows_deleted", t.MetadataRows, "index_rows_deleted", t.IndexRows, "duration", j.Ended.Sub(j.Started)}
+	if cause != nil {
+		e.log.Error("purge failed", append(attrs, "err", cause)...)
+		return
+	}
+	e.log.Info("purge finished", attrs...)
+}
+
+// Kinds lists the kinds the engine can purge, in the order of images.Kinds.
+func (e *Engine) Kinds() []images.Kind {
+	var out []images.Kind
+	for _, k := range images.Kinds {
+		if _, ok := e.repos[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return slices.Clip(out)
+}

@@ -1,0 +1,330 @@
+package retention_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// Capture times of the fixture: four minutes of images around a cutoff
+// inside the third minute.
+var (
+	base   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cutoff = base.Add(2*time.Minute + 30*time.Second)
+)
+
+// fixture is a store with images of every kind and an engine over it.
+type fixture struct {
+	fs      *vfs.MemFS
+	db      *pebble.DB
+	backend store.Backend
+	repos   []*images.Repository
+	engine  *retention.Engine
+	opts    retention.Options
+}
+
+// quickOptions make redeliveries and polls fast enough for tests.
+func quickOptions() retention.Options {
+	return retention.Options{
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		GroupSize:         2,
+		VisibilityTimeout: 50 * time.Millisecond,
+		PollInterval:      5 * time.Millisecond,
+		MaxAttempts:       3,
+		SweepChunk:        3,
+	}
+}
+
+func newFixture(t *testing.T, opts retention.Options) *fixture {
+	t.Helper()
+	fs := vfs.NewCrashableMem()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs, Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f := &fixture{fs: fs, db: db, backend: db, opts: opts}
+	f.openEngine(t, db)
+	return f
+}
+
+// openEngine opens repositories and an engine on backend.
+func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
+	t.Helper()
+	f.backend, f.repos = backend, nil
+	for _, kind := range images.Kinds {
+		r, err := images.Open(t.Context(), backend, images.Options{Kind: kind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.repos = append(f.repos, r)
+	}
+	opts := f.opts
+	opts.Backend, opts.Repositories = backend, f.repos
+	e, err := retention.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.engine = e
+}
+
+func (f *fixture) repo(kind images.Kind) *images.Repository { return f.repos[kind-1] }
+
+// seed creates, for each kind, an image per camera at every 20 seconds of
+// the four fixture minutes, so that the cutoff's own minute holds images on
+// both sides of the cutoff.
+func (f *fixture) seed(t *testing.T, cameras int) {
+	t.Helper()
+	for _, r := range f.repos {
+		for c := range cameras {
+			for s := 0; s < 240; s += 20 {
+				img := images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: base.Add(time.Duration(s) * time.Second)}
+				if _, err := r.Create(t.Context(), img); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// run runs the engine until the test ends.
+func (f *fixture) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f.engine.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// await waits for the job to end and returns it.
+func (f *fixture) await(t *testing.T, id string) *retention.Job {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		changed := f.engine.Changed()
+		j, err := f.engine.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State.Terminal() {
+			return j
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("job %s still %s after 30s: %+v", id, j.State, j.Totals())
+		}
+	}
+}
+
+func (f *fixture) purge(t *testing.T, req retention.StartRequest) *retention.Job {
+	t.Helper()
+	j, err := f.engine.Start(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.await(t, j.ID)
+}
+
+// rows reads every row of a table.
+func rows(t *testing.T, tbl store.Table) []store.Entity {
+	t.Helper()
+	var out []store.Entity
+	s := store.Scan{}
+	for {
+		page, err := tbl.Scan(t.Context(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Entities...)
+		if page.Next == nil {
+			return out
+		}
+		s.Resume = page.Next
+	}
+}
+
+// captured is when the image behind a primary or index row was captured.
+func captured(t *testing.T, e store.Entity) time.Time {
+	t.Helper()
+	rk := e.RowKey
+	if v, ok := e.Properties[images.PropMetadataRowKey].(string); ok {
+		rk = v
+	}
+	c, err := store.TimeFromInvertedTicksRowKey(rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// census counts the rows of a kind's tables captured before and from a boundary.
+type census struct{ primaryOld, primaryNew, indexOld, indexNew int64 }
+
+func (f *fixture) census(t *testing.T, kind images.Kind, boundary time.Time) census {
+	t.Helper()
+	var c census
+	primary, index := f.repo(kind).Tables()
+	for _, e := range rows(t, primary) {
+		if captured(t, e).Before(boundary) {
+			c.primaryOld++
+		} else {
+			c.primaryNew++
+		}
+	}
+	for _, e := range rows(t, index) {
+		if captured(t, e).Before(boundary) {
+			c.indexOld++
+		} else {
+			c.indexNew++
+		}
+	}
+	return c
+}
+
+// hookedBackend wraps every table of a backend to watch or break its writes.
+type hookedBackend struct {
+	store.Backend
+	// plain hides the optional fast paths, as Azure Table Storage has none.
+	plain bool
+	// before runs ahead of every write; an error fails the write.
+	before func(table string, op string, keys []store.Key) error
+}
+
+func (b *hookedBackend) Table(ctx context.Context, name string) (store.Table, error) {
+	t, err := b.Backend.Table(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	h := &hookedTable{Table: t, b: b}
+	if b.plain {
+		return h, nil
+	}
+	return &fastHookedTable{h}, nil
+}
+
+type hookedTable struct {
+	store.Table
+	b *hookedBackend
+}
+
+func (h *hookedTable) hook(op string, keys ...store.Key) error {
+	if h.b.before == nil {
+		return nil
+	}
+	return h.b.before(h.Name(), op, keys)
+}
+
+func key(e store.Entity) store.Key { return store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey} }
+
+func (h *hookedTable) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+	if err := h.hook("insert", key(e)); err != nil {
+		return store.Entity{}, err
+	}
+	return h.Table.Insert(ctx, e)
+}
+
+func (h *hookedTable) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
+	if err := h.hook("upsert", key(e)); err != nil {
+		return store.Entity{}, err
+	}
+	return h.Table.Upsert(ctx, e, mode)
+}
+
+func (h *hookedTable) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
+	if err := h.hook("update", key(e)); err != nil {
+		return store.Entity{}, err
+	}
+	return h.Table.Update(ctx, e, mode, ifMatch)
+}
+
+func (h *hookedTable) Delete(ctx context.Context, pk, rk, ifMatch string) error {
+	if err := h.hook("delete", store.Key{PartitionKey: pk, RowKey: rk}); err != nil {
+		return err
+	}
+	return h.Table.Delete(ctx, pk, rk, ifMatch)
+}
+
+func (h *hookedTable) Batch(ctx context.Context, ops []store.Op) error {
+	keys := make([]store.Key, len(ops))
+	kind := "batch"
+	for i, op := range ops {
+		keys[i] = key(op.Entity)
+		if op.Kind == store.OpDelete {
+			kind = "batch-delete"
+		}
+	}
+	if err := h.hook(kind, keys...); err != nil {
+		return err
+	}
+	return h.Table.Batch(ctx, ops)
+}
+
+// fastHookedTable keeps the wrapped table's range and key deletes.
+type fastHookedTable struct{ *hookedTable }
+
+func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+	keys := make([]store.Key, len(ranges))
+	for i, r := range ranges {
+		keys[i] = store.Key{PartitionKey: r.PartitionKey}
+	}
+	if err := h.hook("delete-ranges", keys...); err != nil {
+		return err
+	}
+	return h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
+}
+
+func (h *fastHookedTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
+	if err := h.hook("delete-keys", keys...); err != nil {
+		return err
+	}
+	return h.Table.(store.KeyDeleter).DeleteKeys(ctx, keys)
+}
+
+// errDead is what every write returns once a simulated crash happened.
+var errDead = errors.New("test: process is dead")
+
+// crashAfter kills the store after its n-th write, keeping what was synced
+// at that instant as the filesystem a restarted process finds.
+type crashAfter struct {
+	mu      sync.Mutex
+	n       int
+	writes  int
+	fs      *vfs.MemFS
+	crashed *vfs.MemFS
+}
+
+func (c *crashAfter) before(string, string, []store.Key) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.crashed != nil {
+		return errDead
+	}
+	c.writes++
+	if c.writes > c.n {
+		c.crashed = c.fs.CrashClone(vfs.CrashCloneCfg{})
+		return errDead
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package retention
+
+import (
+	"slices"
+	"time"
+
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// State is where a job is in its life.
+type State string
+
+// The job states.
+const (
+	Pending   State = "pending"
+	Running   State = "running"
+	Succeeded State = "succeeded"
+	Failed    State = "failed"
+)
+
+// Terminal reports whether the job has ended.
+func (s State) Terminal() bool { return s == Succeeded || s == Failed }
+
+// Counts are the progress counts of one kind, or of a job.
+type Counts struct {
+	DevicesTotal  int64 `json:"devicesTotal"`
+	DevicesDone   int64 `json:"devicesDone"`
+	DevicesFailed int64 `json:"devicesFailed"`
+	// MetadataRows counts deleted primary rows (in a dry run: to delete).
+	MetadataRows int64 `json:"metadataRows"`
+	// IndexRows counts deleted index rows (in a dry run: to delete).
+	IndexRows int64 `json:"indexRows"`
+}
+
+func (c *Counts) add(o Counts) {
+	c.DevicesTotal += o.DevicesTotal
+	c.DevicesDone += o.DevicesDone
+	c.DevicesFailed += o.DevicesFailed
+	c.MetadataRows += o.MetadataRows
+	c.IndexRows += o.IndexRows
+}
+
+// Phases of one kind's purge.
+const (
+	phasePlan  = "plan"
+	phaseWork  = "work"
+	phaseSweep = "sweep"
+	phaseDone  = "done"
+)
+
+// KindProgress is one kind's part of a job.
+type KindProgress struct {
+	Kind   images.Kind `json:"kind"`
+	Counts Counts      `json:"counts"`
+	// Phase is where the kind's purge is: plan, work, sweep or done.
+	Phase string `json:"phase"`
+	// Intent announces the sweep chunk being deleted; see sweep.go.
+	Intent *sweepIntent `json:"intent,omitempty"`
+}
+
+// Job is one purge.
+type Job struct {
+	ID string `json:"id"`
+	// Cutoff is the instant given; rows captured before the start of its
+	// minute are retired.
+	Cutoff  time.Time       `json:"cutoff"`
+	DryRun  bool            `json:"dryRun"`
+	State   State           `json:"state"`
+	Kinds   []*KindProgress `json:"kinds"`
+	Created time.Time       `json:"created"`
+	Started time.Time       `json:"started,omitzero"`
+	Ended   time.Time       `json:"ended,omitzero"`
+	// Error says why the job failed; safe to show to clients.
+	Error string `json:"error,omitempty"`
+}
+
+// Boundary is the start of the cutoff's minute: every row captured before
+// it is expired, and the index partitions before its minute hold only such rows.
+func (j *Job) Boundary() time.Time { return j.Cutoff.UTC().Truncate(time.Minute) }
+
+// Totals are the counts summed over the job's kinds.
+func (j *Job) Totals() Counts {
+	var c Counts
+	for _, k := range j.Kinds {
+		c.add(k.Counts)
+	}
+	return c
+}
+
+// ImageKinds lists the kinds the job purges.
+func (j *Job) ImageKinds() []images.Kind {
+	out := make([]images.Kind, len(j.Kinds))
+	for i, k := range j.Kinds {
+		out[i] = k.Kind
+	}
+	return out
+}
+
+func (j *Job) progress(kind images.Kind) *KindProgress {
+	i := slices.IndexFunc(j.Kinds, func(p *KindProgress) bool { return p.Kind == kind })
+	if i < 0 {
+		return nil
+	}
+	return j.Kinds[i]
+}

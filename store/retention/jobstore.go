@@ -1,0 +1,224 @@
+package retention
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// Partitions of the jobs table.
+const (
+	jobPartition  = "job"
+	lockPartition = "lock"
+)
+
+// Property names of job and lock entities. State and Created are kept as
+// typed properties for operators browsing the table; Doc holds the job.
+const (
+	propState   = "State"
+	propCreated = "Created"
+	propDoc     = "Doc"
+	propJobID   = "JobID"
+)
+
+// casAttempts bounds the retries of an optimistic update that keeps losing
+// races; a healthy store never needs more than a few.
+const casAttempts = 100
+
+// ErrPurgeRunning reports a purge that overlaps a running one.
+var ErrPurgeRunning = errors.New("retention: a purge of the same image type is running")
+
+// RunningError names the running purge that a new one overlaps.
+type RunningError struct {
+	JobID string
+	Kind  images.Kind
+}
+
+func (e *RunningError) Error() string {
+	return fmt.Sprintf("%v: purge %s is purging %s images", ErrPurgeRunning, e.JobID, e.Kind)
+}
+
+func (e *RunningError) Unwrap() error { return ErrPurgeRunning }
+
+// jobStore keeps jobs, newest first, and the per-kind locks.
+type jobStore struct {
+	table store.Table
+}
+
+// newJobID sorts newest first: the high part counts down with creation time.
+func newJobID(created time.Time) string {
+	var tail [2]byte
+	_, _ = rand.Read(tail[:])
+	return fmt.Sprintf("%016x%04x", uint64(math.MaxInt64-created.UnixNano()), binary.BigEndian.Uint16(tail[:]))
+}
+
+func jobEntity(j *Job) (store.Entity, error) {
+	doc, err := json.Marshal(j)
+	if err != nil {
+		return store.Entity{}, fmt.Errorf("retention: encode job: %w", err)
+	}
+	return store.Entity{PartitionKey: jobPartition, RowKey: j.ID, Properties: store.Properties{
+		propState: string(j.State), propCreated: j.Created, propDoc: string(doc),
+	}}, nil
+}
+
+func jobFromEntity(e store.Entity) (*Job, error) {
+	doc, _ := e.Properties[propDoc].(string)
+	var j Job
+	if err := json.Unmarshal([]byte(doc), &j); err != nil {
+		return nil, fmt.Errorf("retention: decode job %s: %w", e.RowKey, err)
+	}
+	return &j, nil
+}
+
+func (s *jobStore) create(ctx context.Context, j *Job) error {
+	e, err := jobEntity(j)
+	if err != nil {
+		return err
+	}
+	_, err = s.table.Insert(ctx, e)
+	return err
+}
+
+func (s *jobStore) get(ctx context.Context, id string) (*Job, string, error) {
+	if store.ValidateKey(id) != nil {
+		return nil, "", fmt.Errorf("retention: job %q: %w", id, store.ErrNotFound)
+	}
+	e, err := s.table.Get(ctx, jobPartition, id)
+	if err != nil {
+		return nil, "", fmt.Errorf("retention: job %q: %w", id, err)
+	}
+	j, err := jobFromEntity(e)
+	return j, e.ETag, err
+}
+
+// update applies change to the stored job with optimistic concurrency,
+// retrying on conflicting writers, and returns the job as written.
+func (s *jobStore) update(ctx context.Context, id string, change func(*Job) error) (*Job, error) {
+	for range casAttempts {
+		j, etag, err := s.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := change(j); err != nil {
+			return nil, err
+		}
+		e, err := jobEntity(j)
+		if err != nil {
+			return nil, err
+		}
+		if _, err = s.table.Update(ctx, e, store.Replace, etag); errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		return j, err
+	}
+	return nil, fmt.Errorf("retention: job %s: too many concurrent updates: %w", id, store.ErrConflict)
+}
+
+// list returns one page of jobs, newest first.
+func (s *jobStore) list(ctx context.Context, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
+	var out []*Job
+	q := store.Query{PartitionKey: jobPartition, Resume: resume}
+	for {
+		q.Limit = limit - len(out)
+		page, err := s.table.Query(ctx, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range page.Entities {
+			j, err := jobFromEntity(e)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, j)
+		}
+		if page.Next == nil || len(out) == limit {
+			return out, page.Next, nil
+		}
+		q.Resume = page.Next
+	}
+}
+
+// unfinished lists the jobs not yet ended, oldest first, for resumption.
+func (s *jobStore) unfinished(ctx context.Context) ([]*Job, error) {
+	var out []*Job
+	q := store.Query{PartitionKey: jobPartition}
+	for {
+		page, err := s.table.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Entities {
+			if st, _ := e.Properties[propState].(string); State(st).Terminal() {
+				continue
+			}
+			j, err := jobFromEntity(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append([]*Job{j}, out...)
+		}
+		if page.Next == nil {
+			return out, nil
+		}
+		q.Resume = page.Next
+	}
+}
+
+// lock makes j the holder of its kinds' locks, in one batch so that two
+// overlapping purges cannot each take a part. A lock held by a job that has
+// ended, or that no longer exists, is free.
+func (s *jobStore) lock(ctx context.Context, j *Job) error {
+	for range casAttempts {
+		var ops []store.Op
+		for _, kind := range j.ImageKinds() {
+			op, err := s.lockOp(ctx, j.ID, kind)
+			if err != nil {
+				return err
+			}
+			if op != nil {
+				ops = append(ops, *op)
+			}
+		}
+		err := s.table.Batch(ctx, ops)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrNotFound) {
+			continue // another purge moved a lock between our read and write
+		}
+		return err
+	}
+	return fmt.Errorf("retention: locks of job %s: too many concurrent updates: %w", j.ID, store.ErrConflict)
+}
+
+// lockOp is the batch operation that gives kind's lock to jobID, nil if it
+// holds it already, or a *RunningError if a running job holds it.
+func (s *jobStore) lockOp(ctx context.Context, jobID string, kind images.Kind) (*store.Op, error) {
+	lock := store.Entity{PartitionKey: lockPartition, RowKey: kind.String(), Properties: store.Properties{propJobID: jobID}}
+	held, err := s.table.Get(ctx, lockPartition, kind.String())
+	if errors.Is(err, store.ErrNotFound) {
+		return &store.Op{Kind: store.OpInsert, Entity: lock}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	holder, _ := held.Properties[propJobID].(string)
+	if holder == jobID {
+		return nil, nil
+	}
+	other, _, err := s.get(ctx, holder)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, err
+	case !other.State.Terminal():
+		return nil, &RunningError{JobID: holder, Kind: kind}
+	}
+	return &store.Op{Kind: store.OpUpdate, Mode: store.Replace, Entity: lock, IfMatch: held.ETag}, nil
+}

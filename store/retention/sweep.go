@@ -1,0 +1,168 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// sweepIntent announces a chunk of index deletes before it runs: the index
+// rows of partitions [From, To) that qualify (see sweeper.qualifies), Rows
+// of them. The count is committed with the intent's removal, after the
+// deletes; a crash in between replays the intent, whose deletes are
+// idempotent and whose count was fixed before any of them ran.
+type sweepIntent struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	Rows int64  `json:"rows"`
+}
+
+// deviceOutcome is what the work phase did to one camera.
+type deviceOutcome struct {
+	done      bool
+	countedAt time.Time
+}
+
+// sweeper deletes the index rows of one kind whose primary rows are gone.
+type sweeper struct {
+	e        *Engine
+	job      *Job
+	kind     images.Kind
+	primary  store.Table
+	index    store.Table
+	outcomes map[string]deviceOutcome
+}
+
+func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
+	primary, index := e.repos[kind].Tables()
+	tasks, err := e.tasks.all(ctx, j.ID, kind)
+	if err != nil {
+		return err
+	}
+	s := &sweeper{e: e, job: j, kind: kind, primary: primary, index: index, outcomes: map[string]deviceOutcome{}}
+	for _, t := range tasks {
+		for _, d := range t.Devices {
+			s.outcomes[d.ID] = deviceOutcome{done: d.State == deviceDone, countedAt: t.CountedAt}
+		}
+	}
+	if in := j.progress(kind).Intent; in != nil {
+		if err := s.replay(ctx, *in); err != nil {
+			return err
+		}
+	}
+
+	scan := expiredIndex(j.Boundary())
+	var chunk []store.Key
+	from := ""
+	flush := func(to string) error {
+		if len(chunk) > 0 {
+			if err := s.apply(ctx, sweepIntent{From: from, To: to, Rows: int64(len(chunk))}, chunk); err != nil {
+				return err
+			}
+		}
+		chunk, from = nil, to
+		return nil
+	}
+	err = scanAll(ctx, index, scan, func(row store.Entity) error {
+		// A chunk ends on a partition boundary, so its intent names whole partitions.
+		if len(chunk) >= e.opts.SweepChunk && row.PartitionKey != chunk[len(chunk)-1].PartitionKey {
+			if err := flush(row.PartitionKey); err != nil {
+				return err
+			}
+		}
+		ok, err := s.qualifies(ctx, row)
+		if ok {
+			chunk = append(chunk, store.Key{PartitionKey: row.PartitionKey, RowKey: row.RowKey})
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return flush(scan.Partitions.To)
+}
+
+// qualifies reports whether an expired index row may go: its camera's
+// primary rows were deleted, and its own primary row is gone. Rows written
+// well before the camera's rows were counted had their primary row in the
+// deleted range; younger ones, which may belong to a primary row written
+// after the count, are checked one by one.
+func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error) {
+	device, _ := row.Properties[images.PropDeviceID].(string)
+	outcome, ok := s.outcomes[device]
+	if !ok || !outcome.done {
+		return false, nil // a failed camera keeps its index rows for the next purge
+	}
+	if row.Timestamp.Before(outcome.countedAt.Add(-s.e.opts.IndexGrace)) {
+		return true, nil
+	}
+	rowKey, _ := row.Properties[images.PropMetadataRowKey].(string)
+	if rowKey == "" {
+		return true, nil
+	}
+	_, err := s.primary.Get(ctx, device, rowKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	return false, err
+}
+
+// apply announces, runs and commits one chunk of index deletes.
+func (s *sweeper) apply(ctx context.Context, in sweepIntent, keys []store.Key) error {
+	if _, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
+		j.progress(s.kind).Intent = &in
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := deleteKeys(ctx, s.index, keys); err != nil {
+		return err
+	}
+	_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
+		p := j.progress(s.kind)
+		p.Counts.IndexRows += in.Rows
+		p.Intent = nil
+		return nil
+	})
+	return err
+}
+
+// replay finishes an intent a crash interrupted: the rows of its partitions
+// that qualify now are the ones it announced and had not deleted yet.
+func (s *sweeper) replay(ctx context.Context, in sweepIntent) error {
+	var keys []store.Key
+	scan := store.Scan{Partitions: store.Range{From: in.From, To: in.To}}
+	err := scanAll(ctx, s.index, scan, func(row store.Entity) error {
+		ok, err := s.qualifies(ctx, row)
+		if ok {
+			keys = append(keys, store.Key{PartitionKey: row.PartitionKey, RowKey: row.RowKey})
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.apply(ctx, in, keys)
+}
+
+// deleteKeys deletes index rows: in one operation where the backend can,
+// else in batches of up to 100 per partition.
+func deleteKeys(ctx context.Context, t store.Table, keys []store.Key) error {
+	if kd, ok := t.(store.KeyDeleter); ok {
+		return kd.DeleteKeys(ctx, keys)
+	}
+	for start := 0; start < len(keys); {
+		end := start
+		for end < len(keys) && end-start < store.MaxBatchOps && keys[end].PartitionKey == keys[start].PartitionKey {
+			end++
+		}
+		if err := deleteBatch(ctx, t, keys[start:end]); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}

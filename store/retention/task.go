@@ -1,0 +1,151 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// Device states within a task.
+const (
+	devicePending = ""
+	deviceDone    = "done"
+	deviceFailed  = "failed"
+)
+
+// taskDevice is one camera of a task.
+type taskDevice struct {
+	ID string `json:"id"`
+	// Rows is the count of expired primary rows, fixed before any is
+	// deleted; valid once Counted.
+	Rows    int64  `json:"rows"`
+	Counted bool   `json:"counted,omitempty"`
+	State   string `json:"state,omitempty"`
+}
+
+// task is a group of cameras whose expired primary rows one worker deletes.
+// Grouping amortises the queue and bookkeeping writes over many cameras, so
+// the cost of a purge follows the rows it deletes rather than its cameras.
+type task struct {
+	JobID   string        `json:"jobId"`
+	Kind    images.Kind   `json:"kind"`
+	Seq     int           `json:"seq"`
+	Devices []*taskDevice `json:"devices"`
+	// CountedAt is when the rows were counted; index rows written after it
+	// may belong to primary rows the count did not see.
+	CountedAt time.Time `json:"countedAt,omitzero"`
+	Done      bool      `json:"done,omitempty"`
+}
+
+// taskMessage is the queue message of a task: its address only, so it
+// stays far under queue message limits whatever the camera ids.
+type taskMessage struct {
+	JobID string      `json:"jobId"`
+	Kind  images.Kind `json:"kind"`
+	Seq   int         `json:"seq"`
+}
+
+func taskRowKey(kind images.Kind, seq int) string { return fmt.Sprintf("%s_%06d", kind, seq) }
+
+// taskRows is the row range of one kind's tasks in a job's partition.
+func taskRows(kind images.Kind) store.Range {
+	return store.Range{From: kind.String() + "_", To: kind.String() + "`"} // '`' follows '_'
+}
+
+// counts are the task's contribution to its kind's counts.
+func (t *task) counts() Counts {
+	c := Counts{DevicesTotal: int64(len(t.Devices))}
+	for _, d := range t.Devices {
+		switch d.State {
+		case deviceDone:
+			c.DevicesDone++
+			c.MetadataRows += d.Rows
+		case deviceFailed:
+			c.DevicesFailed++
+		}
+	}
+	return c
+}
+
+// taskStore keeps the tasks of every job, one partition per job.
+type taskStore struct {
+	table store.Table
+}
+
+func (s *taskStore) entity(t *task) (store.Entity, error) {
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return store.Entity{}, fmt.Errorf("retention: encode task: %w", err)
+	}
+	return store.Entity{PartitionKey: t.JobID, RowKey: taskRowKey(t.Kind, t.Seq),
+		Properties: store.Properties{propDoc: string(doc)}}, nil
+}
+
+func decodeTask(e store.Entity) (*task, error) {
+	doc, _ := e.Properties[propDoc].(string)
+	var t task
+	if err := json.Unmarshal([]byte(doc), &t); err != nil {
+		return nil, fmt.Errorf("retention: decode task %s/%s: %w", e.PartitionKey, e.RowKey, err)
+	}
+	return &t, nil
+}
+
+// create records a new task; a task already recorded under its key is kept.
+func (s *taskStore) create(ctx context.Context, t *task) error {
+	e, err := s.entity(t)
+	if err != nil {
+		return err
+	}
+	if _, err = s.table.Insert(ctx, e); errors.Is(err, store.ErrAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+func (s *taskStore) get(ctx context.Context, m taskMessage) (*task, string, error) {
+	e, err := s.table.Get(ctx, m.JobID, taskRowKey(m.Kind, m.Seq))
+	if err != nil {
+		return nil, "", err
+	}
+	t, err := decodeTask(e)
+	return t, e.ETag, err
+}
+
+// put writes t if it is still at etag; store.ErrConflict if another worker
+// wrote it since.
+func (s *taskStore) put(ctx context.Context, t *task, etag string) (string, error) {
+	e, err := s.entity(t)
+	if err != nil {
+		return "", err
+	}
+	written, err := s.table.Update(ctx, e, store.Replace, etag)
+	return written.ETag, err
+}
+
+// all reads every task of one kind of a job, in order.
+func (s *taskStore) all(ctx context.Context, jobID string, kind images.Kind) ([]*task, error) {
+	var out []*task
+	q := store.Query{PartitionKey: jobID, Rows: taskRows(kind)}
+	for {
+		page, err := s.table.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Entities {
+			t, err := decodeTask(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		if page.Next == nil {
+			return out, nil
+		}
+		q.Resume = page.Next
+	}
+}

@@ -1,0 +1,207 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/queue"
+)
+
+// work takes tasks from the queue until ctx ends.
+func (e *Engine) work(ctx context.Context) {
+	for ctx.Err() == nil {
+		msgs, err := e.queue.Receive(ctx, 1, e.opts.VisibilityTimeout)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("purge worker: receive failed", "err", err)
+		}
+		if len(msgs) == 0 {
+			e.wait(ctx)
+			continue
+		}
+		if err := e.process(ctx, msgs[0]); err != nil && ctx.Err() == nil {
+			e.log.Warn("purge worker: task failed; it is retried", "err", err, "attempt", msgs[0].DequeueCount)
+		}
+	}
+}
+
+// process runs one delivery of a task. It is idempotent: a task delivered
+// twice, or again after a crash, finds its finished cameras recorded and its
+// deleted rows gone, and its counts were fixed before the first delete.
+func (e *Engine) process(ctx context.Context, msg queue.Message) error {
+	var m taskMessage
+	if err := json.Unmarshal(msg.Body, &m); err != nil {
+		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)
+		return e.queue.DeadLetter(ctx, msg)
+	}
+	t, etag, err := e.tasks.get(ctx, m)
+	if errors.Is(err, store.ErrNotFound) {
+		return e.queue.Delete(ctx, msg)
+	}
+	if err != nil {
+		return err
+	}
+	j, _, err := e.jobs.get(ctx, m.JobID)
+	if err != nil {
+		return err
+	}
+	if t.Done || j.State.Terminal() {
+		return e.queue.Delete(ctx, msg)
+	}
+	repo, ok := e.repos[t.Kind]
+	if !ok {
+		return fmt.Errorf("retention: task of unknown kind %d", t.Kind)
+	}
+	primary, _ := repo.Tables()
+	rows := expiredRows(j.Boundary())
+
+	// Count before deleting, and record the counts: a redelivery after a
+	// crash then reports the rows this task deleted, not the ones left.
+	if counted, err := e.count(ctx, t, primary, rows); err != nil {
+		return err
+	} else if counted {
+		if etag, err = e.tasks.put(ctx, t, etag); err != nil {
+			return err
+		}
+	}
+
+	failures := e.deletePrimaries(ctx, primary, t, rows)
+	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
+	anyFailed := false
+	t.Done = true
+	for _, d := range t.Devices {
+		if d.State != devicePending {
+			continue
+		}
+		switch err := failures[d.ID]; {
+		case err == nil:
+			d.State = deviceDone
+		case lastAttempt:
+			d.State = deviceFailed
+			anyFailed = true
+			e.log.Error("purge: camera failed; the next purge retries it", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID, "err", err)
+		default:
+			t.Done = false
+		}
+	}
+	if _, err := e.tasks.put(ctx, t, etag); err != nil {
+		return err
+	}
+	e.notify()
+	switch {
+	case !t.Done:
+		return fmt.Errorf("retention: task %s/%s: %d cameras failed this attempt", t.JobID, taskRowKey(t.Kind, t.Seq), len(failures))
+	case anyFailed:
+		return e.queue.DeadLetter(ctx, msg)
+	}
+	return e.queue.Delete(ctx, msg)
+}
+
+// count fills in the expired row counts of the cameras not yet counted and
+// reports whether it counted any.
+func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (bool, error) {
+	counted := false
+	for _, d := range t.Devices {
+		if d.Counted {
+			continue
+		}
+		n, err := countRows(ctx, primary, d.ID, rows)
+		if err != nil {
+			return false, err
+		}
+		d.Rows, d.Counted, counted = n, true, true
+	}
+	if counted {
+		t.CountedAt = e.opts.Now().UTC()
+	}
+	return counted, nil
+}
+
+// deletePrimaries deletes the expired primary rows of the task's pending
+// cameras and returns the error of each camera that failed. A backend that
+// deletes ranges does every camera in one operation; others query and
+// delete in batches of up to 100, one partition at a time.
+func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, rows store.Range) map[string]error {
+	failures := map[string]error{}
+	var pending []string
+	for _, d := range t.Devices {
+		if d.State == devicePending {
+			pending = append(pending, d.ID)
+		}
+	}
+	if rd, ok := primary.(store.RangeDeleter); ok {
+		ranges := make([]store.RowRange, len(pending))
+		for i, id := range pending {
+			ranges[i] = store.RowRange{PartitionKey: id, Rows: rows}
+		}
+		if err := rd.DeleteRanges(ctx, ranges); err != nil {
+			for _, id := range pending {
+				failures[id] = err
+			}
+		}
+		return failures
+	}
+	for _, id := range pending {
+		if err := deleteQueried(ctx, primary, id, rows); err != nil {
+			failures[id] = err
+		}
+	}
+	return failures
+}
+
+// deleteQueried deletes every row of a partition's range, a batch at a time.
+// A row already gone fails a whole batch on Azure; it is dropped and the
+// rest retried, so a second run over the same rows succeeds.
+func deleteQueried(ctx context.Context, t store.Table, partitionKey string, rows store.Range) error {
+	q := store.Query{PartitionKey: partitionKey, Rows: rows, Limit: store.MaxBatchOps}
+	for {
+		page, err := t.Query(ctx, q)
+		if err != nil {
+			return err
+		}
+		keys := make([]store.Key, len(page.Entities))
+		for i, e := range page.Entities {
+			keys[i] = store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
+		}
+		if err := deleteBatch(ctx, t, keys); err != nil {
+			return err
+		}
+		if page.Next == nil {
+			return nil
+		}
+		if len(page.Entities) == 0 {
+			q.Resume = page.Next
+		}
+	}
+}
+
+// deleteBatch deletes up to MaxBatchOps rows of one partition, ignoring rows
+// already gone.
+func deleteBatch(ctx context.Context, t store.Table, keys []store.Key) error {
+	ops := make([]store.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey}}
+	}
+	for len(ops) > 0 {
+		err := t.Batch(ctx, ops)
+		var be *store.BatchError
+		if !errors.As(err, &be) || !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		ops = append(ops[:be.Index], ops[be.Index+1:]...)
+	}
+	return nil
+}
+
+// wait pauses a loop until something changes, the poll interval passes or
+// ctx ends.
+func (e *Engine) wait(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-e.Changed():
+	case <-time.After(e.opts.PollInterval):
+	}
+}
