@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -23,6 +24,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // backend is a named factory of the store the suite runs the server on.
@@ -85,17 +87,27 @@ type harness struct {
 	single    metadatav1.SingleImageMetadataServiceClient
 	pano      metadatav1.PanoImageMetadataServiceClient
 	preStitch metadatav1.PreStitchImageMetadataServiceClient
+	retention metadatav1.RetentionServiceClient
 	// logs holds everything the server logged.
 	logs *logBuffer
 
 	served       chan error
+	stopPurges   func()
 	shutdownOnce sync.Once
 }
 
-// startServer serves the three image services on backend through
-// server.New, so every call runs through the real interceptor chain, and
-// dials it over bufconn. The server stops when the test ends.
+// startServer serves the three image services and the RetentionService on
+// backend through server.New, so every call runs through the real
+// interceptor chain, and dials it over bufconn. The server and its purge
+// engine stop when the test ends.
 func startServer(t *testing.T, backend store.Backend) *harness {
+	t.Helper()
+	return startServerWith(t, backend, true)
+}
+
+// startServerWith is startServer with the choice of running the purge
+// engine: without it, started purges stay pending, holding their locks.
+func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harness {
 	t.Helper()
 	repos := make(map[images.Kind]*images.Repository, len(images.Kinds))
 	for _, kind := range images.Kinds {
@@ -106,17 +118,38 @@ func startServer(t *testing.T, backend store.Backend) *harness {
 		repos[kind] = repo
 	}
 	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	engine, err := retention.Open(t.Context(), retention.Options{
+		Backend: backend, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
+		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("retention.Open: %v", err)
+	}
+	stopPurges := func() {}
+	if runPurges {
+		ctx, stop := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- engine.Run(ctx) }()
+		stopPurges = func() {
+			stop()
+			if err := <-ran; err != nil {
+				t.Errorf("purge engine: %v", err)
+			}
+		}
+	}
 	srv, err := server.New(server.Options{
 		Single:    repos[images.Single],
 		Pano:      repos[images.Pano],
 		PreStitch: repos[images.PreStitch],
-		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Retention: engine,
+		Logger:    logger,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	h := &harness{backend: backend, srv: srv, logs: logs, served: make(chan error, 1)}
+	h := &harness{backend: backend, srv: srv, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
 	go func() { h.served <- srv.Serve(lis) }()
 	t.Cleanup(func() { h.shutdown(t, context.Background()) })
 	conn, err := grpc.NewClient("passthrough:///bufconn",
@@ -129,6 +162,7 @@ func startServer(t *testing.T, backend store.Backend) *harness {
 	h.single = metadatav1.NewSingleImageMetadataServiceClient(conn)
 	h.pano = metadatav1.NewPanoImageMetadataServiceClient(conn)
 	h.preStitch = metadatav1.NewPreStitchImageMetadataServiceClient(conn)
+	h.retention = metadatav1.NewRetentionServiceClient(conn)
 	t.Cleanup(func() { _ = conn.Close() })
 	return h
 }
@@ -141,6 +175,8 @@ func (h *harness) shutdown(t *testing.T, ctx context.Context) {
 		if err := <-h.served; err != nil {
 			t.Errorf("Serve returned %v after Shutdown, want nil", err)
 		}
+		// The engine stops after the server and before the test closes the store.
+		h.stopPurges()
 	})
 }
 

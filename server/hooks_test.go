@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 
 	"github.com/metadatad/metadatad/store"
 )
@@ -9,8 +10,9 @@ import (
 // queryHook runs in place of a table's Query; next runs the real one.
 type queryHook func(ctx context.Context, next func() (store.Page, error)) (store.Page, error)
 
-// hookQuery wraps backend so that every Query of its tables goes through
-// hook, to inject failures, panics and waits below the server. The wrapper
+// hookQuery wraps backend so that every Query of its image tables goes
+// through hook, to inject failures, panics and waits below the server; the
+// purge engine's own tables are left alone. The wrapper
 // is a plain store.Backend: it hides the backend's store.Transactor, so
 // creates take the ordered two-write path of a backend without transactions.
 func hookQuery(backend store.Backend, hook queryHook) store.Backend {
@@ -24,8 +26,8 @@ type hookedBackend struct {
 
 func (b hookedBackend) Table(ctx context.Context, name string) (store.Table, error) {
 	t, err := b.Backend.Table(ctx, name)
-	if err != nil {
-		return nil, err
+	if err != nil || !slices.Contains(tableNames(), name) {
+		return t, err
 	}
 	return hookedTable{Table: t, hook: b.hook}, nil
 }

@@ -13,12 +13,17 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // Options configures New.
 type Options struct {
 	// Single, Pano and PreStitch serve the three image services; all required.
 	Single, Pano, PreStitch *images.Repository
+	// Retention serves the RetentionService; nil leaves it out.
+	Retention *retention.Engine
+	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
+	MinRetentionDays int32
 	// Logger receives one line per call and the detail of internal errors;
 	// nil means slog.Default.
 	Logger *slog.Logger
@@ -54,6 +59,15 @@ func New(opts Options) (*Server, error) {
 			metadatav1.RegisterPreStitchImageMetadataServiceServer(s.grpc, &preStitchImageService{
 				h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, fromImage: preStitchImageFromImage}})
 		},
+	}
+	if opts.Retention != nil {
+		if opts.MinRetentionDays <= 0 {
+			opts.MinRetentionDays = 1
+		}
+		services[metadatav1.RetentionService_ServiceDesc.ServiceName] = func() {
+			metadatav1.RegisterRetentionServiceServer(s.grpc, &retentionService{
+				engine: opts.Retention, minDays: opts.MinRetentionDays, log: log})
+		}
 	}
 	for name, register := range services {
 		register()

@@ -15,12 +15,16 @@ import (
 // variable equivalent, METADATAD_ plus the flag name in upper snake case;
 // a flag given on the command line wins over its variable.
 type config struct {
-	listen          string
-	dataDir         string
-	tables          map[images.Kind]string
-	logLevel        slog.Level
-	logFormat       string
-	shutdownTimeout time.Duration
+	listen            string
+	dataDir           string
+	tables            map[images.Kind]string
+	retentionDays     int
+	retentionInterval time.Duration
+	minRetentionDays  int
+	purgeWorkers      int
+	logLevel          slog.Level
+	logFormat         string
+	shutdownTimeout   time.Duration
 }
 
 func parseConfig(args []string) (config, error) {
@@ -32,6 +36,10 @@ func parseConfig(args []string) (config, error) {
 	for _, k := range images.Kinds {
 		tables[k] = fs.String(k.String()+"-image-table", k.DefaultTable(), "primary table of "+k.String()+" images; its index is <name>Index")
 	}
+	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
+	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
+	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
+	fs.IntVar(&c.purgeWorkers, "purge-workers", 4, "purge tasks this process runs at once")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
@@ -55,6 +63,12 @@ func parseConfig(args []string) (config, error) {
 	}
 	for k, name := range tables {
 		c.tables[k] = *name
+	}
+	if (c.retentionDays > 0) != (c.retentionInterval > 0) {
+		return config{}, fmt.Errorf("-retention-days and -retention-interval go together")
+	}
+	if c.retentionDays > 0 && c.retentionDays < c.minRetentionDays {
+		return config{}, fmt.Errorf("-retention-days %d is below -min-retention-days %d", c.retentionDays, c.minRetentionDays)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return config{}, fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)

@@ -11,10 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 func main() {
@@ -48,11 +50,35 @@ func run(args []string) error {
 			return err
 		}
 	}
-	srv, err := server.New(server.Options{
-		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch], Logger: log,
+	engine, err := retention.Open(ctx, retention.Options{
+		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
+		Workers: cfg.purgeWorkers, Logger: log,
 	})
 	if err != nil {
 		return err
+	}
+	srv, err := server.New(server.Options{
+		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
+		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	// Purges run until the server has stopped, then stop before the store closes.
+	purgeCtx, stopPurges := context.WithCancel(context.Background())
+	purgesDone := make(chan error, 1)
+	go func() { purgesDone <- engine.Run(purgeCtx) }()
+	defer func() {
+		stopPurges()
+		if err := <-purgesDone; err != nil {
+			log.Error("purge engine", "err", err)
+		}
+	}()
+	if cfg.retentionDays > 0 {
+		go engine.RunSchedule(purgeCtx, retention.Schedule{
+			Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Interval: cfg.retentionInterval,
+		})
 	}
 
 	lis, err := net.Listen("tcp", cfg.listen)

@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// watchPoll is how often WatchPurge looks at a job that another process may
+// be running; changes made in this process are sent at once.
+const watchPoll = time.Second
+
+// maxRetentionDays keeps a cutoff computed from retention_days inside the
+// span capture times can have.
+const maxRetentionDays = 100_000
+
+// imageTypes maps the API's image types to the store's kinds.
+var imageTypes = map[metadatav1.ImageType]images.Kind{
+	metadatav1.ImageType_IMAGE_TYPE_SINGLE:     images.Single,
+	metadatav1.ImageType_IMAGE_TYPE_PANO:       images.Pano,
+	metadatav1.ImageType_IMAGE_TYPE_PRE_STITCH: images.PreStitch,
+}
+
+var purgeStates = map[retention.State]metadatav1.PurgeState{
+	retention.Pending:   metadatav1.PurgeState_PURGE_STATE_PENDING,
+	retention.Running:   metadatav1.PurgeState_PURGE_STATE_RUNNING,
+	retention.Succeeded: metadatav1.PurgeState_PURGE_STATE_SUCCEEDED,
+	retention.Failed:    metadatav1.PurgeState_PURGE_STATE_FAILED,
+}
+
+func imageTypeOf(k images.Kind) metadatav1.ImageType {
+	for t, kind := range imageTypes {
+		if kind == k {
+			return t
+		}
+	}
+	return metadatav1.ImageType_IMAGE_TYPE_UNSPECIFIED
+}
+
+// retentionService serves metadata.v1.RetentionService.
+type retentionService struct {
+	metadatav1.UnimplementedRetentionServiceServer
+	engine  *retention.Engine
+	minDays int32
+	log     *slog.Logger
+}
+
+func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.StartPurgeRequest) (*metadatav1.StartPurgeResponse, error) {
+	var v violations
+	var kinds []images.Kind
+	for i, t := range req.GetImageTypes() {
+		kind, ok := imageTypes[t]
+		if !ok {
+			v.add(fmt.Sprintf("image_types[%d]", i), fmt.Sprintf("unknown image type %v", t))
+			continue
+		}
+		kinds = append(kinds, kind)
+	}
+	if len(req.GetImageTypes()) == 0 {
+		kinds = s.engine.Kinds()
+	}
+	now := s.engine.Now()
+	var cutoff time.Time
+	switch c := req.GetCutoff().(type) {
+	case *metadatav1.StartPurgeRequest_RetentionDays:
+		if c.RetentionDays < s.minDays {
+			v.add("retention_days", fmt.Sprintf("must be at least %d", s.minDays))
+		} else if c.RetentionDays > maxRetentionDays {
+			v.add("retention_days", fmt.Sprintf("must be at most %d", maxRetentionDays))
+		} else {
+			cutoff = now.AddDate(0, 0, -int(c.RetentionDays))
+		}
+	case *metadatav1.StartPurgeRequest_CutoffTime:
+		if t := v.checkTime("cutoff_time", c.CutoffTime); t != nil {
+			if t.After(now) {
+				v.add("cutoff_time", "must not be in the future")
+			}
+			cutoff = *t
+		}
+	default:
+		v.add("cutoff", "one of retention_days or cutoff_time is required")
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	j, err := s.engine.Start(ctx, retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun()})
+	var running *retention.RunningError
+	switch {
+	case errors.As(err, &running):
+		st := status.New(codes.FailedPrecondition, fmt.Sprintf("purge %s of %s images is running", running.JobID, running.Kind))
+		if detailed, derr := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{
+			Type: "PURGE_RUNNING", Subject: "purges/" + running.JobID, Description: "at most one purge runs per image type",
+		}}}); derr == nil {
+			st = detailed
+		}
+		return nil, st.Err()
+	case errors.Is(err, retention.ErrFutureCutoff):
+		return nil, status.Error(codes.InvalidArgument, "cutoff is in the future")
+	case err != nil:
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &metadatav1.StartPurgeResponse{Job: purgeJob(j)}, nil
+}
+
+func (s *retentionService) GetPurge(ctx context.Context, req *metadatav1.GetPurgeRequest) (*metadatav1.GetPurgeResponse, error) {
+	j, err := s.get(ctx, req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	return &metadatav1.GetPurgeResponse{Job: purgeJob(j)}, nil
+}
+
+func (s *retentionService) get(ctx context.Context, id string) (*retention.Job, error) {
+	if id == "" {
+		var v violations
+		v.add("job_id", "required")
+		return nil, v.err()
+	}
+	j, err := s.engine.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "purge %q not found", id)
+	}
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return j, nil
+}
+
+func (s *retentionService) ListPurges(ctx context.Context, req *metadatav1.ListPurgesRequest) (*metadatav1.ListPurgesResponse, error) {
+	var v violations
+	limit := v.checkPageSize(req.GetPageSize())
+	fingerprint := queryFingerprint(metadatav1.RetentionService_ListPurges_FullMethodName)
+	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	jobs, next, err := s.engine.List(ctx, limit, resume)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &metadatav1.ListPurgesResponse{NextPageToken: encodePageToken(fingerprint, next)}
+	for _, j := range jobs {
+		resp.Jobs = append(resp.Jobs, purgeJob(j))
+	}
+	return resp, nil
+}
+
+// WatchPurge sends the job now and at every change until it ends.
+func (s *retentionService) WatchPurge(req *metadatav1.WatchPurgeRequest, stream grpc.ServerStreamingServer[metadatav1.WatchPurgeResponse]) error {
+	ctx := stream.Context()
+	var last *metadatav1.PurgeJob
+	for {
+		changed := s.engine.Changed()
+		j, err := s.get(ctx, req.GetJobId())
+		if err != nil {
+			return err
+		}
+		if snapshot := purgeJob(j); !proto.Equal(snapshot, last) {
+			if err := stream.Send(&metadatav1.WatchPurgeResponse{Job: snapshot}); err != nil {
+				return err
+			}
+			last = snapshot
+		}
+		if j.State.Terminal() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return toStatus(ctx, s.log, ctx.Err())
+		case <-changed:
+		case <-time.After(watchPoll):
+		}
+	}
+}
+
+func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
+	totals := j.Totals()
+	out := &metadatav1.PurgeJob{
+		JobId:               j.ID,
+		CutoffTime:          timestamppb.New(j.Cutoff),
+		DryRun:              j.DryRun,
+		State:               purgeStates[j.State],
+		DevicesTotal:        totals.DevicesTotal,
+		DevicesDone:         totals.DevicesDone,
+		DevicesFailed:       totals.DevicesFailed,
+		MetadataRowsDeleted: totals.MetadataRows,
+		IndexRowsDeleted:    totals.IndexRows,
+		CreateTime:          timestamppb.New(j.Created),
+		Error:               j.Error,
+	}
+	if !j.Started.IsZero() {
+		out.StartTime = timestamppb.New(j.Started)
+	}
+	if !j.Ended.IsZero() {
+		out.EndTime = timestamppb.New(j.Ended)
+	}
+	for _, k := range j.Kinds {
+		t := imageTypeOf(k.Kind)
+		out.ImageTypes = append(out.ImageTypes, t)
+		out.TypeCounts = append(out.TypeCounts, &metadatav1.PurgeCounts{
+			ImageType:           t,
+			DevicesTotal:        k.Counts.DevicesTotal,
+			DevicesDone:         k.Counts.DevicesDone,
+			DevicesFailed:       k.Counts.DevicesFailed,
+			MetadataRowsDeleted: k.Counts.MetadataRows,
+			IndexRowsDeleted:    k.Counts.IndexRows,
+		})
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+)
+
+// seedMinutes creates, through the image services, one image per camera per
+// minute 0..3 for every kind.
+func seedMinutes(t *testing.T, h *harness, cameras int) {
+	t.Helper()
+	ctx := t.Context()
+	for c := range cameras {
+		for m := range 4 {
+			camera, at := fmt.Sprintf("cam-%d", c), timestamp(minute(m))
+			_, err := h.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{
+				Metadata: &metadatav1.SingleImageMetadata{CameraId: camera, CapturedAt: at}})
+			requireOK(t, err, "create single")
+			_, err = h.pano.CreatePanoImageMetadata(ctx, &metadatav1.CreatePanoImageMetadataRequest{
+				Metadata: &metadatav1.PanoImageMetadata{CameraId: camera, CapturedAt: at}})
+			requireOK(t, err, "create pano")
+			_, err = h.preStitch.CreatePreStitchImageMetadata(ctx, &metadatav1.CreatePreStitchImageMetadataRequest{
+				Metadata: &metadatav1.PreStitchImageMetadata{CameraId: camera, CapturedAt: at}})
+			requireOK(t, err, "create pre-stitch")
+		}
+	}
+}
+
+// watch streams a job to its end and returns every snapshot.
+func watch(t *testing.T, h *harness, id string) []*metadatav1.PurgeJob {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stream, err := h.retention.WatchPurge(ctx, &metadatav1.WatchPurgeRequest{JobId: id})
+	requireOK(t, err, "WatchPurge")
+	var out []*metadatav1.PurgeJob
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		requireOK(t, err, "WatchPurge receive")
+		out = append(out, resp.GetJob())
+	}
+}
+
+func singleCount(t *testing.T, h *harness, camera string) int {
+	t.Helper()
+	resp, err := h.single.ListSingleImageMetadata(t.Context(), &metadatav1.ListSingleImageMetadataRequest{CameraId: camera})
+	requireOK(t, err, "list")
+	return len(resp.GetMetadata())
+}
+
+// TestPurgeOverGRPC walks the README's retention story: a dry run, then a
+// purge watched to its end, leaving exactly the young rows.
+func TestPurgeOverGRPC(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		const cameras = 3
+		seedMinutes(t, h, cameras)
+		cutoff := timestamp(minute(2).Add(15 * time.Second)) // minutes 0 and 1 expire
+
+		dry, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+			Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: cutoff}, DryRun: true})
+		requireOK(t, err, "dry run")
+		if got := len(dry.GetJob().GetImageTypes()); got != 3 {
+			t.Fatalf("dry run of no types purges %d types, want all 3", got)
+		}
+		snaps := watch(t, h, dry.GetJob().GetJobId())
+		last := snaps[len(snaps)-1]
+		if last.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED || !last.GetDryRun() ||
+			last.GetMetadataRowsDeleted() != 3*cameras*2 || last.GetIndexRowsDeleted() != 3*cameras*2 || last.GetDevicesTotal() != 3*cameras {
+			t.Fatalf("dry run ended %v", last)
+		}
+		if got := singleCount(t, h, "cam-0"); got != 4 {
+			t.Fatalf("after the dry run cam-0 has %d single images, want 4", got)
+		}
+
+		started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+			ImageTypes: []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_SINGLE, metadatav1.ImageType_IMAGE_TYPE_PANO},
+			Cutoff:     &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: cutoff}})
+		requireOK(t, err, "StartPurge")
+		job := started.GetJob()
+		if job.GetState() != metadatav1.PurgeState_PURGE_STATE_PENDING && job.GetState() != metadatav1.PurgeState_PURGE_STATE_RUNNING {
+			t.Fatalf("StartPurge returned state %v, want it to run in the background", job.GetState())
+		}
+		snaps = watch(t, h, job.GetJobId())
+		last = snaps[len(snaps)-1]
+		if last.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED || last.GetDryRun() ||
+			last.GetMetadataRowsDeleted() != 2*cameras*2 || last.GetIndexRowsDeleted() != 2*cameras*2 ||
+			last.GetDevicesDone() != 2*cameras || last.GetEndTime() == nil || last.GetStartTime() == nil {
+			t.Fatalf("purge ended %v", last)
+		}
+		for _, tc := range last.GetTypeCounts() {
+			if tc.GetMetadataRowsDeleted() != cameras*2 || tc.GetIndexRowsDeleted() != cameras*2 {
+				t.Errorf("type counts %v, want %d rows of each table", tc, cameras*2)
+			}
+		}
+		for c := range cameras {
+			if got := singleCount(t, h, fmt.Sprintf("cam-%d", c)); got != 2 {
+				t.Errorf("cam-%d keeps %d single images, want the 2 at or after the cutoff's minute", c, got)
+			}
+		}
+		pre, err := h.preStitch.ListPreStitchImageMetadata(t.Context(), &metadatav1.ListPreStitchImageMetadataRequest{CameraId: "cam-0"})
+		requireOK(t, err, "list pre-stitch")
+		if len(pre.GetMetadata()) != 4 {
+			t.Errorf("pre-stitch, not purged, has %d images, want 4", len(pre.GetMetadata()))
+		}
+
+		got, err := h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: job.GetJobId()})
+		requireOK(t, err, "GetPurge")
+		if got.GetJob().GetMetadataRowsDeleted() != last.GetMetadataRowsDeleted() {
+			t.Errorf("GetPurge %v differs from the last watched snapshot %v", got.GetJob(), last)
+		}
+		list, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageSize: 1})
+		requireOK(t, err, "ListPurges")
+		if len(list.GetJobs()) != 1 || list.GetJobs()[0].GetJobId() != job.GetJobId() || list.GetNextPageToken() == "" {
+			t.Fatalf("first page of ListPurges: %v, want the newest job and a token", list)
+		}
+		next, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageSize: 5, PageToken: list.GetNextPageToken()})
+		requireOK(t, err, "ListPurges page 2")
+		if len(next.GetJobs()) != 1 || next.GetJobs()[0].GetJobId() != dry.GetJob().GetJobId() || next.GetNextPageToken() != "" {
+			t.Fatalf("second page of ListPurges: %v, want the dry run and no token", next)
+		}
+	})
+}
+
+func TestStartPurgeRejectsBadInput(t *testing.T) {
+	h := startServer(t, openMemPebble(t))
+	future := timestamp(time.Now().Add(time.Hour))
+	for _, tc := range []struct {
+		name  string
+		req   *metadatav1.StartPurgeRequest
+		field string
+	}{
+		{"no cutoff", &metadatav1.StartPurgeRequest{}, "cutoff"},
+		{"zero retention days", &metadatav1.StartPurgeRequest{Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{}}, "retention_days"},
+		{"negative retention days", &metadatav1.StartPurgeRequest{Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: -3}}, "retention_days"},
+		{"cutoff in the future", &metadatav1.StartPurgeRequest{Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: future}}, "cutoff_time"},
+		{"cutoff before 1601", &metadatav1.StartPurgeRequest{Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC))}}, "cutoff_time"},
+		{"unspecified image type", &metadatav1.StartPurgeRequest{ImageTypes: []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_UNSPECIFIED},
+			Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 30}}, "image_types[0]"},
+		{"unknown image type", &metadatav1.StartPurgeRequest{ImageTypes: []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_PANO, 42},
+			Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 30}}, "image_types[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.retention.StartPurge(t.Context(), tc.req)
+			requireFieldViolation(t, err, tc.field)
+		})
+	}
+	list, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{})
+	requireOK(t, err, "ListPurges")
+	if len(list.GetJobs()) != 0 {
+		t.Fatalf("rejected requests recorded jobs: %v", list.GetJobs())
+	}
+}
+
+func TestUnknownPurgeIsNotFound(t *testing.T) {
+	h := startServer(t, openMemPebble(t))
+	_, err := h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: "0123456789abcdef0123"})
+	requireCode(t, err, codes.NotFound)
+	_, err = h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: "no/such#job"})
+	requireCode(t, err, codes.NotFound)
+	_, err = h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{})
+	requireFieldViolation(t, err, "job_id")
+	stream, err := h.retention.WatchPurge(t.Context(), &metadatav1.WatchPurgeRequest{JobId: "0123456789abcdef0123"})
+	requireOK(t, err, "WatchPurge")
+	_, err = stream.Recv()
+	requireCode(t, err, codes.NotFound)
+	_, err = h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageToken: "garbage"})
+	requireFieldViolation(t, err, "page_token")
+	_, err = h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageSize: 1001})
+	requireFieldViolation(t, err, "page_size")
+}
+
+// TestOverlappingPurgeFailsPrecondition: with the engine stopped, a started
+// purge stays pending and holds its types; another purge of one of them is
+// refused, naming it.
+func TestOverlappingPurgeFailsPrecondition(t *testing.T) {
+	h := startServerWith(t, openMemPebble(t), false)
+	first, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		ImageTypes: []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_PANO},
+		Cutoff:     &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 30}})
+	requireOK(t, err, "first purge")
+	_, err = h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 7}})
+	st := requireCode(t, err, codes.FailedPrecondition)
+	var named bool
+	for _, d := range st.Details() {
+		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
+			for _, v := range pf.GetViolations() {
+				named = named || v.GetSubject() == "purges/"+first.GetJob().GetJobId()
+			}
+		}
+	}
+	if !named {
+		t.Fatalf("FAILED_PRECONDITION %q does not name the running purge %s in its details", st.Message(), first.GetJob().GetJobId())
+	}
+	_, err = h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		ImageTypes: []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_SINGLE},
+		Cutoff:     &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 7}})
+	requireOK(t, err, "purge of another type")
+}
