@@ -1,0 +1,124 @@
+// Package azurite gives tests an Azure Storage emulator (Azurite) for the
+// Azure backends.
+//
+// A test calls Require. It uses the emulator named by
+// METADATAD_AZURITE_CONNECTION_STRING when set (one .ci/run or a developer
+// started), else starts one per test process from tools/azurite (after
+// `npm ci --prefix tools/azurite`), on free loopback ports, in memory.
+// Without either, the test is skipped with a message saying how to run it,
+// except under CI=true, where it fails: CI never skips these suites.
+package azurite
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EnvConnectionString names an emulator already running.
+const EnvConnectionString = "METADATAD_AZURITE_CONNECTION_STRING"
+
+// Azurite's well-known development account.
+const (
+	Account = "devstoreaccount1"
+	Key     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+var (
+	once    sync.Once
+	started *exec.Cmd
+	connStr string
+	why     string
+)
+
+// Require returns a connection string of a running emulator, or skips (fails
+// under CI=true) the test when there is none.
+func Require(t testing.TB) string {
+	t.Helper()
+	once.Do(start)
+	if connStr == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Azurite is required under CI=true: %s", why)
+		}
+		t.Skipf("Azure suites need Azurite: %s. Run `npm ci --prefix tools/azurite` once, or set %s", why, EnvConnectionString)
+	}
+	return connStr
+}
+
+// Main runs a package's tests and stops the emulator this process started.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if started != nil {
+		_ = started.Process.Kill()
+		_ = started.Wait()
+	}
+	return code
+}
+
+// ConnectionString is the connection string of an emulator's endpoints.
+func ConnectionString(tableURL, queueURL string) string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s/%s;QueueEndpoint=%s/%s;",
+		Account, Key, tableURL, Account, queueURL, Account)
+}
+
+var listening = regexp.MustCompile(`Azurite (Table|Queue) service is successfully listening at (http://\S+)`)
+
+func start() {
+	if s := os.Getenv(EnvConnectionString); s != "" {
+		connStr = s
+		return
+	}
+	bin := filepath.Join(moduleRoot(), "tools", "azurite", "node_modules", ".bin", "azurite")
+	if _, err := os.Stat(bin); err != nil {
+		why = "tools/azurite/node_modules is not installed"
+		return
+	}
+	cmd := exec.Command(bin, "--inMemoryPersistence", "--loose", "--skipApiVersionCheck", "--disableProductStyleUrl",
+		"--blobHost", "127.0.0.1", "--blobPort", "0",
+		"--queueHost", "127.0.0.1", "--queuePort", "0",
+		"--tableHost", "127.0.0.1", "--tablePort", "0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		why = err.Error()
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		why = "starting azurite: " + err.Error()
+		return
+	}
+	urls := map[string]string{}
+	found := make(chan struct{})
+	go func() {
+		scanner := bufio.NewScanner(out)
+		for scanner.Scan() {
+			if m := listening.FindStringSubmatch(scanner.Text()); m != nil {
+				urls[m[1]] = m[2]
+				if len(urls) == 2 {
+					close(found)
+				}
+			}
+		}
+	}()
+	select {
+	case <-found:
+		started = cmd
+		connStr = ConnectionString(urls["Table"], urls["Queue"])
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		why = "azurite did not start listening within 60s"
+	}
+}
+
+// moduleRoot is the repository root, two folders above this file.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
