@@ -7,7 +7,8 @@ import (
 
 // Limits of the contract, those of Azure Table Storage.
 const (
-	// MaxKeyBytes bounds a partition key or row key.
+	// MaxKeyBytes bounds a partition key or row key, counted as Azure does:
+	// in UTF-16, so 512 characters of the Basic Multilingual Plane.
 	MaxKeyBytes = 1024
 	// MaxBatchOps bounds the operations of one batch.
 	MaxBatchOps = 100

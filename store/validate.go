@@ -35,16 +35,16 @@ func ValidateTableName(name string) error {
 	return nil
 }
 
-// ValidateKey checks the partition and row key rules: 1 to MaxKeyBytes of
-// valid UTF-8 without / \ # ? or control characters.
+// ValidateKey checks the partition and row key rules: valid UTF-8 without
+// / \ # ? or control characters, 1 to MaxKeyBytes long as UTF-16.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
-	case len(key) > MaxKeyBytes:
-		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidKey, len(key), MaxKeyBytes)
 	case !utf8.ValidString(key):
 		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
+	case 2*utf16Len(key) > MaxKeyBytes:
+		return fmt.Errorf("%w: key is %d bytes as UTF-16, over %d", ErrInvalidKey, 2*utf16Len(key), MaxKeyBytes)
 	}
 	if i := strings.IndexFunc(key, forbiddenInKey); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(key[i:])

@@ -2,6 +2,8 @@ package retention
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +62,13 @@ type Options struct {
 	IndexGrace time.Duration
 	// SweepChunk is how many index rows one sweep intent covers; default 10,000.
 	SweepChunk int
+	// ReplicaID names this engine among the engines sharing the store;
+	// default a random id.
+	ReplicaID string
+	// LeaseDuration is how long a job stays with the engine running it
+	// without a renewal: after a crash, another engine takes it over this
+	// long after the last renewal. Default 30 seconds.
+	LeaseDuration time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -89,6 +98,14 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SweepChunk <= 0 {
 		o.SweepChunk = 10_000
+	}
+	if o.ReplicaID == "" {
+		var id [6]byte
+		_, _ = rand.Read(id[:])
+		o.ReplicaID = hex.EncodeToString(id[:])
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 30 * time.Second
 	}
 	return o
 }
@@ -187,7 +204,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	}
 	if !j.DryRun {
 		if err := e.jobs.lock(ctx, j); err != nil {
-			if derr := e.jobs.table.Delete(ctx, jobPartition, j.ID, ""); derr != nil {
+			if derr := e.jobs.remove(ctx, j.ID); derr != nil {
 				e.log.Error("purge: removing a job that could not start", "job", j.ID, "err", derr)
 			}
 			return nil, err
@@ -226,27 +243,43 @@ func (e *Engine) notify() {
 
 // Run resumes the jobs a previous run left unfinished, runs new ones and
 // works on tasks until ctx ends, then waits for its goroutines. Jobs cut
-// short stay running in the store and resume at the next Run.
+// short stay running in the store: this engine resumes them at its next
+// Run, or another engine sharing the store once their lease runs out.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
-	unfinished, err := e.jobs.unfinished(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	for _, j := range unfinished {
-		e.log.Info("purge resuming", "job", j.ID, "state", string(j.State))
-		e.launch(j.ID)
+	if err := e.resume(ctx); err != nil && ctx.Err() == nil {
+		e.log.Warn("purge: looking for unfinished jobs failed; retrying", "err", err)
 	}
 	for range e.opts.Workers {
 		e.wg.Go(func() { e.work(ctx) })
 	}
-	<-ctx.Done()
-	e.wg.Wait()
+	ticker := time.NewTicker(e.opts.LeaseDuration)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.wg.Wait()
+			return nil
+		case <-ticker.C:
+			if err := e.resume(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("purge: looking for unfinished jobs failed", "err", err)
+			}
+		}
+	}
+}
+
+// resume launches the unfinished jobs; those another engine holds a live
+// lease on are left to it by runJob.
+func (e *Engine) resume(ctx context.Context) error {
+	unfinished, err := e.jobs.unfinished(ctx, e.opts.Now())
+	if err != nil {
+		return err
+	}
+	for _, j := range unfinished {
+		e.launch(j.ID)
+	}
 	return nil
 }
 
@@ -275,21 +308,47 @@ func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) err
 	return j, err
 }
 
-// runJob takes a job through every kind's phases to its end.
+// errLeased reports a job another live engine runs.
+var errLeased = errors.New("retention: job is leased by another engine")
+
+// runJob takes a job through every kind's phases to its end, holding its
+// lease throughout.
 func (e *Engine) runJob(ctx context.Context, id string) {
+	now := e.opts.Now().UTC()
+	resumed := false
 	j, err := e.updateJob(ctx, id, func(j *Job) error {
+		if j.State.Terminal() {
+			return nil
+		}
+		if j.Owner != "" && j.Owner != e.opts.ReplicaID && now.Before(j.LeaseUntil) {
+			return errLeased
+		}
+		resumed = j.State == Running
+		j.Owner, j.LeaseUntil = e.opts.ReplicaID, now.Add(e.opts.LeaseDuration)
 		if j.State == Pending {
-			j.State, j.Started = Running, e.opts.Now().UTC()
+			j.State, j.Started = Running, now
 		}
 		return nil
 	})
-	if err != nil {
-		e.log.Error("purge: cannot start", "job", id, "err", err)
+	switch {
+	case errors.Is(err, errLeased):
+		return
+	case errors.Is(err, store.ErrNotFound):
+		_ = e.jobs.deactivate(ctx, id)
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			e.log.Error("purge: cannot start", "job", id, "err", err)
+		}
+		return
+	case j.State.Terminal():
+		_ = e.jobs.deactivate(ctx, id)
 		return
 	}
-	if j.State.Terminal() {
-		return
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go e.renewLease(ctx, cancel, id)
+
 	if !j.DryRun {
 		// A job resumed after a crash may have been recorded without its locks.
 		if err := e.jobs.lock(ctx, j); err != nil {
@@ -297,17 +356,50 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 			return
 		}
 	}
-	e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
+	if resumed {
+		e.log.Info("purge resumed", "job", id, "replica", e.opts.ReplicaID)
+	} else {
+		e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
+	}
 	for _, kind := range j.ImageKinds() {
 		if err := e.runKind(ctx, id, kind); err != nil {
 			if ctx.Err() != nil {
-				return // shutting down: the job resumes at the next Run
+				return // shutting down or lease lost: the job resumes elsewhere or later
 			}
 			e.finish(ctx, id, err)
 			return
 		}
 	}
 	e.finish(ctx, id, nil)
+}
+
+// renewLease extends the job's lease until ctx ends, and cancels the job's
+// run if another engine has taken it (after this one stalled past its lease).
+func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id string) {
+	ticker := time.NewTicker(e.opts.LeaseDuration / 3)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		_, err := e.jobs.update(ctx, id, func(j *Job) error {
+			if j.Owner != e.opts.ReplicaID {
+				return errLeased
+			}
+			j.LeaseUntil = e.opts.Now().UTC().Add(e.opts.LeaseDuration)
+			return nil
+		})
+		if errors.Is(err, errLeased) {
+			e.log.Warn("purge: lease taken by another engine; stopping here", "job", id)
+			lost()
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("purge: lease renewal failed; retrying", "job", id, "err", err)
+		}
+	}
 }
 
 // runKind takes one kind through plan, work and sweep, from wherever a
@@ -397,6 +489,9 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	if err != nil {
 		e.log.Error("purge: cannot record the end of a job", "job", id, "err", err, "cause", cause)
 		return
+	}
+	if err := e.jobs.deactivate(ctx, id); err != nil {
+		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
 	}
 	t := j.Totals()
 	attrs := []any{"job", id, "state", string(j.State), "dry_run", j.DryRun, "devices_total", t.DevicesTotal,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -38,12 +37,16 @@ type fixture struct {
 // quickOptions make redeliveries and polls fast enough for tests.
 func quickOptions() retention.Options {
 	return retention.Options{
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:            slog.New(slog.DiscardHandler),
 		GroupSize:         2,
 		VisibilityTimeout: 50 * time.Millisecond,
 		PollInterval:      5 * time.Millisecond,
 		MaxAttempts:       3,
 		SweepChunk:        3,
+		// One identity across restarts, as the embedded daemon has: a
+		// restarted engine resumes its own jobs at once.
+		ReplicaID:     "embedded",
+		LeaseDuration: time.Second,
 	}
 }
 

@@ -72,6 +72,10 @@ type Job struct {
 	Ended   time.Time       `json:"ended,omitzero"`
 	// Error says why the job failed; safe to show to clients.
 	Error string `json:"error,omitempty"`
+	// Owner is the engine running the job until LeaseUntil; another engine
+	// sharing the store takes the job over once the lease has run out.
+	Owner      string    `json:"owner,omitempty"`
+	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

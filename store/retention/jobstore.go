@@ -14,10 +14,13 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 )
 
-// Partitions of the jobs table.
+// Partitions of the jobs table: every job; a marker per job not yet ended,
+// so that resuming reads the few live jobs rather than all of history; and
+// a lock per image kind.
 const (
-	jobPartition  = "job"
-	lockPartition = "lock"
+	jobPartition    = "job"
+	activePartition = "active"
+	lockPartition   = "lock"
 )
 
 // Property names of job and lock entities. State and Created are kept as
@@ -79,13 +82,40 @@ func jobFromEntity(e store.Entity) (*Job, error) {
 	return &j, nil
 }
 
+// create records a new job. Its active marker goes first: a marker without
+// a job is dropped at the next resume, while a job without its marker would
+// never resume. A retried insert whose first attempt landed succeeds.
 func (s *jobStore) create(ctx context.Context, j *Job) error {
+	if _, err := s.table.Upsert(ctx, store.Entity{PartitionKey: activePartition, RowKey: j.ID}, store.Replace); err != nil {
+		return err
+	}
 	e, err := jobEntity(j)
 	if err != nil {
 		return err
 	}
 	_, err = s.table.Insert(ctx, e)
+	if errors.Is(err, store.ErrAlreadyExists) {
+		if stored, _, gerr := s.get(ctx, j.ID); gerr == nil && stored.Created.Equal(j.Created) {
+			return nil // ids are random: the job there is this one
+		}
+	}
 	return err
+}
+
+// remove deletes a job that could not start, and its marker.
+func (s *jobStore) remove(ctx context.Context, id string) error {
+	if err := s.table.Delete(ctx, jobPartition, id, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.deactivate(ctx, id)
+}
+
+// deactivate drops the marker of a job that has ended.
+func (s *jobStore) deactivate(ctx context.Context, id string) error {
+	if err := s.table.Delete(ctx, activePartition, id, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 func (s *jobStore) get(ctx context.Context, id string) (*Job, string, error) {
@@ -147,24 +177,36 @@ func (s *jobStore) list(ctx context.Context, limit int, resume *store.Cursor) ([
 	}
 }
 
-// unfinished lists the jobs not yet ended, oldest first, for resumption.
-func (s *jobStore) unfinished(ctx context.Context) ([]*Job, error) {
+// staleMarker is how old an active marker without its job must be before
+// resumption drops it: younger, its job may be being created right now.
+const staleMarker = 10 * time.Minute
+
+// unfinished lists the jobs not yet ended, oldest first, for resumption,
+// dropping the markers of jobs that ended, or that were never created.
+func (s *jobStore) unfinished(ctx context.Context, now time.Time) ([]*Job, error) {
 	var out []*Job
-	q := store.Query{PartitionKey: jobPartition}
+	q := store.Query{PartitionKey: activePartition}
 	for {
 		page, err := s.table.Query(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range page.Entities {
-			if st, _ := e.Properties[propState].(string); State(st).Terminal() {
-				continue
-			}
-			j, err := jobFromEntity(e)
-			if err != nil {
+		for _, marker := range page.Entities {
+			j, _, err := s.get(ctx, marker.RowKey)
+			missing := errors.Is(err, store.ErrNotFound)
+			if err != nil && !missing {
 				return nil, err
 			}
-			out = append([]*Job{j}, out...)
+			if missing && marker.Timestamp.After(now.Add(-staleMarker)) {
+				continue
+			}
+			if missing || j.State.Terminal() {
+				if err := s.deactivate(ctx, marker.RowKey); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			out = append([]*Job{j}, out...) // ids sort newest first
 		}
 		if page.Next == nil {
 			return out, nil

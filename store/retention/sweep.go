@@ -122,9 +122,13 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, keys []store.Key) e
 		return err
 	}
 	_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
+		// Only the write that clears the intent counts it: a retried
+		// update whose first attempt landed finds it cleared already.
 		p := j.progress(s.kind)
-		p.Counts.IndexRows += in.Rows
-		p.Intent = nil
+		if p.Intent != nil && *p.Intent == in {
+			p.Counts.IndexRows += in.Rows
+			p.Intent = nil
+		}
 		return nil
 	})
 	return err

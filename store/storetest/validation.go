@@ -23,7 +23,7 @@ var invalidKeys = []struct{ name, key string }{
 	{"NUL", "a\x00b"},
 	{"newline", "a\nb"},
 	{"DEL", "a\x7fb"},
-	{"over 1024 bytes", strings.Repeat("k", store.MaxKeyBytes+1)},
+	{"over 1 KiB as UTF-16", strings.Repeat("k", store.MaxKeyBytes/2+1)},
 }
 
 func testKeys(t *testing.T, h Harness) {
@@ -58,8 +58,8 @@ func testKeys(t *testing.T, h Harness) {
 	t.Run("Longest", func(t *testing.T) {
 		tbl := newTable(t, h)
 		for _, tc := range []struct{ name, key string }{
-			{"1024 ASCII bytes", strings.Repeat("k", store.MaxKeyBytes)},
-			{"1024 bytes of 2-byte runes", strings.Repeat("é", store.MaxKeyBytes/2)},
+			{"512 ASCII characters", strings.Repeat("k", store.MaxKeyBytes/2)},
+			{"512 characters of 2-byte runes", strings.Repeat("é", store.MaxKeyBytes/2)},
 		} {
 			k := key{tc.key, tc.key}
 			mustInsert(t, tbl, entity(k, store.Properties{"Name": tc.name}))

@@ -1,0 +1,26 @@
+// Package aztable is the scale-out backend of the store contract, on Azure
+// Table Storage through the Azure SDK for Go (aztables).
+//
+// Many metadatad replicas share one storage account; the tables are the ones
+// the existing .NET system reads and writes, so entities keep their
+// PascalCase property names and Edm types, encoded by store.MarshalEDM.
+//
+// What Azure lacks, the backend does not pretend to have: there is no
+// transaction across partitions or tables (no store.Transactor) and no range
+// delete (no store.RangeDeleter or store.KeyDeleter); callers take their
+// fallbacks. What Azure does differently, the backend absorbs: tables are
+// created on first use with 409 TableAlreadyExists taken as success; list
+// pages that end early, even empty, are followed to the next token; a failed
+// batch's index is read from inside its multipart answer; throttling (503
+// Server Busy, 500 Operation Timeout) and dropped connections are retried
+// with exponential backoff by azcore's retry policy; and a retried write
+// whose first attempt was applied, its answer lost, is recognised rather than
+// reported as a conflict (replay.go).
+//
+// Keys and entities are checked by the store.Validate* functions before any
+// request, so both backends refuse the same input with the same errors.
+//
+// The backend is written for Azure Table Storage and tested on Azurite.
+// Cosmos DB for Table speaks the same API but does not return rows in key
+// order, which Query, Scan and their cursors rely on.
+package aztable

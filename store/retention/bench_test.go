@@ -1,0 +1,518 @@
+package retention_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// Sizes of the benchmarks. Every purge retires the same expired volume, the
+// one knob to turn for a closer look; everything else is laid out around it.
+const (
+	// benchExpiredRows is how many expired images each purge retires.
+	benchExpiredRows = 100_000
+	// benchIdleCameras have one recent image each and nothing to purge.
+	benchIdleCameras = 10_000
+	// benchCameras share the expired rows where the camera count is not
+	// what is measured.
+	benchCameras = 1_000
+	// benchLatencyOps is how many Creates, and as many GetLatests, one
+	// latency measurement times.
+	benchLatencyOps = 1_000
+	// benchSeeders is how many goroutines seed at once: Pebble commits their
+	// synced writes in groups, so seeding is far faster than one at a time.
+	benchSeeders = 64
+)
+
+// benchSpan is the capture time the expired images spread over, whatever the
+// camera count: every layout has the same index partitions (one per minute)
+// holding as many rows each, and differs only in the cameras behind them.
+const benchSpan = 1000 * time.Minute
+
+// benchAge is how old the expired images are. The store's clock is set back
+// by as much while seeding, so rows look written when they were captured, as
+// in life: the sweep trusts index rows written long before their camera was
+// counted and checks younger ones one by one (Options.IndexGrace).
+const benchAge = 30 * 24 * time.Hour
+
+// benchRetention puts the cutoff between the expired images and the recent ones.
+const benchRetention = 7 * 24 * time.Hour
+
+// benchLayout is what a benchmark seeds: expired images spread evenly over
+// cameras and over benchSpan, one recent image per such camera, and idle
+// cameras with one recent image and nothing else.
+type benchLayout struct {
+	expired, cameras, idle int
+}
+
+func (l benchLayout) images() int { return l.expired + l.cameras + l.idle }
+
+// kept is how many images of the layout a purge keeps.
+func (l benchLayout) kept() int { return l.cameras + l.idle }
+
+func expiredCamera(c int) string { return fmt.Sprintf("cam-%05d", c) }
+
+// benchIdlePrefix starts the ids of cameras without expired images, so a
+// counting table can tell whether a purge touches them.
+const benchIdlePrefix = "idle-"
+
+// image is the i-th image of the layout.
+func (l benchLayout) image(now time.Time, i int) images.Image {
+	recent := now.Add(-time.Hour)
+	switch {
+	case i < l.expired:
+		step := benchSpan / time.Duration(l.expired)
+		return upload(expiredCamera(i%l.cameras), now.Add(-benchAge+time.Duration(i)*step))
+	case i < l.expired+l.cameras:
+		c := i - l.expired
+		return upload(expiredCamera(c), recent.Add(time.Duration(c)*time.Millisecond))
+	default:
+		c := i - l.expired - l.cameras
+		return upload(fmt.Sprintf("%s%05d", benchIdlePrefix, c), recent.Add(time.Duration(c)*time.Millisecond))
+	}
+}
+
+// upload is an image as a camera would send it, so rows have a real size.
+func upload(camera string, at time.Time) images.Image {
+	return images.Image{CameraID: camera, CapturedAt: at, ContentType: "image/jpeg", SizeBytes: 350_000, Width: 1920, Height: 1080,
+		BlobURI: fmt.Sprintf("https://images.example/%s/%d.jpg", camera, at.UnixNano())}
+}
+
+// writeClock is the store's clock for entity timestamps, set back while seeding.
+type writeClock struct{ lag atomic.Int64 }
+
+func (c *writeClock) now() time.Time { return time.Now().Add(-time.Duration(c.lag.Load())) }
+
+// benchStore is a Pebble store on disk holding single images, with a purge
+// engine over it.
+type benchStore struct {
+	clock *writeClock
+	// repo writes and reads on the bare store, as the server does.
+	repo *images.Repository
+	// engine runs on the backend under test; watcher reads its jobs on the
+	// bare store, so that waiting for a job adds nothing to what is counted.
+	engine, watcher *retention.Engine
+	cancel          context.CancelFunc
+	done            chan struct{}
+	close           func()
+}
+
+// openBenchStore opens a store in a new directory; wrap, if set, is the
+// backend the engine sees.
+func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend) *benchStore {
+	b.Helper()
+	ctx := b.Context()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := &benchStore{clock: &writeClock{}}
+	db, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Now: s.clock.now, Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.close = sync.OnceFunc(func() {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		if err := db.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	b.Cleanup(s.close)
+	backend := store.Backend(db)
+	if wrap != nil {
+		backend = wrap(db)
+	}
+	if s.repo, err = images.Open(ctx, db, images.Options{Kind: images.Single}); err != nil {
+		b.Fatal(err)
+	}
+	purged, err := images.Open(ctx, backend, images.Options{Kind: images.Single})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := retention.Options{Backend: backend, Repositories: []*images.Repository{purged}, Logger: logger}
+	if s.engine, err = retention.Open(ctx, opts); err != nil {
+		b.Fatal(err)
+	}
+	opts.Backend, opts.Repositories = db, []*images.Repository{s.repo}
+	if s.watcher, err = retention.Open(ctx, opts); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// seed creates the layout's images through the repository, benchSeeders at
+// a time, each image's primary and index rows together.
+func (s *benchStore) seed(b *testing.B, l benchLayout, now time.Time) {
+	b.Helper()
+	s.clock.lag.Store(int64(benchAge))
+	defer s.clock.lag.Store(0)
+	var next atomic.Int64
+	g, ctx := errgroup.WithContext(b.Context())
+	for range benchSeeders {
+		g.Go(func() error {
+			for i := int(next.Add(1) - 1); i < l.images(); i = int(next.Add(1) - 1) {
+				if _, err := s.repo.Create(ctx, l.image(now, i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatalf("seeding: %v", err)
+	}
+}
+
+// run starts the engine's workers; close stops them.
+func (s *benchStore) run(b *testing.B) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.engine.Run(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+}
+
+// start starts a purge of the images captured before now-benchRetention.
+func (s *benchStore) start(b *testing.B, now time.Time) *retention.Job {
+	b.Helper()
+	j, err := s.engine.Start(b.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: now.Add(-benchRetention)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return j
+}
+
+// await waits for the job to end and returns it.
+func (s *benchStore) await(b *testing.B, id string) *retention.Job {
+	b.Helper()
+	deadline := time.After(10 * time.Minute)
+	for {
+		changed := s.engine.Changed()
+		j, err := s.watcher.Get(b.Context(), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if j.State.Terminal() {
+			return j
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			b.Fatalf("job %s still %s after 10m: %+v", id, j.State, j.Totals())
+		}
+	}
+}
+
+// check fails the benchmark unless the purge retired exactly the layout's
+// expired images, primary and index rows, and left the extra ones it was
+// told were written since.
+func (s *benchStore) check(b *testing.B, j *retention.Job, l benchLayout, extra int) {
+	b.Helper()
+	want := retention.Counts{DevicesTotal: int64(l.cameras), DevicesDone: int64(l.cameras),
+		MetadataRows: int64(l.expired), IndexRows: int64(l.expired)}
+	if j.State != retention.Succeeded || j.Totals() != want {
+		b.Fatalf("purge %s (%s): %+v, want %+v", j.State, j.Error, j.Totals(), want)
+	}
+	primary, index := s.repo.Tables()
+	for _, t := range []store.Table{primary, index} {
+		if n := countAll(b, t); n != l.kept()+extra {
+			b.Fatalf("%s holds %d rows after the purge, want %d", t.Name(), n, l.kept()+extra)
+		}
+	}
+}
+
+func countAll(b *testing.B, t store.Table) int {
+	b.Helper()
+	n := 0
+	s := store.Scan{}
+	for {
+		page, err := t.Scan(b.Context(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(page.Entities)
+		if page.Next == nil {
+			return n
+		}
+		s.Resume = page.Next
+	}
+}
+
+// benchPurge times b.N purges, each of a new store seeded with l, and
+// reports the time and the storage operations per expired row, engine
+// bookkeeping included. The engine's tables count their operations and
+// keep Pebble's range and key deletes unless plain, which leaves batches
+// alone, as on Azure Table Storage.
+func benchPurge(b *testing.B, l benchLayout, plain bool) {
+	var total, c opCounter
+	wrap := func(backend store.Backend) store.Backend {
+		return &countingBackend{Backend: backend, plain: plain, c: &c}
+	}
+	for range b.N {
+		b.StopTimer()
+		s := openBenchStore(b, wrap)
+		now := time.Now().UTC()
+		s.seed(b, l, now)
+		s.run(b)
+		c.reset()
+		b.StartTimer()
+		j := s.await(b, s.start(b, now).ID)
+		b.StopTimer()
+		total.add(&c)
+		s.check(b, j, l, 0)
+		s.close()
+	}
+	rows := float64(b.N) * float64(l.expired)
+	b.ReportMetric(rows/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/rows, "ns/row")
+	b.ReportMetric(float64(total.reads.Load())/rows, "reads/row")
+	b.ReportMetric(float64(total.writes.Load())/rows, "writes/row")
+	b.ReportMetric(float64(total.idleCameraOps.Load()), "idle-cam-ops")
+}
+
+// BenchmarkPurgeByCameraCount purges the same expired volume spread over
+// few and over many cameras, beside benchIdleCameras cameras with nothing
+// to purge. The index makes a purge's cost follow its expired rows, so the
+// two ns/row figures should be close; their ratio is the figure to watch.
+// idle-cam-ops counts the operations on the idle cameras: it must be 0.
+func BenchmarkPurgeByCameraCount(b *testing.B) {
+	for _, cameras := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("cameras=%d", cameras), func(b *testing.B) {
+			benchPurge(b, benchLayout{expired: benchExpiredRows, cameras: cameras, idle: benchIdleCameras}, false)
+		})
+	}
+}
+
+// BenchmarkPurgeStorageOps counts a purge's storage operations per expired
+// row on Pebble's range and key deletes and on batches alone. A read is a
+// Get or one page of a query or scan; a write is one call that changes
+// rows, however many (a batch, a range deletion, a key deletion).
+func BenchmarkPurgeStorageOps(b *testing.B) {
+	l := benchLayout{expired: benchExpiredRows, cameras: benchCameras, idle: benchIdleCameras}
+	for _, plain := range []bool{false, true} {
+		b.Run(map[bool]string{false: "range-and-key-deletes", true: "batches-only"}[plain], func(b *testing.B) {
+			benchPurge(b, l, plain)
+		})
+	}
+}
+
+// BenchmarkLatencyDuringPurge times Creates and GetLatests of the cameras
+// being purged, one client alternating the two, on an idle store and while
+// a purge of benchExpiredRows runs. purge-overlap is the share of the
+// measurement the purge ran through; below 1 the purging figures are
+// diluted by idle time.
+func BenchmarkLatencyDuringPurge(b *testing.B) {
+	l := benchLayout{expired: benchExpiredRows, cameras: benchCameras}
+	for _, purging := range []bool{false, true} {
+		b.Run(map[bool]string{false: "idle", true: "purging"}[purging], func(b *testing.B) {
+			var creates, latests []time.Duration
+			var overlap float64
+			var s *benchStore
+			for range b.N {
+				b.StopTimer()
+				// A purge consumes its backlog, so every purging measurement
+				// needs a new store; idle ones share one.
+				now := time.Now().UTC()
+				if s == nil || purging {
+					s = openBenchStore(b, nil)
+					s.seed(b, l, now)
+					s.run(b)
+				}
+				var job *retention.Job
+				if purging {
+					job = s.start(b, now)
+				}
+				began := time.Now()
+				b.StartTimer()
+				for i := range benchLatencyOps {
+					img := upload(expiredCamera(i%l.cameras), now.Add(-time.Minute+time.Duration(i)*time.Millisecond))
+					t0 := time.Now()
+					if _, err := s.repo.Create(b.Context(), img); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if _, err := s.repo.Latest(b.Context(), img.CameraID, images.Span{}, images.Filter{}); err != nil {
+						b.Fatal(err)
+					}
+					creates, latests = append(creates, t1.Sub(t0)), append(latests, time.Since(t1))
+				}
+				b.StopTimer()
+				if purging {
+					ended := time.Now()
+					j := s.await(b, job.ID)
+					overlap += min(1, float64(j.Ended.Sub(began))/float64(ended.Sub(began)))
+					s.check(b, j, l, benchLatencyOps)
+					s.close()
+				}
+			}
+			reportPercentiles(b, "create", creates)
+			reportPercentiles(b, "latest", latests)
+			if purging {
+				b.ReportMetric(overlap/float64(b.N), "purge-overlap")
+			}
+		})
+	}
+}
+
+// reportPercentiles reports the median and 99th percentile of the samples,
+// by nearest rank.
+func reportPercentiles(b *testing.B, op string, samples []time.Duration) {
+	slices.Sort(samples)
+	for _, p := range []float64{50, 99} {
+		i := int(math.Ceil(p/100*float64(len(samples)))) - 1
+		b.ReportMetric(float64(samples[max(i, 0)].Nanoseconds()), fmt.Sprintf("%s-p%.0f-ns", op, p))
+	}
+}
+
+// opCounter counts storage operations. A read is a Get or one page of a
+// query or scan; a write is one call that changes rows, whatever their
+// number (a batch, a range deletion, a key deletion).
+type opCounter struct {
+	reads, writes atomic.Int64
+	// idleCameraOps counts operations on the partitions of idle cameras.
+	idleCameraOps atomic.Int64
+}
+
+func (c *opCounter) reset() {
+	c.reads.Store(0)
+	c.writes.Store(0)
+	c.idleCameraOps.Store(0)
+}
+
+func (c *opCounter) add(o *opCounter) {
+	c.reads.Add(o.reads.Load())
+	c.writes.Add(o.writes.Load())
+	c.idleCameraOps.Add(o.idleCameraOps.Load())
+}
+
+func (c *opCounter) touch(partitionKeys ...string) {
+	for _, pk := range partitionKeys {
+		if strings.HasPrefix(pk, benchIdlePrefix) {
+			c.idleCameraOps.Add(1)
+		}
+	}
+}
+
+func (c *opCounter) read(partitionKeys ...string) {
+	c.reads.Add(1)
+	c.touch(partitionKeys...)
+}
+
+func (c *opCounter) write(partitionKeys ...string) {
+	c.writes.Add(1)
+	c.touch(partitionKeys...)
+}
+
+// countingBackend counts the operations on every table of a Pebble
+// backend, keeping its range and key deletes unless plain.
+type countingBackend struct {
+	store.Backend
+	plain bool
+	c     *opCounter
+}
+
+func (b *countingBackend) Table(ctx context.Context, name string) (store.Table, error) {
+	t, err := b.Backend.Table(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	ct := &countingTable{Table: t, c: b.c}
+	if b.plain {
+		return ct, nil
+	}
+	return &fastCountingTable{ct}, nil
+}
+
+type countingTable struct {
+	store.Table
+	c *opCounter
+}
+
+func (t *countingTable) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+	t.c.write(e.PartitionKey)
+	return t.Table.Insert(ctx, e)
+}
+
+func (t *countingTable) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
+	t.c.write(e.PartitionKey)
+	return t.Table.Upsert(ctx, e, mode)
+}
+
+func (t *countingTable) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
+	t.c.write(e.PartitionKey)
+	return t.Table.Update(ctx, e, mode, ifMatch)
+}
+
+func (t *countingTable) Delete(ctx context.Context, pk, rk, ifMatch string) error {
+	t.c.write(pk)
+	return t.Table.Delete(ctx, pk, rk, ifMatch)
+}
+
+func (t *countingTable) Batch(ctx context.Context, ops []store.Op) error {
+	pks := make([]string, len(ops))
+	for i, op := range ops {
+		pks[i] = op.Entity.PartitionKey
+	}
+	t.c.write(pks...)
+	return t.Table.Batch(ctx, ops)
+}
+
+func (t *countingTable) Get(ctx context.Context, pk, rk string) (store.Entity, error) {
+	t.c.read(pk)
+	return t.Table.Get(ctx, pk, rk)
+}
+
+func (t *countingTable) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	t.c.read(q.PartitionKey)
+	return t.Table.Query(ctx, q)
+}
+
+func (t *countingTable) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
+	t.c.read()
+	page, err := t.Table.Scan(ctx, s)
+	for _, e := range page.Entities {
+		t.c.touch(e.PartitionKey)
+	}
+	return page, err
+}
+
+// fastCountingTable keeps the wrapped table's range and key deletes.
+type fastCountingTable struct{ *countingTable }
+
+func (t *fastCountingTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+	pks := make([]string, len(ranges))
+	for i, r := range ranges {
+		pks[i] = r.PartitionKey
+	}
+	t.c.write(pks...)
+	return t.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
+}
+
+func (t *fastCountingTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
+	pks := make([]string, len(keys))
+	for i, k := range keys {
+		pks[i] = k.PartitionKey
+	}
+	t.c.write(pks...)
+	return t.Table.(store.KeyDeleter).DeleteKeys(ctx, keys)
+}
