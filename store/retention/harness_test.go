@@ -2,16 +2,22 @@ package retention_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/azqueue"
+	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
@@ -26,12 +32,37 @@ var (
 
 // fixture is a store with images of every kind and an engine over it.
 type fixture struct {
-	fs      *vfs.MemFS
-	db      *pebble.DB
+	// base is the store itself; backend is what the engine sees, base or a
+	// wrapper of it.
+	base    store.Backend
 	backend store.Backend
-	repos   []*images.Repository
-	engine  *retention.Engine
-	opts    retention.Options
+	// queue is the engine's queue; nil for the table queue in base.
+	queue  retention.Queue
+	repos  []*images.Repository
+	engine *retention.Engine
+	opts   retention.Options
+	// fs is the embedded store's filesystem, which a crash clones.
+	fs *vfs.MemFS
+	// stop stops the engine that run started.
+	stop func()
+	// reopen opens a fixture on the store as a restarted process finds it:
+	// for the embedded store, the filesystem crashed holds what was synced.
+	reopen func(t *testing.T, crashed *vfs.MemFS) *fixture
+}
+
+// stores are the backends the engine is tested on; each test runs on each.
+var stores = []struct {
+	name string
+	open func(t *testing.T, opts retention.Options) *fixture
+}{
+	{"pebble", newFixture},
+	{"azure", newAzureFixture},
+}
+
+func forEachStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { test(t, s.open) })
+	}
 }
 
 // quickOptions make redeliveries and polls fast enough for tests.
@@ -50,16 +81,49 @@ func quickOptions() retention.Options {
 	}
 }
 
+// newFixture opens the embedded store on a crashable in-memory filesystem.
 func newFixture(t *testing.T, opts retention.Options) *fixture {
 	t.Helper()
-	fs := vfs.NewCrashableMem()
+	return openPebbleFixture(t, opts, vfs.NewCrashableMem())
+}
+
+func openPebbleFixture(t *testing.T, opts retention.Options, fs *vfs.MemFS) *fixture {
+	t.Helper()
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs, Logger: opts.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := &fixture{fs: fs, db: db, backend: db, opts: opts}
+	f := &fixture{fs: fs, base: db, opts: opts}
+	f.reopen = func(t *testing.T, crashed *vfs.MemFS) *fixture { return openPebbleFixture(t, opts, crashed) }
 	f.openEngine(t, db)
+	return f
+}
+
+// newAzureFixture opens tables and a queue of the test's own on Azurite.
+func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
+	t.Helper()
+	conn := azurite.Require(t)
+	var id [5]byte
+	_, _ = rand.Read(id[:])
+	name := hex.EncodeToString(id[:])
+	backend, err := aztable.Open(t.Context(), aztable.Options{ConnectionString: conn, TablePrefix: "t" + name, Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := azqueue.Open(t.Context(), azqueue.Options{ConnectionString: conn, Name: "purge-" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{base: backend, queue: q, opts: opts}
+	// Azure keeps every acknowledged write: a restarted process finds the
+	// store as the crash left it.
+	f.reopen = func(t *testing.T, _ *vfs.MemFS) *fixture {
+		g := &fixture{base: backend, queue: q, opts: opts, reopen: f.reopen}
+		g.openEngine(t, backend)
+		return g
+	}
+	f.openEngine(t, backend)
 	return f
 }
 
@@ -75,7 +139,7 @@ func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 		f.repos = append(f.repos, r)
 	}
 	opts := f.opts
-	opts.Backend, opts.Repositories = backend, f.repos
+	opts.Backend, opts.Repositories, opts.Queue = backend, f.repos, f.queue
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +166,7 @@ func (f *fixture) seed(t *testing.T, cameras int) {
 	}
 }
 
-// run runs the engine until the test ends.
+// run runs the engine until stop or the end of the test.
 func (f *fixture) run(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,10 +177,11 @@ func (f *fixture) run(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	t.Cleanup(func() {
+	f.stop = func() {
 		cancel()
 		<-done
-	})
+	}
+	t.Cleanup(f.stop)
 }
 
 // await waits for the job to end and returns it.
@@ -221,7 +286,9 @@ func (b *hookedBackend) Table(ctx context.Context, name string) (store.Table, er
 		return nil, err
 	}
 	h := &hookedTable{Table: t, b: b}
-	if b.plain {
+	_, ranges := t.(store.RangeDeleter)
+	_, keys := t.(store.KeyDeleter)
+	if b.plain || !ranges || !keys {
 		return h, nil
 	}
 	return &fastHookedTable{h}, nil
@@ -308,26 +375,33 @@ func (h *fastHookedTable) DeleteKeys(ctx context.Context, keys []store.Key) erro
 // errDead is what every write returns once a simulated crash happened.
 var errDead = errors.New("test: process is dead")
 
-// crashAfter kills the store after its n-th write, keeping what was synced
-// at that instant as the filesystem a restarted process finds.
+// crashAfter kills the store after its n-th write. On the embedded store it
+// keeps what was synced at that instant as the filesystem a restarted
+// process finds.
 type crashAfter struct {
 	mu      sync.Mutex
 	n       int
 	writes  int
 	fs      *vfs.MemFS
+	dead    bool
 	crashed *vfs.MemFS
 }
 
 func (c *crashAfter) before(string, string, []store.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.crashed != nil {
+	if c.dead {
 		return errDead
 	}
 	c.writes++
 	if c.writes > c.n {
-		c.crashed = c.fs.CrashClone(vfs.CrashCloneCfg{})
+		c.dead = true
+		if c.fs != nil {
+			c.crashed = c.fs.CrashClone(vfs.CrashCloneCfg{})
+		}
 		return errDead
 	}
 	return nil
 }
+
+func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }

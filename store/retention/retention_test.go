@@ -9,7 +9,6 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
@@ -40,179 +39,189 @@ func expiredCounts(kinds int) retention.Counts {
 // no row captured at or after it is touched, other kinds are untouched, and
 // the counts are exact.
 func TestPurgeRetiresExactlyTheExpired(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
-			f := newFixture(t, quickOptions())
-			f.openEngine(t, &hookedBackend{Backend: f.db, plain: plain})
-			f.seed(t, cameras)
-			f.run(t)
-			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single, images.Pano}, Cutoff: cutoff})
-			if j.State != retention.Succeeded {
-				t.Fatalf("state %s (%s)", j.State, j.Error)
-			}
-			wantCounts(t, "job", j.Totals(), expiredCounts(2))
-			boundary := j.Boundary()
-			if !boundary.Equal(base.Add(2 * time.Minute)) {
-				t.Fatalf("boundary %s", boundary)
-			}
-			for _, kind := range []images.Kind{images.Single, images.Pano} {
-				got := f.census(t, kind, boundary)
-				want := census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}
-				if got != want {
-					t.Errorf("%s after purge: %+v, want %+v", kind, got, want)
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, plain := range []bool{false, true} {
+			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
+				f := newFixture(t, quickOptions())
+				f.openEngine(t, &hookedBackend{Backend: f.base, plain: plain})
+				f.seed(t, cameras)
+				f.run(t)
+				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single, images.Pano}, Cutoff: cutoff})
+				if j.State != retention.Succeeded {
+					t.Fatalf("state %s (%s)", j.State, j.Error)
 				}
-			}
-			untouched := census{primaryOld: cameras * expiredPerCamera, primaryNew: cameras * keptPerCamera,
-				indexOld: cameras * expiredPerCamera, indexNew: cameras * keptPerCamera}
-			if got := f.census(t, images.PreStitch, boundary); got != untouched {
-				t.Errorf("pre-stitch, not purged: %+v, want %+v", got, untouched)
-			}
-		})
-	}
+				wantCounts(t, "job", j.Totals(), expiredCounts(2))
+				boundary := j.Boundary()
+				if !boundary.Equal(base.Add(2 * time.Minute)) {
+					t.Fatalf("boundary %s", boundary)
+				}
+				for _, kind := range []images.Kind{images.Single, images.Pano} {
+					got := f.census(t, kind, boundary)
+					want := census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}
+					if got != want {
+						t.Errorf("%s after purge: %+v, want %+v", kind, got, want)
+					}
+				}
+				untouched := census{primaryOld: cameras * expiredPerCamera, primaryNew: cameras * keptPerCamera,
+					indexOld: cameras * expiredPerCamera, indexNew: cameras * keptPerCamera}
+				if got := f.census(t, images.PreStitch, boundary); got != untouched {
+					t.Errorf("pre-stitch, not purged: %+v, want %+v", got, untouched)
+				}
+			})
+		}
+	})
 }
 
 // TestIndexRowGoesOnlyAfterItsPrimary proves invariant 2: whenever an index
 // row is deleted, its primary row is already gone.
 func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
-			f := newFixture(t, quickOptions())
-			primary, index := f.repo(images.Single).Tables()
-			indexDeletes := 0
-			hooked := &hookedBackend{Backend: f.db, plain: plain, before: func(table, op string, keys []store.Key) error {
-				if table != index.Name() || (op != "delete-keys" && op != "batch-delete") {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, plain := range []bool{false, true} {
+			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
+				f := newFixture(t, quickOptions())
+				primary, index := f.repo(images.Single).Tables()
+				indexDeletes := 0
+				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
+					if table != index.Name() || (op != "delete-keys" && op != "batch-delete") {
+						return nil
+					}
+					for _, k := range keys {
+						row, err := index.Get(t.Context(), k.PartitionKey, k.RowKey)
+						if errors.Is(err, store.ErrNotFound) {
+							continue
+						}
+						device, rk := row.Properties[images.PropDeviceID].(string), row.Properties[images.PropMetadataRowKey].(string)
+						if _, err := primary.Get(t.Context(), device, rk); !errors.Is(err, store.ErrNotFound) {
+							t.Errorf("index row %s/%s deleted while its primary row %s/%s exists (%v)", k.PartitionKey, k.RowKey, device, rk, err)
+						}
+						indexDeletes++
+					}
 					return nil
+				}}
+				f.openEngine(t, hooked)
+				f.seed(t, cameras)
+				f.run(t)
+				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				if j.State != retention.Succeeded || indexDeletes != cameras*expiredPerCamera {
+					t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes, cameras*expiredPerCamera)
 				}
-				for _, k := range keys {
-					row, err := index.Get(t.Context(), k.PartitionKey, k.RowKey)
-					if errors.Is(err, store.ErrNotFound) {
-						continue
-					}
-					device, rk := row.Properties[images.PropDeviceID].(string), row.Properties[images.PropMetadataRowKey].(string)
-					if _, err := primary.Get(t.Context(), device, rk); !errors.Is(err, store.ErrNotFound) {
-						t.Errorf("index row %s/%s deleted while its primary row %s/%s exists (%v)", k.PartitionKey, k.RowKey, device, rk, err)
-					}
-					indexDeletes++
-				}
-				return nil
-			}}
-			f.openEngine(t, hooked)
-			f.seed(t, cameras)
-			f.run(t)
-			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-			if j.State != retention.Succeeded || indexDeletes != cameras*expiredPerCamera {
-				t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes, cameras*expiredPerCamera)
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // TestDryRunDeletesNothing proves invariant 4: a dry run reports what a real
 // run then deletes, and deletes nothing itself.
 func TestDryRunDeletesNothing(t *testing.T) {
-	f := newFixture(t, quickOptions())
-	f.seed(t, cameras)
-	f.run(t)
-	var before []census
-	for _, kind := range images.Kinds {
-		before = append(before, f.census(t, kind, base.Add(2*time.Minute)))
-	}
-	dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff, DryRun: true})
-	if dry.State != retention.Succeeded || !dry.DryRun {
-		t.Fatalf("dry run: %s (%s)", dry.State, dry.Error)
-	}
-	for i, kind := range images.Kinds {
-		if got := f.census(t, kind, base.Add(2*time.Minute)); got != before[i] {
-			t.Errorf("%s after a dry run: %+v, want %+v", kind, got, before[i])
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		f := newFixture(t, quickOptions())
+		f.seed(t, cameras)
+		f.run(t)
+		var before []census
+		for _, kind := range images.Kinds {
+			before = append(before, f.census(t, kind, base.Add(2*time.Minute)))
 		}
-	}
-	real := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff})
-	wantCounts(t, "dry run", dry.Totals(), real.Totals())
-	wantCounts(t, "real run", real.Totals(), expiredCounts(3))
+		dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff, DryRun: true})
+		if dry.State != retention.Succeeded || !dry.DryRun {
+			t.Fatalf("dry run: %s (%s)", dry.State, dry.Error)
+		}
+		for i, kind := range images.Kinds {
+			if got := f.census(t, kind, base.Add(2*time.Minute)); got != before[i] {
+				t.Errorf("%s after a dry run: %+v, want %+v", kind, got, before[i])
+			}
+		}
+		real := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff})
+		wantCounts(t, "dry run", dry.Totals(), real.Totals())
+		wantCounts(t, "real run", real.Totals(), expiredCounts(3))
+	})
 }
 
 // TestOverlappingPurgeIsRefused: at most one running purge per kind.
 func TestOverlappingPurgeIsRefused(t *testing.T) {
-	f := newFixture(t, quickOptions())
-	f.seed(t, 1)
-	// Without Run the first job stays pending, holding its lock.
-	first, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano, images.Single}, Cutoff: cutoff})
-	var running *retention.RunningError
-	if !errors.As(err, &running) || running.JobID != first.ID || running.Kind != images.Single {
-		t.Fatalf("overlapping start: %v, want a RunningError naming %s", err, first.ID)
-	}
-	if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff}); err != nil {
-		t.Fatalf("a purge of another kind: %v", err)
-	}
-	if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, DryRun: true}); err != nil {
-		t.Fatalf("a dry run beside a running purge: %v", err)
-	}
-	jobs, _, err := f.engine.List(t.Context(), 10, nil)
-	if err != nil || len(jobs) != 3 {
-		t.Fatalf("jobs after a refused start: %d, %v; want the refused one not recorded", len(jobs), err)
-	}
-	f.run(t)
-	if j := f.await(t, first.ID); j.State != retention.Succeeded {
-		t.Fatalf("first job: %s", j.State)
-	}
-	if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err != nil {
-		t.Fatalf("a purge after the first ended: %v", err)
-	}
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		f := newFixture(t, quickOptions())
+		f.seed(t, 1)
+		// Without Run the first job stays pending, holding its lock.
+		first, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano, images.Single}, Cutoff: cutoff})
+		var running *retention.RunningError
+		if !errors.As(err, &running) || running.JobID != first.ID || running.Kind != images.Single {
+			t.Fatalf("overlapping start: %v, want a RunningError naming %s", err, first.ID)
+		}
+		if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff}); err != nil {
+			t.Fatalf("a purge of another kind: %v", err)
+		}
+		if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, DryRun: true}); err != nil {
+			t.Fatalf("a dry run beside a running purge: %v", err)
+		}
+		jobs, _, err := f.engine.List(t.Context(), 10, nil)
+		if err != nil || len(jobs) != 3 {
+			t.Fatalf("jobs after a refused start: %d, %v; want the refused one not recorded", len(jobs), err)
+		}
+		f.run(t)
+		if j := f.await(t, first.ID); j.State != retention.Succeeded {
+			t.Fatalf("first job: %s", j.State)
+		}
+		if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err != nil {
+			t.Fatalf("a purge after the first ended: %v", err)
+		}
+	})
 }
 
 // TestFailedCameraIsCountedAndRetried: a camera whose deletes keep failing
 // is counted failed, keeps its rows (index rows included) and is purged by
 // the next purge.
 func TestFailedCameraIsCountedAndRetried(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
-			f := newFixture(t, quickOptions())
-			broken := true
-			primary, _ := f.repo(images.Single).Tables()
-			hooked := &hookedBackend{Backend: f.db, plain: plain, before: func(table, op string, keys []store.Key) error {
-				if !broken || table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, plain := range []bool{false, true} {
+			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
+				f := newFixture(t, quickOptions())
+				broken := true
+				primary, _ := f.repo(images.Single).Tables()
+				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
+					if !broken || table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
+						return nil
+					}
+					if slices.ContainsFunc(keys, func(k store.Key) bool { return k.PartitionKey == "cam-003" }) {
+						return errors.New("injected: disk error")
+					}
 					return nil
+				}}
+				f.openEngine(t, hooked)
+				f.seed(t, cameras)
+				f.run(t)
+				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				if j.State != retention.Failed || j.Error == "" {
+					t.Fatalf("state %s (%q), want failed with a reason", j.State, j.Error)
 				}
-				if slices.ContainsFunc(keys, func(k store.Key) bool { return k.PartitionKey == "cam-003" }) {
-					return errors.New("injected: disk error")
+				failedGroup := int64(1)
+				if _, ranges := primary.(store.RangeDeleter); ranges && !plain {
+					failedGroup = 2 // one range deletion covers the camera's whole task of two
 				}
-				return nil
-			}}
-			f.openEngine(t, hooked)
-			f.seed(t, cameras)
-			f.run(t)
-			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-			if j.State != retention.Failed || j.Error == "" {
-				t.Fatalf("state %s (%q), want failed with a reason", j.State, j.Error)
-			}
-			failedGroup := int64(1)
-			if !plain {
-				failedGroup = 2 // one range deletion covers the camera's whole task of two
-			}
-			want := retention.Counts{DevicesTotal: cameras, DevicesDone: cameras - failedGroup, DevicesFailed: failedGroup,
-				MetadataRows: (cameras - failedGroup) * expiredPerCamera, IndexRows: (cameras - failedGroup) * expiredPerCamera}
-			wantCounts(t, "failed job", j.Totals(), want)
-			left := f.census(t, images.Single, j.Boundary())
-			if left.primaryOld != failedGroup*expiredPerCamera || left.indexOld != failedGroup*expiredPerCamera {
-				t.Fatalf("after the failed purge %+v; want the failed cameras' rows kept, index included", left)
-			}
+				want := retention.Counts{DevicesTotal: cameras, DevicesDone: cameras - failedGroup, DevicesFailed: failedGroup,
+					MetadataRows: (cameras - failedGroup) * expiredPerCamera, IndexRows: (cameras - failedGroup) * expiredPerCamera}
+				wantCounts(t, "failed job", j.Totals(), want)
+				left := f.census(t, images.Single, j.Boundary())
+				if left.primaryOld != failedGroup*expiredPerCamera || left.indexOld != failedGroup*expiredPerCamera {
+					t.Fatalf("after the failed purge %+v; want the failed cameras' rows kept, index included", left)
+				}
 
-			broken = false
-			again := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-			if again.State != retention.Succeeded {
-				t.Fatalf("retry: %s (%s)", again.State, again.Error)
-			}
-			wantCounts(t, "retry", again.Totals(), retention.Counts{DevicesTotal: failedGroup, DevicesDone: failedGroup,
-				MetadataRows: failedGroup * expiredPerCamera, IndexRows: failedGroup * expiredPerCamera})
-			if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
-				t.Fatalf("after the retry %+v", got)
-			}
-		})
-	}
+				broken = false
+				again := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				if again.State != retention.Succeeded {
+					t.Fatalf("retry: %s (%s)", again.State, again.Error)
+				}
+				wantCounts(t, "retry", again.Totals(), retention.Counts{DevicesTotal: failedGroup, DevicesDone: failedGroup,
+					MetadataRows: failedGroup * expiredPerCamera, IndexRows: failedGroup * expiredPerCamera})
+				if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+					t.Fatalf("after the retry %+v", got)
+				}
+			})
+		}
+	})
 }
 
 // TestCrashAtAnyWriteResumesExactly proves invariant 3: the store is killed
@@ -220,72 +229,73 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 // finishes the same job, with exact counts, and no row younger than the
 // cutoff is lost.
 func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
-	kinds := []images.Kind{images.Single, images.Pano}
-	// A clean run first, to learn how many writes a purge makes.
-	total := &crashAfter{n: 1 << 30}
-	{
-		f := newFixture(t, quickOptions())
-		f.seed(t, 3)
-		total.fs = f.fs
-		f.openEngine(t, &hookedBackend{Backend: f.db, before: total.before})
-		f.run(t)
-		if j := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff}); j.State != retention.Succeeded {
-			t.Fatalf("clean run: %s", j.State)
-		}
-	}
-	if total.writes < 10 {
-		t.Fatalf("a purge made only %d writes", total.writes)
-	}
-	for n := 0; n < total.writes; n++ {
-		t.Run(fmt.Sprintf("after %d writes", n), func(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		kinds := []images.Kind{images.Single, images.Pano}
+		// A clean run first, to learn how many writes a purge makes.
+		total := &crashAfter{n: 1 << 30}
+		{
 			f := newFixture(t, quickOptions())
 			f.seed(t, 3)
-			crash := &crashAfter{n: n, fs: f.fs}
-			f.openEngine(t, &hookedBackend{Backend: f.db, before: crash.before})
+			total.fs = f.fs
+			f.openEngine(t, &hookedBackend{Backend: f.base, before: total.before})
 			f.run(t)
-			// Start fails if the crash comes first; the job may exist all the same.
-			if j, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: kinds, Cutoff: cutoff}); err == nil {
-				waitCrashed(t, f, crash, j.ID)
+			if j := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff}); j.State != retention.Succeeded {
+				t.Fatalf("clean run: %s", j.State)
 			}
-			crash.mu.Lock()
-			crashed := crash.crashed
-			crash.mu.Unlock()
-			restarted := f
-			if crashed != nil {
-				db, err := pebble.Open(pebble.Options{Dir: "db", FS: crashed, Logger: f.opts.Logger})
+		}
+		if total.writes < 10 {
+			t.Fatalf("a purge made only %d writes", total.writes)
+		}
+		step := 1
+		if testing.Short() {
+			step = 7
+		}
+		for n := 0; n < total.writes; n += step {
+			t.Run(fmt.Sprintf("after %d writes", n), func(t *testing.T) {
+				f := newFixture(t, quickOptions())
+				f.seed(t, 3)
+				crash := &crashAfter{n: n, fs: f.fs}
+				f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before})
+				f.run(t)
+				// Start fails if the crash comes first; the job may exist all the same.
+				if j, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: kinds, Cutoff: cutoff}); err == nil {
+					waitCrashed(t, f, crash, j.ID)
+				}
+				crash.mu.Lock()
+				dead, crashed := crash.dead, crash.crashed
+				crash.mu.Unlock()
+				restarted := f
+				if dead {
+					f.stop()
+					restarted = f.reopen(t, crashed)
+					restarted.run(t)
+				} // else writes vary a little from run to run, and this one ended first
+				jobs, _, err := restarted.engine.List(t.Context(), 10, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { db.Close() })
-				restarted = &fixture{fs: crashed, db: db, opts: quickOptions()}
-				restarted.openEngine(t, db)
-				restarted.run(t)
-			} // else writes vary a little from run to run, and this one ended first
-			jobs, _, err := restarted.engine.List(t.Context(), 10, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(jobs) == 0 {
-				return // crashed before the job was recorded: nothing was deleted
-			}
-			if len(jobs) != 1 {
-				t.Fatalf("%d jobs after restart", len(jobs))
-			}
-			j := restarted.await(t, jobs[0].ID)
-			if j.State != retention.Succeeded {
-				t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
-			}
-			want := expiredCounts(2)
-			want.DevicesTotal, want.DevicesDone = 2*3, 2*3
-			want.MetadataRows, want.IndexRows = 2*3*expiredPerCamera, 2*3*expiredPerCamera
-			wantCounts(t, "resumed job", j.Totals(), want)
-			for _, kind := range kinds {
-				if got := restarted.census(t, kind, j.Boundary()); got != (census{primaryNew: 3 * keptPerCamera, indexNew: 3 * keptPerCamera}) {
-					t.Errorf("%s after resume: %+v", kind, got)
+				if len(jobs) == 0 {
+					return // crashed before the job was recorded: nothing was deleted
 				}
-			}
-		})
-	}
+				if len(jobs) != 1 {
+					t.Fatalf("%d jobs after restart", len(jobs))
+				}
+				j := restarted.await(t, jobs[0].ID)
+				if j.State != retention.Succeeded {
+					t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
+				}
+				want := expiredCounts(2)
+				want.DevicesTotal, want.DevicesDone = 2*3, 2*3
+				want.MetadataRows, want.IndexRows = 2*3*expiredPerCamera, 2*3*expiredPerCamera
+				wantCounts(t, "resumed job", j.Totals(), want)
+				for _, kind := range kinds {
+					if got := restarted.census(t, kind, j.Boundary()); got != (census{primaryNew: 3 * keptPerCamera, indexNew: 3 * keptPerCamera}) {
+						t.Errorf("%s after resume: %+v", kind, got)
+					}
+				}
+			})
+		}
+	})
 }
 
 // waitCrashed waits until the simulated crash happened or the job ended.
@@ -294,9 +304,9 @@ func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
 	deadline := time.After(30 * time.Second)
 	for {
 		crash.mu.Lock()
-		crashed := crash.crashed != nil
+		dead := crash.dead
 		crash.mu.Unlock()
-		if crashed {
+		if dead {
 			return
 		}
 		if j, err := f.engine.Get(t.Context(), id); err == nil && j.State.Terminal() {

@@ -1,0 +1,146 @@
+package retention_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// deleteLog records which rows each replica deleted from one table.
+type deleteLog struct {
+	mu      sync.Mutex
+	table   string
+	deleted map[string][]string // replica -> partition keys (range deletes) or keys (batches)
+}
+
+func (d *deleteLog) hook(replica string, gate func()) func(table, op string, keys []store.Key) error {
+	return func(table, op string, keys []store.Key) error {
+		if table != d.table || (op != "delete-ranges" && op != "batch-delete") {
+			return nil
+		}
+		gate()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, k := range keys {
+			d.deleted[replica] = append(d.deleted[replica], k.PartitionKey+"/"+k.RowKey)
+		}
+		return nil
+	}
+}
+
+func (d *deleteLog) count(replica string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.deleted[replica])
+}
+
+// TestTwoReplicasShareAPurge runs two engines on one store: both work on
+// the purge one of them started, both read the same job, and every
+// camera's rows are deleted once.
+func TestTwoReplicasShareAPurge(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		const cameras = 12
+		a := newFixture(t, quickOptions())
+		a.seed(t, cameras)
+		primary, _ := a.repo(images.Single).Tables()
+		log := &deleteLog{table: primary.Name(), deleted: map[string][]string{}}
+
+		// Replica a may not delete past its first task until b has
+		// deleted something, so the test shows both took a share.
+		bStarted := make(chan struct{})
+		var once sync.Once
+		optsA, optsB := quickOptions(), quickOptions()
+		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
+		a.opts = optsA
+		a.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("a", func() {
+			if log.count("a") > 0 {
+				select {
+				case <-bStarted:
+				case <-time.After(30 * time.Second):
+					t.Error("replica b never took a task")
+				}
+			}
+		})})
+		b := &fixture{base: a.base, queue: a.queue, opts: optsB}
+		b.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("b", func() { once.Do(func() { close(bStarted) }) })})
+		a.run(t)
+		b.run(t)
+
+		started, err := a.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := a.await(t, started.ID)
+		if j.State != retention.Succeeded {
+			t.Fatalf("job %s (%s)", j.State, j.Error)
+		}
+		wantCounts(t, "shared job", j.Totals(), retention.Counts{DevicesTotal: cameras, DevicesDone: cameras,
+			MetadataRows: cameras * expiredPerCamera, IndexRows: cameras * expiredPerCamera})
+		seenByB, err := b.engine.Get(t.Context(), started.ID)
+		if err != nil || seenByB.State != j.State || seenByB.Totals() != j.Totals() {
+			t.Fatalf("replica b reads %+v, %v; want what a reads", seenByB, err)
+		}
+		if log.count("a") == 0 || log.count("b") == 0 {
+			t.Fatalf("deletes by replica: a %d, b %d; want both to take a share", log.count("a"), log.count("b"))
+		}
+		all := append(slices.Clone(log.deleted["a"]), log.deleted["b"]...)
+		slices.Sort(all)
+		if dup := slices.Compact(slices.Clone(all)); len(dup) != len(all) {
+			t.Fatalf("%d deletes of %d distinct targets: a row or camera was deleted twice", len(all), len(dup))
+		}
+		if got := a.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
+			t.Fatalf("after the shared purge %+v", got)
+		}
+	})
+}
+
+// TestReplicaTakesOverAStalledJob: the replica running a job stops mid-way
+// (as a crashed pod does); once its lease runs out another replica takes
+// the job over and finishes it with exact counts.
+func TestReplicaTakesOverAStalledJob(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		const cameras = 6
+		a := newFixture(t, quickOptions())
+		a.seed(t, cameras)
+		primary, _ := a.repo(images.Single).Tables()
+		optsA, optsB := quickOptions(), quickOptions()
+		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
+		optsA.Workers = 1
+		a.opts = optsA
+		stall := make(chan struct{})
+		var stalled sync.Once
+		a.openEngine(t, &hookedBackend{Backend: a.base, before: func(table, op string, _ []store.Key) error {
+			if table == primary.Name() && (op == "delete-ranges" || op == "batch-delete") {
+				stalled.Do(func() { close(stall) })
+				return errDead
+			}
+			return nil
+		}})
+		a.run(t)
+		started, err := a.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-stall:
+		case <-time.After(30 * time.Second):
+			t.Fatal("replica a never reached its deletes")
+		}
+		a.stop()
+
+		b := &fixture{base: a.base, queue: a.queue, opts: optsB}
+		b.openEngine(t, a.base)
+		b.run(t)
+		j := b.await(t, started.ID)
+		if j.State != retention.Succeeded || j.Owner != "replica-b" {
+			t.Fatalf("job %s (%s) owned by %s; want b to finish it", j.State, j.Error, j.Owner)
+		}
+		wantCounts(t, "taken-over job", j.Totals(), retention.Counts{DevicesTotal: cameras, DevicesDone: cameras,
+			MetadataRows: cameras * expiredPerCamera, IndexRows: cameras * expiredPerCamera})
+	})
+}
