@@ -42,13 +42,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	var prop *store.PropertyError
 	if errors.As(err, &prop) {
-		field := "metadata"
-		if name, ok := propertyFields[prop.Property]; ok {
-			field += "." + name
-		}
-		var v violations
-		v.add(field, prop.Err.Error())
-		return v.err()
+		return propertyStatus(prop, "metadata", propertyFields)
 	}
 	for _, m := range errorCodes {
 		if errors.Is(err, m.err) {
@@ -57,4 +51,17 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	log.ErrorContext(ctx, "internal error", "err", err)
 	return status.Error(codes.Internal, "internal error")
+}
+
+// propertyStatus is INVALID_ARGUMENT naming the request field behind a
+// stored property that broke the entity rules: message is the request field
+// holding the entity and fields maps property names to its fields.
+func propertyStatus(prop *store.PropertyError, message string, fields map[string]string) error {
+	field := message
+	if name, ok := fields[prop.Property]; ok {
+		field += "." + name
+	}
+	var v violations
+	v.add(field, prop.Err.Error())
+	return v.err()
 }

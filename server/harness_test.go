@@ -88,6 +88,12 @@ type harness struct {
 	pano      metadatav1.PanoImageMetadataServiceClient
 	preStitch metadatav1.PreStitchImageMetadataServiceClient
 	retention metadatav1.RetentionServiceClient
+	// video, devices and acquisition reach the control plane's services.
+	video       metadatav1.VideoMetadataServiceClient
+	devices     metadatav1.DeviceStateServiceClient
+	acquisition metadatav1.AcquisitionInstanceServiceClient
+	// clock is the control plane's clock.
+	clock *testClock
 	// logs holds everything the server logged.
 	logs *logBuffer
 
@@ -96,10 +102,11 @@ type harness struct {
 	shutdownOnce sync.Once
 }
 
-// startServer serves the three image services and the RetentionService on
-// backend through server.New, so every call runs through the real
-// interceptor chain, and dials it over bufconn. The server and its purge
-// engine stop when the test ends.
+// startServer serves the three image services, the RetentionService and
+// the control plane's services (video, device state, acquisition instances,
+// on h.clock) on backend through server.New, so every call runs through the
+// real interceptor chain, and dials it over bufconn. The server and its
+// purge engine stop when the test ends.
 func startServer(t *testing.T, backend store.Backend) *harness {
 	t.Helper()
 	return startServerWith(t, backend, true)
@@ -138,18 +145,23 @@ func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harne
 			}
 		}
 	}
+	clock := &testClock{now: base}
+	control := openControlPlane(t, backend, clock)
 	srv, err := server.New(server.Options{
-		Single:    repos[images.Single],
-		Pano:      repos[images.Pano],
-		PreStitch: repos[images.PreStitch],
-		Retention: engine,
-		Logger:    logger,
+		Single:      repos[images.Single],
+		Pano:        repos[images.Pano],
+		PreStitch:   repos[images.PreStitch],
+		Retention:   engine,
+		Video:       control.video,
+		Devices:     control.devices,
+		Acquisition: control.acquisition,
+		Logger:      logger,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	h := &harness{backend: backend, srv: srv, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
+	h := &harness{backend: backend, srv: srv, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
 	go func() { h.served <- srv.Serve(lis) }()
 	t.Cleanup(func() { h.shutdown(t, context.Background()) })
 	conn, err := grpc.NewClient("passthrough:///bufconn",
@@ -163,6 +175,9 @@ func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harne
 	h.pano = metadatav1.NewPanoImageMetadataServiceClient(conn)
 	h.preStitch = metadatav1.NewPreStitchImageMetadataServiceClient(conn)
 	h.retention = metadatav1.NewRetentionServiceClient(conn)
+	h.video = metadatav1.NewVideoMetadataServiceClient(conn)
+	h.devices = metadatav1.NewDeviceStateServiceClient(conn)
+	h.acquisition = metadatav1.NewAcquisitionInstanceServiceClient(conn)
 	t.Cleanup(func() { _ = conn.Close() })
 	return h
 }
@@ -180,13 +195,14 @@ func (h *harness) shutdown(t *testing.T, ctx context.Context) {
 	})
 }
 
-// tableNames are the six tables the three repositories write.
+// tableNames are the tables the repositories write: the six of the three
+// image kinds, then the control plane's.
 func tableNames() []string {
 	var names []string
 	for _, kind := range images.Kinds {
 		names = append(names, kind.DefaultTable(), images.IndexTable(kind.DefaultTable()))
 	}
-	return names
+	return append(names, controlPlaneTables...)
 }
 
 // rows reads every row of a table through the backend, in key order.

@@ -147,7 +147,7 @@ func (h *imageHandler[M]) batchLatest(ctx context.Context, cameraIDs []string, s
 	return h.fromImages(imgs), nil
 }
 
-// listRequest is one page request of one camera's images.
+// listRequest is one page request of one camera's images or recordings.
 type listRequest struct {
 	method     string
 	cameraID   string
@@ -159,29 +159,43 @@ type listRequest struct {
 	pageToken          string
 }
 
-func (h *imageHandler[M]) list(ctx context.Context, req listRequest) ([]M, string, error) {
+// cameraPage is a checked page request of one camera's rows.
+type cameraPage struct {
+	span   images.Span
+	limit  int
+	resume *store.Cursor
+	// fingerprint ties the page's next_page_token to its query.
+	fingerprint string
+}
+
+// checkCameraPage checks a page request of one camera's rows.
+func checkCameraPage(req listRequest) (cameraPage, error) {
 	var v violations
 	v.checkCameraID("camera_id", req.cameraID)
 	if req.requireCorrelation && req.filter.CorrelationID == "" {
 		v.add("pano_image_correlation_id", "required")
 	}
-	span := v.checkSpan(req.start, req.end)
-	limit := v.checkPageSize(req.pageSize)
-	fingerprint := queryFingerprint(req.method, req.cameraID, formatTime(req.start), formatTime(req.end), req.filter.CorrelationID)
-	resume := v.checkPageToken(req.pageToken, fingerprint)
-	if resume != nil && resume.PartitionKey != req.cameraID {
+	p := cameraPage{span: v.checkSpan(req.start, req.end), limit: v.checkPageSize(req.pageSize)}
+	p.fingerprint = queryFingerprint(req.method, req.cameraID, formatTime(req.start), formatTime(req.end), req.filter.CorrelationID)
+	p.resume = v.checkPageToken(req.pageToken, p.fingerprint)
+	if p.resume != nil && p.resume.PartitionKey != req.cameraID {
 		v.add("page_token", "belongs to another query")
 	}
-	if err := v.err(); err != nil {
+	return p, v.err()
+}
+
+func (h *imageHandler[M]) list(ctx context.Context, req listRequest) ([]M, string, error) {
+	p, err := checkCameraPage(req)
+	if err != nil {
 		return nil, "", err
 	}
 	imgs, next, err := h.repo.List(ctx, images.ListOptions{
-		CameraID: req.cameraID, Span: span, Filter: req.filter, Limit: limit, Resume: resume,
+		CameraID: req.cameraID, Span: p.span, Filter: req.filter, Limit: p.limit, Resume: p.resume,
 	})
 	if err != nil {
 		return nil, "", toStatus(ctx, h.log, err)
 	}
-	return h.fromImages(imgs), encodePageToken(fingerprint, next), nil
+	return h.fromImages(imgs), encodePageToken(p.fingerprint, next), nil
 }
 
 func (h *imageHandler[M]) fromImages(imgs []images.Image) []M {

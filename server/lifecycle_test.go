@@ -19,6 +19,9 @@ var serviceNames = []string{
 	"metadata.v1.SingleImageMetadataService",
 	"metadata.v1.PanoImageMetadataService",
 	"metadata.v1.PreStitchImageMetadataService",
+	"metadata.v1.VideoMetadataService",
+	"metadata.v1.DeviceStateService",
+	"metadata.v1.AcquisitionInstanceService",
 }
 
 func TestHealth(t *testing.T) {

@@ -12,8 +12,11 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store/acquisition"
+	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/video"
 )
 
 // Options configures New.
@@ -22,6 +25,12 @@ type Options struct {
 	Single, Pano, PreStitch *images.Repository
 	// Retention serves the RetentionService; nil leaves it out.
 	Retention *retention.Engine
+	// Video serves the VideoMetadataService; nil leaves it out.
+	Video *video.Repository
+	// Devices serves the DeviceStateService; nil leaves it out.
+	Devices *devices.Repository
+	// Acquisition serves the AcquisitionInstanceService; nil leaves it out.
+	Acquisition *acquisition.Repository
 	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
 	MinRetentionDays int32
 	// Logger receives one line per call and the detail of internal errors;
@@ -67,6 +76,21 @@ func New(opts Options) (*Server, error) {
 		services[metadatav1.RetentionService_ServiceDesc.ServiceName] = func() {
 			metadatav1.RegisterRetentionServiceServer(s.grpc, &retentionService{
 				engine: opts.Retention, minDays: opts.MinRetentionDays, log: log})
+		}
+	}
+	if opts.Video != nil {
+		services[metadatav1.VideoMetadataService_ServiceDesc.ServiceName] = func() {
+			metadatav1.RegisterVideoMetadataServiceServer(s.grpc, &videoService{repo: opts.Video, log: log})
+		}
+	}
+	if opts.Devices != nil {
+		services[metadatav1.DeviceStateService_ServiceDesc.ServiceName] = func() {
+			metadatav1.RegisterDeviceStateServiceServer(s.grpc, &deviceStateService{repo: opts.Devices, log: log})
+		}
+	}
+	if opts.Acquisition != nil {
+		services[metadatav1.AcquisitionInstanceService_ServiceDesc.ServiceName] = func() {
+			metadatav1.RegisterAcquisitionInstanceServiceServer(s.grpc, &acquisitionInstanceService{repo: opts.Acquisition, log: log})
 		}
 	}
 	for name, register := range services {

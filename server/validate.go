@@ -56,7 +56,8 @@ func (v *violations) err() error {
 	return st.Err()
 }
 
-// checkCameraID applies the API's camera id rules on top of the store's key rules.
+// checkCameraID applies the API's id rules (of cameras, devices and
+// acquisition instances) on top of the store's key rules.
 func (v *violations) checkCameraID(field, id string) {
 	switch {
 	case id == "":

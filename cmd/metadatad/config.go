@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metadatad/metadatad/store/acquisition"
+	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/video"
 )
 
 // config is the daemon's configuration. Every flag has an environment
@@ -18,6 +21,9 @@ type config struct {
 	listen            string
 	dataDir           string
 	tables            map[images.Kind]string
+	videoTable        string
+	deviceStateTable  string
+	acquisitionTable  string
 	retentionDays     int
 	retentionInterval time.Duration
 	minRetentionDays  int
@@ -36,6 +42,9 @@ func parseConfig(args []string) (config, error) {
 	for _, k := range images.Kinds {
 		tables[k] = fs.String(k.String()+"-image-table", k.DefaultTable(), "primary table of "+k.String()+" images; its index is <name>Index")
 	}
+	fs.StringVar(&c.videoTable, "video-table", video.DefaultTable, "table of video metadata")
+	fs.StringVar(&c.deviceStateTable, "device-state-table", devices.DefaultTable, "table of device orchestration state")
+	fs.StringVar(&c.acquisitionTable, "acquisition-instance-table", acquisition.DefaultTable, "table of acquisition instances; active ones are also in <name>Active")
 	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")

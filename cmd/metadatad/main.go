@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/store/acquisition"
+	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/video"
 )
 
 func main() {
@@ -50,9 +53,24 @@ func run(args []string) error {
 			return err
 		}
 	}
+	videos, err := video.Open(ctx, db, video.Options{Table: cfg.videoTable})
+	if err != nil {
+		return err
+	}
+	deviceStates, err := devices.Open(ctx, db, devices.Options{Table: cfg.deviceStateTable})
+	if err != nil {
+		return err
+	}
+	acquisitions, err := acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable})
+	if err != nil {
+		return err
+	}
 	engine, err := retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
 		Workers: cfg.purgeWorkers, Logger: log,
+		// Only one process opens the embedded store, so a restart is the
+		// same replica and resumes its jobs without waiting out their lease.
+		ReplicaID: "embedded",
 	})
 	if err != nil {
 		return err
@@ -60,6 +78,7 @@ func run(args []string) error {
 	srv, err := server.New(server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
 		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
+		Video: videos, Devices: deviceStates, Acquisition: acquisitions,
 	})
 	if err != nil {
 		return err

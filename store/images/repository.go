@@ -105,13 +105,13 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 
 // resolveDuplicate tells a retried create from a conflicting one.
 func (r *Repository) resolveDuplicate(ctx context.Context, want store.Entity) (Image, error) {
-	stored, err := r.primary.Get(ctx, want.PartitionKey, want.RowKey)
+	stored, err := store.ResolveInsert(ctx, r.primary, want)
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return Image{}, fmt.Errorf("images: camera %s already has a different image at row %s: %w",
+			want.PartitionKey, want.RowKey, err)
+	}
 	if err != nil {
 		return Image{}, err
-	}
-	if !store.EqualProperties(stored.Properties, want.Properties) {
-		return Image{}, fmt.Errorf("images: camera %s already has a different image at row %s: %w",
-			want.PartitionKey, want.RowKey, store.ErrAlreadyExists)
 	}
 	return imageFromEntity(stored)
 }
@@ -159,29 +159,21 @@ func (r *Repository) List(ctx context.Context, opts ListOptions) ([]Image, *stor
 		PartitionKey: opts.CameraID,
 		Rows:         store.InvertedTicksRows(opts.Span.Start, opts.Span.End),
 		Where:        opts.Filter.where(),
-		Resume:       opts.Resume,
 	}
-	var out []Image
-	for {
-		q.Limit = opts.Limit - len(out)
-		page, err := r.primary.Query(ctx, q)
-		if err != nil {
+	page, err := store.FillPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
+		q.Resume, q.Limit = resume, want
+		return r.primary.Query(ctx, q)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Image, len(page.Entities))
+	for i, e := range page.Entities {
+		if out[i], err = imageFromEntity(e); err != nil {
 			return nil, nil, err
 		}
-		for _, e := range page.Entities {
-			img, err := imageFromEntity(e)
-			if err != nil {
-				return nil, nil, err
-			}
-			out = append(out, img)
-		}
-		// A backend may return short pages while more remain; fill the page
-		// so callers see a full page unless it is the last.
-		if page.Next == nil || len(out) == opts.Limit {
-			return out, page.Next, nil
-		}
-		q.Resume = page.Next
 	}
+	return out, page.Next, nil
 }
 
 // Latest returns the camera's newest image within span that matches filter;

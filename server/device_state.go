@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/devices"
+)
+
+// deviceStatePaths are the update_mask paths, in field order, and the
+// fields they change.
+var deviceStatePaths = []struct {
+	path  string
+	field devices.Field
+}{
+	{"current_config", devices.CurrentConfig},
+	{"single_mode_status", devices.SingleModeStatus},
+	{"single_mode_rate", devices.SingleModeRate},
+	{"pano_mode_status", devices.PanoModeStatus},
+	{"pano_mode_rate", devices.PanoModeRate},
+	{"leased_mode_status", devices.LeasedModeStatus},
+	{"leased_mode_rate", devices.LeasedModeRate},
+	{"leased_mode_end_time", devices.LeasedModeEnd},
+	{"turbo_mode_status", devices.TurboModeStatus},
+	{"turbo_mode_rate", devices.TurboModeRate},
+	{"turbo_mode_end_time", devices.TurboModeEnd},
+}
+
+// deviceStateProperties names the request field behind each stored device
+// property, so a store limit error points at the field the client sent.
+var deviceStateProperties = func() map[string]string {
+	m := map[string]string{devices.PropDeviceID: "device_id"}
+	for _, p := range deviceStatePaths {
+		m[string(p.field)] = p.path
+	}
+	return m
+}()
+
+// deviceStateService serves metadata.v1.DeviceStateService.
+type deviceStateService struct {
+	metadatav1.UnimplementedDeviceStateServiceServer
+	repo *devices.Repository
+	log  *slog.Logger
+}
+
+func deviceStateMessage(s devices.State) *metadatav1.DeviceState {
+	return &metadatav1.DeviceState{
+		DeviceId:          s.DeviceID,
+		CurrentConfig:     s.CurrentConfig,
+		SingleModeStatus:  s.SingleModeStatus,
+		SingleModeRate:    s.SingleModeRate,
+		PanoModeStatus:    s.PanoModeStatus,
+		PanoModeRate:      s.PanoModeRate,
+		LeasedModeStatus:  s.LeasedModeStatus,
+		LeasedModeRate:    s.LeasedModeRate,
+		LeasedModeEndTime: optionalTimestamp(s.LeasedModeEnd),
+		TurboModeStatus:   s.TurboModeStatus,
+		TurboModeRate:     s.TurboModeRate,
+		TurboModeEndTime:  optionalTimestamp(s.TurboModeEnd),
+		UpdateTime:        optionalTimestamp(s.LastModified),
+		Etag:              s.ETag,
+	}
+}
+
+// toDeviceState checks the fields of an update's device_state and reads
+// them into a state.
+func (v *violations) toDeviceState(m *metadatav1.DeviceState) devices.State {
+	s := devices.State{
+		DeviceID:         m.GetDeviceId(),
+		CurrentConfig:    m.GetCurrentConfig(),
+		SingleModeStatus: m.GetSingleModeStatus(),
+		SingleModeRate:   m.GetSingleModeRate(),
+		PanoModeStatus:   m.GetPanoModeStatus(),
+		PanoModeRate:     m.GetPanoModeRate(),
+		LeasedModeStatus: m.GetLeasedModeStatus(),
+		LeasedModeRate:   m.GetLeasedModeRate(),
+		TurboModeStatus:  m.GetTurboModeStatus(),
+		TurboModeRate:    m.GetTurboModeRate(),
+	}
+	v.checkCameraID("device_state.device_id", s.DeviceID)
+	for _, r := range []struct {
+		field string
+		rate  int32
+	}{
+		{"single_mode_rate", s.SingleModeRate}, {"pano_mode_rate", s.PanoModeRate},
+		{"leased_mode_rate", s.LeasedModeRate}, {"turbo_mode_rate", s.TurboModeRate},
+	} {
+		if r.rate < 0 {
+			v.add("device_state."+r.field, "must not be negative")
+		}
+	}
+	if t := v.checkTime("device_state.leased_mode_end_time", m.GetLeasedModeEndTime()); t != nil {
+		s.LeasedModeEnd = *t
+	}
+	if t := v.checkTime("device_state.turbo_mode_end_time", m.GetTurboModeEndTime()); t != nil {
+		s.TurboModeEnd = *t
+	}
+	return s
+}
+
+// checkUpdateMask returns the fields an update changes. An empty mask
+// names the fields m sets (AIP-134); "*" alone names every field.
+func (v *violations) checkUpdateMask(mask *fieldmaskpb.FieldMask, m *metadatav1.DeviceState) []devices.Field {
+	paths := mask.GetPaths()
+	var fields []devices.Field
+	switch {
+	case len(paths) == 0:
+		msg := m.ProtoReflect()
+		for _, p := range deviceStatePaths {
+			if msg.Has(msg.Descriptor().Fields().ByName(protoreflect.Name(p.path))) {
+				fields = append(fields, p.field)
+			}
+		}
+		return fields
+	case len(paths) == 1 && paths[0] == "*":
+		for _, p := range deviceStatePaths {
+			fields = append(fields, p.field)
+		}
+		return fields
+	}
+paths:
+	for i, path := range paths {
+		for _, p := range deviceStatePaths {
+			if p.path == path {
+				fields = append(fields, p.field)
+				continue paths
+			}
+		}
+		field := fmt.Sprintf("update_mask.paths[%d]", i)
+		switch path {
+		case "device_id", "update_time", "etag":
+			v.add(field, fmt.Sprintf("%s cannot be updated", path))
+		case "*":
+			v.add(field, `"*" must be the only path`)
+		default:
+			v.add(field, fmt.Sprintf("unknown field %q", path))
+		}
+	}
+	return fields
+}
+
+// deviceStatus maps a repository error of one device to a status.
+func (s *deviceStateService) deviceStatus(ctx context.Context, deviceID string, err error) error {
+	var prop *store.PropertyError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return status.Errorf(codes.NotFound, "device %q has no state", deviceID)
+	case errors.Is(err, store.ErrConflict):
+		return status.Errorf(codes.Aborted, "the state of device %q is not the version the request expects; read it again and retry", deviceID)
+	case errors.As(err, &prop):
+		return propertyStatus(prop, "device_state", deviceStateProperties)
+	}
+	return toStatus(ctx, s.log, err)
+}
+
+func (s *deviceStateService) GetDeviceState(ctx context.Context, req *metadatav1.GetDeviceStateRequest) (*metadatav1.GetDeviceStateResponse, error) {
+	var v violations
+	v.checkCameraID("device_id", req.GetDeviceId())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	st, err := s.repo.Get(ctx, req.GetDeviceId())
+	if err != nil {
+		return nil, s.deviceStatus(ctx, req.GetDeviceId(), err)
+	}
+	return &metadatav1.GetDeviceStateResponse{DeviceState: deviceStateMessage(st)}, nil
+}
+
+func (s *deviceStateService) ListDeviceStates(ctx context.Context, req *metadatav1.ListDeviceStatesRequest) (*metadatav1.ListDeviceStatesResponse, error) {
+	var v violations
+	limit := v.checkPageSize(req.GetPageSize())
+	fingerprint := queryFingerprint(metadatav1.DeviceStateService_ListDeviceStates_FullMethodName)
+	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	states, next, err := s.repo.List(ctx, limit, resume)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &metadatav1.ListDeviceStatesResponse{NextPageToken: encodePageToken(fingerprint, next)}
+	for _, st := range states {
+		resp.DeviceStates = append(resp.DeviceStates, deviceStateMessage(st))
+	}
+	return resp, nil
+}
+
+func (s *deviceStateService) UpdateDeviceState(ctx context.Context, req *metadatav1.UpdateDeviceStateRequest) (*metadatav1.UpdateDeviceStateResponse, error) {
+	var v violations
+	m := req.GetDeviceState()
+	if m == nil {
+		v.add("device_state", "required")
+		return nil, v.err()
+	}
+	state := v.toDeviceState(m)
+	fields := v.checkUpdateMask(req.GetUpdateMask(), m)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	st, err := s.repo.Update(ctx, devices.Update{
+		State: state, Fields: fields, AllowMissing: req.GetAllowMissing(), IfMatch: m.GetEtag(),
+	})
+	if err != nil {
+		return nil, s.deviceStatus(ctx, state.DeviceID, err)
+	}
+	return &metadatav1.UpdateDeviceStateResponse{DeviceState: deviceStateMessage(st)}, nil
+}
+
+func (s *deviceStateService) DeleteDeviceState(ctx context.Context, req *metadatav1.DeleteDeviceStateRequest) (*metadatav1.DeleteDeviceStateResponse, error) {
+	var v violations
+	v.checkCameraID("device_id", req.GetDeviceId())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	if err := s.repo.Delete(ctx, req.GetDeviceId(), req.GetEtag()); err != nil {
+		return nil, s.deviceStatus(ctx, req.GetDeviceId(), err)
+	}
+	return &metadatav1.DeleteDeviceStateResponse{}, nil
+}
+
+// optionalTimestamp is t as a timestamp, nil for the zero time.
+func optionalTimestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/video"
+)
+
+// videoFields names the request field behind each stored video property.
+var videoFields = map[string]string{
+	video.PropCameraID:    "camera_id",
+	video.PropCapturedAt:  "captured_at",
+	video.PropBlobURI:     "blob_uri",
+	video.PropContentType: "content_type",
+	video.PropAttributes:  "attributes",
+}
+
+// videoService serves metadata.v1.VideoMetadataService.
+type videoService struct {
+	metadatav1.UnimplementedVideoMetadataServiceServer
+	repo *video.Repository
+	log  *slog.Logger
+}
+
+func videoMessage(m video.Metadata) *metadatav1.VideoMetadata {
+	return &metadatav1.VideoMetadata{
+		CameraId:    m.CameraID,
+		CapturedAt:  timestamppb.New(m.CapturedAt),
+		Duration:    durationpb.New(m.Duration),
+		BlobUri:     m.BlobURI,
+		ContentType: m.ContentType,
+		SizeBytes:   m.SizeBytes,
+		Attributes:  m.Attributes,
+		RowKey:      m.RowKey,
+	}
+}
+
+func (s *videoService) CreateVideoMetadata(ctx context.Context, req *metadatav1.CreateVideoMetadataRequest) (*metadatav1.CreateVideoMetadataResponse, error) {
+	var v violations
+	msg := req.GetMetadata()
+	if msg == nil {
+		v.add("metadata", "required")
+		return nil, v.err()
+	}
+	m := video.Metadata{
+		CameraID:    msg.GetCameraId(),
+		BlobURI:     msg.GetBlobUri(),
+		ContentType: msg.GetContentType(),
+		SizeBytes:   msg.GetSizeBytes(),
+		Attributes:  msg.GetAttributes(),
+	}
+	v.checkCameraID("metadata.camera_id", m.CameraID)
+	if msg.GetCapturedAt() == nil {
+		v.add("metadata.captured_at", "required")
+	} else if t := v.checkTime("metadata.captured_at", msg.GetCapturedAt()); t != nil {
+		m.CapturedAt = *t
+	}
+	if d := msg.GetDuration(); d != nil {
+		switch {
+		case d.CheckValid() != nil:
+			v.add("metadata.duration", "not a valid duration")
+		case d.AsDuration() < 0:
+			v.add("metadata.duration", "must not be negative")
+		case !proto.Equal(durationpb.New(d.AsDuration()), d):
+			v.add("metadata.duration", "too long")
+		default:
+			m.Duration = d.AsDuration()
+		}
+	}
+	if m.SizeBytes < 0 {
+		v.add("metadata.size_bytes", "must not be negative")
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	stored, err := s.repo.Create(ctx, m)
+	var prop *store.PropertyError
+	switch {
+	case errors.Is(err, store.ErrAlreadyExists):
+		return nil, status.Errorf(codes.AlreadyExists,
+			"camera %q already has a different recording starting at %s", m.CameraID, m.CapturedAt.Format(time.RFC3339Nano))
+	case errors.As(err, &prop):
+		return nil, propertyStatus(prop, "metadata", videoFields)
+	case err != nil:
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &metadatav1.CreateVideoMetadataResponse{Metadata: videoMessage(stored)}, nil
+}
+
+func (s *videoService) GetLatestVideoMetadata(ctx context.Context, req *metadatav1.GetLatestVideoMetadataRequest) (*metadatav1.GetLatestVideoMetadataResponse, error) {
+	var v violations
+	v.checkCameraID("camera_id", req.GetCameraId())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	m, err := s.repo.Latest(ctx, req.GetCameraId())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "camera %q has no recording", req.GetCameraId())
+	}
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &metadatav1.GetLatestVideoMetadataResponse{Metadata: videoMessage(m)}, nil
+}
+
+func (s *videoService) ListVideoMetadata(ctx context.Context, req *metadatav1.ListVideoMetadataRequest) (*metadatav1.ListVideoMetadataResponse, error) {
+	p, err := checkCameraPage(listRequest{
+		method:   metadatav1.VideoMetadataService_ListVideoMetadata_FullMethodName,
+		cameraID: req.GetCameraId(), start: req.GetStartTime(), end: req.GetEndTime(),
+		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ms, next, err := s.repo.List(ctx, video.ListOptions{
+		CameraID: req.GetCameraId(), Start: p.span.Start, End: p.span.End, Limit: p.limit, Resume: p.resume,
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &metadatav1.ListVideoMetadataResponse{NextPageToken: encodePageToken(p.fingerprint, next)}
+	for _, m := range ms {
+		resp.Metadata = append(resp.Metadata, videoMessage(m))
+	}
+	return resp, nil
+}

@@ -1,0 +1,83 @@
+package video
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// Metadata describes one recording made by one camera.
+type Metadata struct {
+	CameraID string
+	// CapturedAt is the start of the recording.
+	CapturedAt  time.Time
+	Duration    time.Duration
+	BlobURI     string
+	ContentType string
+	SizeBytes   int64
+	Attributes  map[string]string
+	// RowKey is the row key; set by the repository.
+	RowKey string
+}
+
+// Property names of the stored entities: PascalCase, as the .NET system reads them.
+const (
+	PropCameraID    = "CameraId"
+	PropCapturedAt  = "CapturedAt"
+	PropBlobURI     = "BlobUri"
+	PropContentType = "ContentType"
+	PropSizeBytes   = "SizeBytes"
+	PropAttributes  = "Attributes"
+	// PropDurationTicks holds the duration as .NET ticks (TimeSpan.Ticks),
+	// since Azure Table Storage has no duration type.
+	PropDurationTicks = "DurationTicks"
+)
+
+// ticksPerDuration is how many time.Duration units make one .NET tick.
+const ticksPerDuration = 100 * time.Nanosecond
+
+func entity(m Metadata) (store.Entity, error) {
+	props := store.Properties{
+		PropCameraID:      m.CameraID,
+		PropCapturedAt:    m.CapturedAt,
+		PropDurationTicks: int64(m.Duration / ticksPerDuration),
+		PropBlobURI:       m.BlobURI,
+		PropContentType:   m.ContentType,
+		PropSizeBytes:     m.SizeBytes,
+	}
+	if len(m.Attributes) > 0 {
+		// encoding/json sorts map keys, so equal maps encode equal and an
+		// identical retried create compares equal.
+		attrs, err := json.Marshal(m.Attributes)
+		if err != nil {
+			return store.Entity{}, fmt.Errorf("video: encode attributes: %w", err)
+		}
+		props[PropAttributes] = string(attrs)
+	}
+	return store.Entity{PartitionKey: m.CameraID, RowKey: m.RowKey, Properties: props}, nil
+}
+
+func fromEntity(e store.Entity) (Metadata, error) {
+	m := Metadata{CameraID: e.PartitionKey, RowKey: e.RowKey}
+	m.CapturedAt, _ = e.Properties[PropCapturedAt].(time.Time)
+	if m.CapturedAt.IsZero() {
+		t, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+		if err != nil {
+			return Metadata{}, fmt.Errorf("video: row %s/%s: %w", e.PartitionKey, e.RowKey, err)
+		}
+		m.CapturedAt = t
+	}
+	ticks, _ := e.Properties[PropDurationTicks].(int64)
+	m.Duration = time.Duration(ticks) * ticksPerDuration
+	m.BlobURI, _ = e.Properties[PropBlobURI].(string)
+	m.ContentType, _ = e.Properties[PropContentType].(string)
+	m.SizeBytes, _ = e.Properties[PropSizeBytes].(int64)
+	if attrs, _ := e.Properties[PropAttributes].(string); attrs != "" {
+		if err := json.Unmarshal([]byte(attrs), &m.Attributes); err != nil {
+			return Metadata{}, fmt.Errorf("video: row %s/%s attributes: %w", e.PartitionKey, e.RowKey, err)
+		}
+	}
+	return m, nil
+}
