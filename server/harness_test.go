@@ -3,8 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,8 +23,10 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
@@ -37,6 +42,25 @@ type backend struct {
 
 var backends = []backend{
 	{name: "pebble", open: openMemPebble},
+	{name: "azure", open: openAzure},
+}
+
+func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
+
+// openAzure opens Azure Table Storage on Azurite, with tables of the test's
+// own: a random prefix keeps tests on the shared emulator apart.
+func openAzure(t *testing.T) store.Backend {
+	t.Helper()
+	var id [5]byte
+	_, _ = rand.Read(id[:])
+	b, err := aztable.Open(t.Context(), aztable.Options{
+		ConnectionString: azurite.Require(t), TablePrefix: "t" + hex.EncodeToString(id[:]),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatalf("open Azure tables: %v", err)
+	}
+	return b
 }
 
 // openMemPebble opens the real embedded engine on an in-memory filesystem,

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store/aztable"
 )
 
 // forbiddenInCameraID are characters a camera id must not hold: Azure
@@ -268,6 +269,12 @@ func TestCreateAtLimits(t *testing.T) {
 	cases := []struct {
 		name   string
 		change func(img *image)
+		// splitsOnAzurite marks a value Azurite corrupts: it decodes each
+		// chunk of a large request body on its own, so a multi-byte
+		// character across a chunk boundary becomes U+FFFD (Azure/Azurite
+		// issue 2670; real Azure is not affected). The limit it checks is
+		// the store's own validation, the same on every backend.
+		splitsOnAzurite bool
 	}{
 		{name: "camera_id of 256 bytes", change: func(img *image) { img.CameraID = strings.Repeat("x", 256) }},
 		{name: "camera_id of 256 bytes of multi-byte runes", change: func(img *image) { img.CameraID = strings.Repeat("é", 128) }},
@@ -277,11 +284,14 @@ func TestCreateAtLimits(t *testing.T) {
 		}},
 		{name: "blob_uri under 64 KiB as UTF-16 though over as UTF-8", change: func(img *image) {
 			img.BlobURI = strings.Repeat("€", 30_000)
-		}},
+		}, splitsOnAzurite: true},
 	}
 	forEachKind(t, func(t *testing.T, h *harness, k kind, c kindClient) {
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
+				if _, azure := h.backend.(*aztable.Backend); azure && tc.splitsOnAzurite {
+					t.Skip("Azurite corrupts multi-byte characters split across request chunks (Azure/Azurite#2670)")
+				}
 				img := sample("cam-1", minute(i))
 				tc.change(&img)
 				requireImage(t, mustCreate(t, c, img), stored(k, img))
