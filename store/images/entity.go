@@ -3,6 +3,7 @@ package images
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -72,18 +73,30 @@ func (k Kind) primaryEntity(img Image) (store.Entity, error) {
 	return store.Entity{PartitionKey: img.CameraID, RowKey: img.RowKey, Properties: props}, nil
 }
 
-// indexEntity is the index row of img: partitioned by capture minute, keyed
-// by primary row key and camera so two cameras capturing in the same instant
-// never collide.
-func indexEntity(img Image) store.Entity {
+// indexEntity is the index row of img: partitioned by capture minute (and
+// shard, with shards above 1), keyed by primary row key and camera so two
+// cameras capturing in the same instant never collide.
+func indexEntity(img Image, shards int) store.Entity {
 	return store.Entity{
-		PartitionKey: store.MinutePartitionKey(img.CapturedAt),
+		PartitionKey: IndexPartitionKey(img.CapturedAt, img.CameraID, shards),
 		RowKey:       IndexRowKey(img.RowKey, img.CameraID),
 		Properties: store.Properties{
 			PropDeviceID:       img.CameraID,
 			PropMetadataRowKey: img.RowKey,
 		},
 	}
+}
+
+// IndexPartitionKey is the index partition of an image: its capture minute,
+// yyyyMMddHHmm, followed by _<shard> when the index has several shards.
+func IndexPartitionKey(capturedAt time.Time, cameraID string, shards int) string {
+	minute := store.MinutePartitionKey(capturedAt)
+	if shards <= 1 {
+		return minute
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(cameraID))
+	return fmt.Sprintf("%s_%d", minute, h.Sum32()%uint32(shards))
 }
 
 // IndexRowKey is the index row key of a primary row.

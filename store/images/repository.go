@@ -12,6 +12,10 @@ import (
 	"github.com/metadatad/metadatad/store"
 )
 
+// maxIndexShards bounds Options.IndexShards: beyond it a minute's rows are
+// spread thinner than any partition's throughput calls for.
+const maxIndexShards = 1000
+
 // DefaultBatchConcurrency bounds the cameras BatchLatest reads at once.
 const DefaultBatchConcurrency = 16
 
@@ -25,6 +29,14 @@ type Options struct {
 	// BatchConcurrency bounds the cameras BatchLatest reads at once; 0 means
 	// DefaultBatchConcurrency.
 	BatchConcurrency int
+	// IndexShards spreads each minute's index rows over this many
+	// partitions, yyyyMMddHHmm_<n> with n = hash(camera id) mod IndexShards,
+	// since Azure serves about 2,000 entities per second per partition and
+	// every create of a minute lands in that minute's partition. 0 or 1
+	// writes the .NET system's exact format, yyyyMMddHHmm. Retention needs
+	// no change: "202601010000_3" sorts before "202601010001", so the
+	// expired partitions stay one range.
+	IndexShards int
 }
 
 // Repository reads and writes one image kind's primary and index tables.
@@ -34,6 +46,7 @@ type Repository struct {
 	index       store.Table
 	transactor  store.Transactor
 	concurrency int
+	shards      int
 }
 
 // Open opens (creating if needed) the kind's two tables on backend.
@@ -55,7 +68,10 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 	if err != nil {
 		return nil, fmt.Errorf("images: open %s: %w", IndexTable(opts.Table), err)
 	}
-	r := &Repository{kind: opts.Kind, primary: primary, index: index, concurrency: opts.BatchConcurrency}
+	if opts.IndexShards < 0 || opts.IndexShards > maxIndexShards {
+		return nil, fmt.Errorf("images: IndexShards %d outside 0 to %d", opts.IndexShards, maxIndexShards)
+	}
+	r := &Repository{kind: opts.Kind, primary: primary, index: index, concurrency: opts.BatchConcurrency, shards: opts.IndexShards}
 	r.transactor, _ = backend.(store.Transactor)
 	return r, nil
 }
@@ -80,7 +96,7 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 	if err := store.ValidateEntity(primary); err != nil {
 		return Image{}, err
 	}
-	index := indexEntity(img)
+	index := indexEntity(img, r.shards)
 	if r.transactor != nil {
 		err = r.transactor.Transact(ctx, []store.TableOp{
 			{Table: r.index, Op: store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: index}},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -250,5 +252,49 @@ func TestBatchLatestReadsConcurrentlyWithinBound(t *testing.T) {
 		if img.CameraID != want[i] || !img.CapturedAt.Equal(capture.Add(2*time.Minute)) {
 			t.Errorf("image %d: %s at %s, want %s at its newest", i, img.CameraID, img.CapturedAt, want[i])
 		}
+	}
+}
+
+func TestIndexShards(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		shards int
+		want   func(pk string) bool
+	}{
+		{0, func(pk string) bool { return pk == "202601010002" }},
+		{1, func(pk string) bool { return pk == "202601010002" }},
+		{8, func(pk string) bool {
+			minute, shard, ok := strings.Cut(pk, "_")
+			n, err := strconv.Atoi(shard)
+			return ok && minute == "202601010002" && err == nil && n >= 0 && n < 8
+		}},
+	} {
+		t.Run(fmt.Sprintf("shards=%d", tc.shards), func(t *testing.T) {
+			repo, err := images.Open(ctx, openDB(t), images.Options{Kind: images.Single, IndexShards: tc.shards})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c := range 20 {
+				if _, err := repo.Create(ctx, images.Image{CameraID: fmt.Sprintf("cam-%d", c), CapturedAt: capture}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, index := repo.Tables()
+			page, err := index.Scan(ctx, store.Scan{})
+			if err != nil || len(page.Entities) != 20 {
+				t.Fatalf("index rows: %d, %v", len(page.Entities), err)
+			}
+			for _, e := range page.Entities {
+				if !tc.want(e.PartitionKey) {
+					t.Errorf("index partition %q", e.PartitionKey)
+				}
+				if e.PartitionKey != images.IndexPartitionKey(capture, e.Properties[images.PropDeviceID].(string), tc.shards) {
+					t.Errorf("partition %q is not the camera's stable shard", e.PartitionKey)
+				}
+			}
+		})
+	}
+	if _, err := images.Open(ctx, openDB(t), images.Options{Kind: images.Single, IndexShards: -1}); err == nil {
+		t.Fatal("negative IndexShards accepted")
 	}
 }

@@ -39,6 +39,8 @@ type fixture struct {
 	// queue is the engine's queue; nil for the table queue in base.
 	queue  retention.Queue
 	repos  []*images.Repository
+	// shards is the image repositories' IndexShards.
+	shards int
 	engine *retention.Engine
 	opts   retention.Options
 	// fs is the embedded store's filesystem, which a crash clones.
@@ -132,7 +134,7 @@ func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 	t.Helper()
 	f.backend, f.repos = backend, nil
 	for _, kind := range images.Kinds {
-		r, err := images.Open(t.Context(), backend, images.Options{Kind: kind})
+		r, err := images.Open(t.Context(), backend, images.Options{Kind: kind, IndexShards: f.shards})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,4 +320,37 @@ func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
 			t.Fatal("no crash and no end after 30s")
 		}
 	}
+}
+
+// TestPurgeShardedIndex: with the index spread over shard partitions
+// (yyyyMMddHHmm_<n>), the expired partitions are still one range and the
+// purge retires exactly the expired rows.
+func TestPurgeShardedIndex(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		f := newFixture(t, quickOptions())
+		f.shards = 3
+		f.openEngine(t, f.base)
+		f.seed(t, cameras)
+		f.run(t)
+		_, index := f.repo(images.Single).Tables()
+		shards := map[string]bool{}
+		for _, e := range rows(t, index) {
+			minute, shard, ok := strings.Cut(e.PartitionKey, "_")
+			if !ok || len(minute) != 12 {
+				t.Fatalf("index partition %q is not yyyyMMddHHmm_<shard>", e.PartitionKey)
+			}
+			shards[shard] = true
+		}
+		if len(shards) < 2 {
+			t.Fatalf("%d cameras landed in shards %v; want them spread", cameras, shards)
+		}
+		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if j.State != retention.Succeeded {
+			t.Fatalf("state %s (%s)", j.State, j.Error)
+		}
+		wantCounts(t, "sharded purge", j.Totals(), expiredCounts(1))
+		if got := f.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
+			t.Fatalf("after purge %+v", got)
+		}
+	})
 }
