@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,11 @@ import (
 // a flag given on the command line wins over its variable.
 type config struct {
 	listen            string
+	store             string
 	dataDir           string
+	azure             azureConfig
+	indexShards       int
+	replicaID         string
 	tables            map[images.Kind]string
 	videoTable        string
 	deviceStateTable  string
@@ -37,7 +42,15 @@ func parseConfig(args []string) (config, error) {
 	c := config{tables: map[images.Kind]string{}}
 	fs := flag.NewFlagSet("metadatad", flag.ContinueOnError)
 	fs.StringVar(&c.listen, "listen", "localhost:50051", "gRPC listen address")
+	fs.StringVar(&c.store, "store", "embedded", "where data lives: embedded (Pebble in -data-dir) or azure (Azure Table and Queue Storage)")
 	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded store")
+	fs.StringVar(&c.azure.connectionString, "azure-connection-string", "", "with -store azure: the storage account's full connection string (default $AZURE_STORAGE_CONNECTION_STRING)")
+	fs.StringVar(&c.azure.tableURL, "azure-table-url", "", "with -store azure and no connection string: the table endpoint, e.g. https://ACCOUNT.table.core.windows.net, reached with DefaultAzureCredential")
+	fs.StringVar(&c.azure.queueURL, "azure-queue-url", "", "with -azure-table-url: the queue endpoint, e.g. https://ACCOUNT.queue.core.windows.net")
+	fs.StringVar(&c.azure.tablePrefix, "azure-table-prefix", "", "with -store azure: prefix of every table name, to share an account between deployments")
+	fs.StringVar(&c.azure.queue, "purge-queue", "metadatad-purge", "with -store azure: the queue purge tasks go through; its poison queue is <name>-poison")
+	fs.IntVar(&c.indexShards, "index-shards", 1, "index partitions per capture minute, yyyyMMddHHmm_<n>; 1 writes the .NET system's exact keys")
+	fs.StringVar(&c.replicaID, "replica-id", "", "this process's name among replicas sharing one store (default: hostname and process id; embedded: \"embedded\")")
 	tables := map[images.Kind]*string{}
 	for _, k := range images.Kinds {
 		tables[k] = fs.String(k.String()+"-image-table", k.DefaultTable(), "primary table of "+k.String()+" images; its index is <name>Index")
@@ -70,6 +83,12 @@ func parseConfig(args []string) (config, error) {
 	if envErr != nil {
 		return config{}, envErr
 	}
+	if c.azure.connectionString == "" {
+		c.azure.connectionString = os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
+	}
+	if err := c.checkStore(); err != nil {
+		return config{}, err
+	}
 	for k, name := range tables {
 		c.tables[k] = *name
 	}
@@ -83,6 +102,47 @@ func parseConfig(args []string) (config, error) {
 		return config{}, fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)
 	}
 	return c, nil
+}
+
+// azureConfig is how to reach Azure Storage.
+type azureConfig struct {
+	connectionString string
+	tableURL         string
+	queueURL         string
+	tablePrefix      string
+	queue            string
+}
+
+func (c *config) checkStore() error {
+	switch c.store {
+	case "embedded":
+		if c.replicaID == "" {
+			// Only one process opens an embedded store, so every start is
+			// the same replica and resumes its purges without waiting out
+			// their lease.
+			c.replicaID = "embedded"
+		}
+	case "azure":
+		a := c.azure
+		switch {
+		case a.connectionString == "" && a.tableURL == "":
+			return errors.New("-store azure needs AZURE_STORAGE_CONNECTION_STRING, -azure-connection-string, or -azure-table-url and -azure-queue-url")
+		case a.connectionString != "" && a.tableURL != "":
+			return errors.New("give a connection string or endpoint URLs, not both")
+		case a.tableURL != "" && a.queueURL == "":
+			return errors.New("-azure-table-url needs -azure-queue-url")
+		}
+		if c.replicaID == "" {
+			host, _ := os.Hostname()
+			c.replicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
+		}
+	default:
+		return fmt.Errorf("-store must be embedded or azure, not %q", c.store)
+	}
+	if c.indexShards < 1 || c.indexShards > 1000 {
+		return fmt.Errorf("-index-shards must be 1 to 1000, not %d", c.indexShards)
+	}
+	return nil
 }
 
 func (c config) logger() *slog.Logger {

@@ -17,7 +17,6 @@ import (
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/video"
 )
@@ -38,18 +37,19 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log})
+	store, err := openBackend(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := db.Close(); err != nil {
+		if err := store.close(); err != nil {
 			log.Error("closing store", "err", err)
 		}
 	}()
+	db := store.tables
 	repos := map[images.Kind]*images.Repository{}
 	for _, kind := range images.Kinds {
-		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind]}); err != nil {
+		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards}); err != nil {
 			return err
 		}
 	}
@@ -67,10 +67,7 @@ func run(args []string) error {
 	}
 	engine, err := retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Workers: cfg.purgeWorkers, Logger: log,
-		// Only one process opens the embedded store, so a restart is the
-		// same replica and resumes its jobs without waiting out their lease.
-		ReplicaID: "embedded",
+		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -104,7 +101,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("serving", "addr", lis.Addr().String(), "store", "embedded", "data_dir", cfg.dataDir)
+	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID}, store.describe...)...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 

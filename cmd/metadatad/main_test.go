@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/azurite"
 )
 
 // The test binary doubles as the daemon: started with this variable set it
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(azurite.Main(m))
 }
 
 // daemon is a metadatad process started by a test.
@@ -45,9 +46,9 @@ type daemon struct {
 
 var servingLine = regexp.MustCompile(`msg=serving addr=(\S+)`)
 
-func startDaemon(t *testing.T, dataDir string) *daemon {
+func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-listen", "127.0.0.1:0", "-data-dir", dataDir)
+	cmd := exec.Command(os.Args[0], append([]string{"-listen", "127.0.0.1:0", "-data-dir", dataDir}, args...)...)
 	cmd.Env = append(os.Environ(), daemonEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -89,14 +90,19 @@ func startDaemon(t *testing.T, dataDir string) *daemon {
 	return d
 }
 
-func (d *daemon) client(t *testing.T) metadatav1.SingleImageMetadataServiceClient {
+func (d *daemon) conn(t *testing.T) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return metadatav1.NewSingleImageMetadataServiceClient(conn)
+	return conn
+}
+
+func (d *daemon) client(t *testing.T) metadatav1.SingleImageMetadataServiceClient {
+	t.Helper()
+	return metadatav1.NewSingleImageMetadataServiceClient(d.conn(t))
 }
 
 // TestAcknowledgedCreatesSurviveKill9 kills the daemon without warning right

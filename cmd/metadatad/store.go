@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/azqueue"
+	"github.com/metadatad/metadatad/store/aztable"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// backend is the store the daemon runs on: its tables, the queue purge
+// tasks go through (nil for the table queue in the store itself), and what
+// to call when the daemon stops.
+type backend struct {
+	tables store.Backend
+	queue  retention.Queue
+	close  func() error
+	// describe is what the serving log line says about the store; never a secret.
+	describe []any
+}
+
+func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, error) {
+	if cfg.store == "embedded" {
+		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log})
+		if err != nil {
+			return backend{}, err
+		}
+		return backend{tables: db, close: db.Close, describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
+	}
+	a := cfg.azure
+	tableOpts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: log}
+	queueOpts := azqueue.Options{ConnectionString: a.connectionString, Name: a.queue}
+	endpoint := "connection string"
+	if a.connectionString == "" {
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return backend{}, fmt.Errorf("azure credential: %w", err)
+		}
+		tableOpts.ServiceURL, tableOpts.Credential = a.tableURL, cred
+		queueOpts.ServiceURL, queueOpts.Credential = a.queueURL, cred
+		endpoint = a.tableURL
+	}
+	tables, err := aztable.Open(ctx, tableOpts)
+	if err != nil {
+		return backend{}, err
+	}
+	queue, err := azqueue.Open(ctx, queueOpts)
+	if err != nil {
+		return backend{}, err
+	}
+	return backend{tables: tables, queue: queue, close: func() error { return nil },
+		describe: []any{"store", "azure", "endpoint", endpoint, "queue", a.queue}}, nil
+}
