@@ -190,6 +190,13 @@ type Transactor interface {
 	Transact(ctx context.Context, ops []TableOp) error
 }
 
+// Counter is implemented by tables that count the rows of a partition's
+// row-key range without reading the rows themselves.
+type Counter interface {
+	// CountRows counts the entities of the partition whose row key lies in rows.
+	CountRows(ctx context.Context, partitionKey string, rows Range) (int64, error)
+}
+
 // Key addresses one entity.
 type Key struct {
 	PartitionKey, RowKey string

@@ -14,8 +14,8 @@ import (
 // ctxCheckEvery is how many rows a read visits between context checks.
 const ctxCheckEvery = 256
 
-// Table is one table of a DB. It implements store.Table, store.RangeDeleter
-// and store.KeyDeleter.
+// Table is one table of a DB. It implements store.Table, store.RangeDeleter,
+// store.KeyDeleter and store.Counter.
 type Table struct {
 	db   *DB
 	name string
@@ -225,6 +225,39 @@ func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error
 		return fmt.Errorf("pebble: delete range: %w", err)
 	}
 	return nil
+}
+
+// CountRows counts a partition's rows in a row-key range by walking their
+// keys, without decoding a value.
+func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.Range) (int64, error) {
+	if err := store.ValidateKey(partitionKey); err != nil {
+		return 0, err
+	}
+	lower := encodeKey(t.key, partitionKey, rows.From)
+	upper := encodeKey(t.key, partitionKey, rows.To)
+	if rows.To == "" {
+		upper = prefixEnd(partitionPrefix(t.key, partitionKey))
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		return 0, ctx.Err()
+	}
+	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return 0, fmt.Errorf("pebble: iterate: %w", err)
+	}
+	defer iter.Close()
+	var n int64
+	for valid := iter.First(); valid; valid = iter.Next() {
+		if n++; n%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return 0, fmt.Errorf("pebble: iterate: %w", err)
+	}
+	return n, ctx.Err()
 }
 
 // DeleteKeys removes the entities with the keys in one synced commit;

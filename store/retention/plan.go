@@ -154,8 +154,12 @@ func scanAll(ctx context.Context, t store.Table, s store.Scan, visit func(store.
 	}
 }
 
-// countRows counts the rows of one partition in a row range.
+// countRows counts the rows of one partition in a row range: by their keys
+// alone where the backend can, else by reading them.
 func countRows(ctx context.Context, t store.Table, partitionKey string, rows store.Range) (int64, error) {
+	if c, ok := t.(store.Counter); ok {
+		return c.CountRows(ctx, partitionKey, rows)
+	}
 	var n int64
 	q := store.Query{PartitionKey: partitionKey, Rows: rows}
 	for {

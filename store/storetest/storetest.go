@@ -32,6 +32,7 @@ func Run(t *testing.T, newBackend Harness) {
 		{"Transactor", testTransactor},
 		{"RangeDeleter", testRangeDeleter},
 		{"KeyDeleter", testKeyDeleter},
+		{"Counter", testCounter},
 		{"CancelledContext", testCancelledContext},
 		{"Concurrency", testConcurrency},
 	}
