@@ -37,8 +37,8 @@ type fixture struct {
 	base    store.Backend
 	backend store.Backend
 	// queue is the engine's queue; nil for the table queue in base.
-	queue  retention.Queue
-	repos  []*images.Repository
+	queue retention.Queue
+	repos []*images.Repository
 	// shards is the image repositories' IndexShards.
 	shards int
 	engine *retention.Engine
