@@ -140,6 +140,18 @@ func startServer(t *testing.T, backend store.Backend) *harness {
 // engine: without it, started purges stay pending, holding their locks.
 func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harness {
 	t.Helper()
+	return startServerOpts(t, backend, serverOpts{runPurges: runPurges})
+}
+
+// serverOpts are the choices startServerOpts leaves to a test.
+type serverOpts struct {
+	runPurges        bool
+	minRetentionDays int32
+}
+
+func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
+	t.Helper()
+	runPurges := o.runPurges
 	repos := make(map[images.Kind]*images.Repository, len(images.Kinds))
 	for _, kind := range images.Kinds {
 		repo, err := images.Open(t.Context(), backend, images.Options{Kind: kind})
@@ -180,6 +192,8 @@ func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harne
 		Devices:     control.devices,
 		Acquisition: control.acquisition,
 		Logger:      logger,
+
+		MinRetentionDays: o.minRetentionDays,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

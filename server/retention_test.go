@@ -209,3 +209,15 @@ func TestOverlappingPurgeFailsPrecondition(t *testing.T) {
 		Cutoff:     &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 7}})
 	requireOK(t, err, "purge of another type")
 }
+
+// TestRetentionDaysFloorIsConfigurable: a deployment that must keep a week
+// of images refuses shorter retentions.
+func TestRetentionDaysFloorIsConfigurable(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{minRetentionDays: 7})
+	_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 6}})
+	requireFieldViolation(t, err, "retention_days")
+	_, err = h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 7}, DryRun: true})
+	requireOK(t, err, "StartPurge at the floor")
+}
