@@ -1,6 +1,3 @@
-// Command metadatad serves camera image metadata over gRPC.
-//
-// main only wires: flags -> options -> store -> server -> run -> stop.
 package main
 
 import (

@@ -1,0 +1,10 @@
+// Package azurite gives tests an Azure Storage emulator (Azurite) for the
+// Azure backends.
+//
+// A test calls Require. It uses the emulator named by
+// METADATAD_AZURITE_CONNECTION_STRING when set (one .ci/run or a developer
+// started), else starts one per test process from tools/azurite (after
+// `npm ci --prefix tools/azurite`), on free loopback ports, in memory.
+// Without either, the test is skipped with a message saying how to run it,
+// except under CI=true, where it fails: CI never skips these suites.
+package azurite

@@ -1,0 +1,104 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// errLeased reports a job another live engine runs.
+var errLeased = errors.New("retention: job is leased by another engine")
+
+// runJob takes a job through every kind's phases to its end, holding its
+// lease throughout.
+func (e *Engine) runJob(ctx context.Context, id string) {
+	now := e.opts.Now().UTC()
+	resumed := false
+	j, err := e.updateJob(ctx, id, func(j *Job) error {
+		if j.State.Terminal() {
+			return nil
+		}
+		if j.Owner != "" && j.Owner != e.opts.ReplicaID && now.Before(j.LeaseUntil) {
+			return errLeased
+		}
+		resumed = j.State == Running
+		j.Owner, j.LeaseUntil = e.opts.ReplicaID, now.Add(e.opts.LeaseDuration)
+		if j.State == Pending {
+			j.State, j.Started = Running, now
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errLeased):
+		return
+	case errors.Is(err, store.ErrNotFound):
+		_ = e.jobs.deactivate(ctx, id)
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			e.log.Error("purge: cannot start", "job", id, "err", err)
+		}
+		return
+	case j.State.Terminal():
+		_ = e.jobs.deactivate(ctx, id)
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go e.renewLease(ctx, cancel, id)
+
+	if !j.DryRun {
+		// A job resumed after a crash may have been recorded without its locks.
+		if err := e.jobs.lock(ctx, j); err != nil {
+			e.finish(ctx, id, err)
+			return
+		}
+	}
+	if resumed {
+		e.log.Info("purge resumed", "job", id, "replica", e.opts.ReplicaID)
+	} else {
+		e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
+	}
+	for _, kind := range j.ImageKinds() {
+		if err := e.runKind(ctx, id, kind); err != nil {
+			if ctx.Err() != nil {
+				return // shutting down or lease lost: the job resumes elsewhere or later
+			}
+			e.finish(ctx, id, err)
+			return
+		}
+	}
+	e.finish(ctx, id, nil)
+}
+
+// renewLease extends the job's lease until ctx ends, and cancels the job's
+// run if another engine has taken it (after this one stalled past its lease).
+func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id string) {
+	ticker := time.NewTicker(e.opts.LeaseDuration / 3)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		_, err := e.jobs.update(ctx, id, func(j *Job) error {
+			if j.Owner != e.opts.ReplicaID {
+				return errLeased
+			}
+			j.LeaseUntil = e.opts.Now().UTC().Add(e.opts.LeaseDuration)
+			return nil
+		})
+		if errors.Is(err, errLeased) {
+			e.log.Warn("purge: lease taken by another engine; stopping here", "job", id)
+			lost()
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("purge: lease renewal failed; retrying", "job", id, "err", err)
+		}
+	}
+}
