@@ -399,6 +399,11 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	if err := e.jobs.deactivate(ctx, id); err != nil {
 		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
 	}
+	// The job holds its final counts; its tasks (one per GroupSize cameras,
+	// every purge) would otherwise pile up forever.
+	if err := e.tasks.deleteAll(ctx, id); err != nil {
+		e.log.Warn("purge: deleting the tasks of an ended job failed", "job", id, "err", err)
+	}
 	t := j.Totals()
 	attrs := []any{"job", id, "state", string(j.State), "dry_run", j.DryRun, "devices_total", t.DevicesTotal,
 		"devices_done", t.DevicesDone, "devices_failed", t.DevicesFailed,

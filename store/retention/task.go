@@ -149,3 +149,10 @@ func (s *taskStore) all(ctx context.Context, jobID string, kind images.Kind) ([]
 		q.Resume = page.Next
 	}
 }
+
+// deleteAll deletes every task of a job that has ended, a batch of its
+// partition at a time. A late redelivery of one of their messages finds no
+// task and is dropped.
+func (s *taskStore) deleteAll(ctx context.Context, jobID string) error {
+	return deleteQueried(ctx, s.table, jobID, store.Range{})
+}
