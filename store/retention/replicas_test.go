@@ -50,24 +50,32 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 		primary, _ := a.repo(images.Single).Tables()
 		log := &deleteLog{table: primary.Name(), deleted: map[string][]string{}}
 
-		// Replica a may not delete past its first task until b has
-		// deleted something, so the test shows both took a share.
-		bStarted := make(chan struct{})
-		var once sync.Once
-		optsA, optsB := quickOptions(), quickOptions()
-		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
-		a.opts = optsA
-		a.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("a", func() {
-			if log.count("a") > 0 {
+		// Each replica's first delete waits until the other replica has
+		// reached one too, so the test passes only if both took a share.
+		// There are more tasks (12 cameras in groups of 2) than one
+		// replica has workers, so neither can hold them all while it waits;
+		// a long visibility timeout keeps a waiting task from being handed
+		// to the other replica meanwhile.
+		entered := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+		var once = map[string]*sync.Once{"a": {}, "b": {}}
+		gate := func(me, other string) func() {
+			return func() {
+				once[me].Do(func() { close(entered[me]) })
 				select {
-				case <-bStarted:
+				case <-entered[other]:
 				case <-time.After(30 * time.Second):
-					t.Error("replica b never took a task")
+					t.Errorf("replica %s never took a task", other)
 				}
 			}
-		})})
+		}
+		optsA, optsB := quickOptions(), quickOptions()
+		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
+		optsA.VisibilityTimeout, optsB.VisibilityTimeout = time.Minute, time.Minute
+		optsA.Workers, optsB.Workers = 2, 2
+		a.opts = optsA
+		a.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("a", gate("a", "b"))})
 		b := &fixture{base: a.base, queue: a.queue, opts: optsB}
-		b.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("b", func() { once.Do(func() { close(bStarted) }) })})
+		b.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("b", gate("b", "a"))})
 		a.run(t)
 		b.run(t)
 
