@@ -345,24 +345,28 @@ func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error
 // counts at the sum of its tasks' so watchers see progress. The sum is
 // exact: each task fixed its counts before deleting.
 func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error {
+	written := j.progress(kind).Counts
 	for {
 		tasks, err := e.tasks.all(ctx, j.ID, kind)
 		if err != nil {
 			return err
 		}
-		var sum Counts
+		sum := Counts{IndexRows: written.IndexRows}
 		done := true
 		for _, t := range tasks {
 			sum.add(t.counts())
 			done = done && t.Done
 		}
-		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-			c := &j.progress(kind).Counts
-			sum.IndexRows = c.IndexRows
-			*c = sum
-			return nil
-		}); err != nil {
-			return err
+		// Write only what changed: this loop polls, and every job write is
+		// a synced write that wakes every watcher.
+		if sum != written {
+			if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+				j.progress(kind).Counts = sum
+				return nil
+			}); err != nil {
+				return err
+			}
+			written = sum
 		}
 		if done {
 			return nil
