@@ -40,10 +40,6 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	var prop *store.PropertyError
-	if errors.As(err, &prop) {
-		return propertyStatus(prop, "metadata", propertyFields)
-	}
 	for _, m := range errorCodes {
 		if errors.Is(err, m.err) {
 			return status.Error(m.code, m.message)

@@ -30,9 +30,9 @@ type imageMessage interface {
 	GetAttributes() map[string]string
 }
 
-// propertyFields names the request field behind each stored property, so a
+// imageFields names the request field behind each stored property, so a
 // store limit error points at the field the client sent.
-var propertyFields = map[string]string{
+var imageFields = map[string]string{
 	images.PropCameraID:      "camera_id",
 	images.PropCapturedAt:    "captured_at",
 	images.PropBlobURI:       "blob_uri",
@@ -97,11 +97,14 @@ func (h *imageHandler[M]) create(ctx context.Context, m M) (M, error) {
 		return zero, err
 	}
 	stored, err := h.repo.Create(ctx, img)
-	if errors.Is(err, store.ErrAlreadyExists) {
+	var prop *store.PropertyError
+	switch {
+	case errors.Is(err, store.ErrAlreadyExists):
 		return zero, status.Errorf(codes.AlreadyExists,
 			"camera %q already has a different %s image captured at %s", img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))
-	}
-	if err != nil {
+	case errors.As(err, &prop):
+		return zero, propertyStatus(prop, "metadata", imageFields)
+	case err != nil:
 		return zero, toStatus(ctx, h.log, err)
 	}
 	return h.fromImage(stored), nil
