@@ -139,6 +139,12 @@ func TestAcknowledgedCreatesSurviveKill9(t *testing.T) {
 		t.Fatalf("newest image after restart captured at %s", got)
 	}
 
+	stop(t, d)
+}
+
+// stop sends SIGTERM and waits for the daemon to log a clean stop and exit 0.
+func stop(t *testing.T, d *daemon) {
+	t.Helper()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -158,37 +164,5 @@ func TestAcknowledgedCreatesSurviveKill9(t *testing.T) {
 	}
 	if err := d.cmd.Wait(); err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v", err)
-	}
-}
-
-func TestParseConfig(t *testing.T) {
-	t.Setenv("METADATAD_DATA_DIR", "/var/lib/metadatad")
-	t.Setenv("METADATAD_LISTEN", "0.0.0.0:9000")
-	c, err := parseConfig([]string{"-listen", "127.0.0.1:1234", "-pano-image-table", "Panos"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.listen != "127.0.0.1:1234" || c.dataDir != "/var/lib/metadatad" || c.tables[2] != "Panos" || c.tables[1] != "SingleImageMetadata" {
-		t.Fatalf("config %+v: want the flag over its variable, the variable over the default", c)
-	}
-	for _, tc := range []struct {
-		name string
-		args []string
-	}{
-		{"schedule without interval", []string{"-retention-days", "30"}},
-		{"interval without days", []string{"-retention-interval", "1h"}},
-		{"days below the floor", []string{"-retention-days", "2", "-retention-interval", "1h", "-min-retention-days", "7"}},
-		{"unknown log format", []string{"-log-format", "xml"}},
-		{"unknown flag", []string{"-nope"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := parseConfig(tc.args); err == nil {
-				t.Fatalf("parseConfig(%q) accepted", tc.args)
-			}
-		})
-	}
-	t.Setenv("METADATAD_SHUTDOWN_TIMEOUT", "soon")
-	if _, err := parseConfig(nil); err == nil {
-		t.Fatal("a malformed environment variable was accepted")
 	}
 }
