@@ -48,11 +48,6 @@ type Range struct {
 	From, To string
 }
 
-// Contains reports whether k lies in the range.
-func (r Range) Contains(k string) bool {
-	return k >= r.From && (r.To == "" || k < r.To)
-}
-
 // Cursor is the position where a query resumes: the entity at or after
 // (PartitionKey, RowKey). It is a position, not an entity: it need not name
 // an entity that exists, and only its backend's pages produce one.

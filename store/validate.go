@@ -60,11 +60,8 @@ func forbiddenInKey(r rune) bool {
 // ValidateEntity checks an entity's keys and properties against the limits.
 // Errors other than key errors are *PropertyError.
 func ValidateEntity(e Entity) error {
-	if err := ValidateKey(e.PartitionKey); err != nil {
-		return fmt.Errorf("partition key: %w", err)
-	}
-	if err := ValidateKey(e.RowKey); err != nil {
-		return fmt.Errorf("row key: %w", err)
+	if err := ValidateAddress(e.PartitionKey, e.RowKey); err != nil {
+		return err
 	}
 	if len(e.Properties) > MaxProperties {
 		return &PropertyError{Err: fmt.Errorf("%w: %d properties, over %d", ErrTooLarge, len(e.Properties), MaxProperties)}
@@ -166,7 +163,7 @@ func ValidateBatch(ops []Op) error {
 	if len(ops) > MaxBatchOps {
 		return fmt.Errorf("%w: %d operations, over %d", ErrInvalidBatch, len(ops), MaxBatchOps)
 	}
-	if err := validateOps(ops); err != nil {
+	if err := validateOpsIn(nil, ops); err != nil {
 		return err
 	}
 	for i, op := range ops {
@@ -191,8 +188,6 @@ func ValidateTransaction(ops []TableOp) error {
 	return validateOpsIn(names, plain)
 }
 
-func validateOps(ops []Op) error { return validateOpsIn(nil, ops) }
-
 // validateOpsIn checks each operation and that no row appears twice; tables,
 // when given, tell rows of different tables apart.
 func validateOpsIn(tables []string, ops []Op) error {
@@ -201,7 +196,7 @@ func validateOpsIn(tables []string, ops []Op) error {
 	for i, op := range ops {
 		var err error
 		if op.Kind == OpDelete {
-			err = validateKeys(op.Entity.PartitionKey, op.Entity.RowKey)
+			err = ValidateAddress(op.Entity.PartitionKey, op.Entity.RowKey)
 		} else if op.Kind >= OpInsert && op.Kind <= OpUpdate {
 			err = ValidateEntity(op.Entity)
 		} else {
@@ -226,7 +221,8 @@ func validateOpsIn(tables []string, ops []Op) error {
 	return nil
 }
 
-func validateKeys(partitionKey, rowKey string) error {
+// ValidateAddress checks the keys that address one entity.
+func ValidateAddress(partitionKey, rowKey string) error {
 	if err := ValidateKey(partitionKey); err != nil {
 		return fmt.Errorf("partition key: %w", err)
 	}
@@ -235,9 +231,6 @@ func validateKeys(partitionKey, rowKey string) error {
 	}
 	return nil
 }
-
-// ValidateAddress checks the keys that address one entity.
-func ValidateAddress(partitionKey, rowKey string) error { return validateKeys(partitionKey, rowKey) }
 
 // PageLimit checks a page limit and returns it with 0 turned into MaxPageSize.
 func PageLimit(limit int) (int, error) {

@@ -113,11 +113,7 @@ func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if err != nil {
 		return store.Page{}, err
 	}
-	lower := encodeKey(t.key, q.PartitionKey, q.Rows.From)
-	upper := encodeKey(t.key, q.PartitionKey, q.Rows.To)
-	if q.Rows.To == "" {
-		upper = prefixEnd(partitionPrefix(t.key, q.PartitionKey))
-	}
+	lower, upper := t.rowBounds(q.PartitionKey, q.Rows)
 	if q.Resume != nil {
 		if q.Resume.PartitionKey != q.PartitionKey {
 			return store.Page{}, fmt.Errorf("%w: cursor of partition %q resumes a query of %q",
@@ -206,11 +202,7 @@ func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
 	for _, r := range ranges {
-		lower := encodeKey(t.key, r.PartitionKey, r.Rows.From)
-		upper := encodeKey(t.key, r.PartitionKey, r.Rows.To)
-		if r.Rows.To == "" {
-			upper = prefixEnd(partitionPrefix(t.key, r.PartitionKey))
-		}
+		lower, upper := t.rowBounds(r.PartitionKey, r.Rows)
 		if bytes.Compare(lower, upper) >= 0 {
 			continue
 		}
@@ -233,11 +225,7 @@ func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.R
 	if err := store.ValidateKey(partitionKey); err != nil {
 		return 0, err
 	}
-	lower := encodeKey(t.key, partitionKey, rows.From)
-	upper := encodeKey(t.key, partitionKey, rows.To)
-	if rows.To == "" {
-		upper = prefixEnd(partitionPrefix(t.key, partitionKey))
-	}
+	lower, upper := t.rowBounds(partitionKey, rows)
 	if bytes.Compare(lower, upper) >= 0 {
 		return 0, ctx.Err()
 	}
@@ -282,6 +270,15 @@ func (t *Table) DeleteKeys(ctx context.Context, keys []store.Key) error {
 		return fmt.Errorf("pebble: delete: %w", err)
 	}
 	return nil
+}
+
+// rowBounds are the keys [lower, upper) of a partition's row-key range.
+func (t *Table) rowBounds(partitionKey string, rows store.Range) (lower, upper []byte) {
+	lower = encodeKey(t.key, partitionKey, rows.From)
+	if rows.To == "" {
+		return lower, prefixEnd(partitionPrefix(t.key, partitionKey))
+	}
+	return lower, encodeKey(t.key, partitionKey, rows.To)
 }
 
 // prefixEnd is the first key after every key with the given prefix, whose
