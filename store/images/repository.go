@@ -93,9 +93,6 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	if err := store.ValidateEntity(primary); err != nil {
-		return Image{}, err
-	}
 	index := indexEntity(img, r.shards)
 	if r.transactor != nil {
 		err = r.transactor.Transact(ctx, []store.TableOp{
@@ -105,7 +102,11 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 	} else {
 		// Index first: an index row without its primary row is harmless (the
 		// purge finds nothing to delete), a primary row without its index row
-		// would never expire.
+		// would never expire. A primary that breaks the limits must not get
+		// as far as its index row: nothing is written for bad input.
+		if err = store.ValidateEntity(primary); err != nil {
+			return Image{}, err
+		}
 		if _, err = r.index.Upsert(ctx, index, store.Replace); err == nil {
 			_, err = r.primary.Insert(ctx, primary)
 		}

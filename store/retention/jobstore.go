@@ -93,11 +93,8 @@ func (s *jobStore) create(ctx context.Context, j *Job) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.table.Insert(ctx, e)
-	if errors.Is(err, store.ErrAlreadyExists) {
-		if stored, _, gerr := s.get(ctx, j.ID); gerr == nil && stored.Created.Equal(j.Created) {
-			return nil // ids are random: the job there is this one
-		}
+	if _, err = s.table.Insert(ctx, e); errors.Is(err, store.ErrAlreadyExists) {
+		_, err = store.ResolveInsert(ctx, s.table, e) // ids are random: an equal job there is this one
 	}
 	return err
 }
@@ -155,26 +152,19 @@ func (s *jobStore) update(ctx context.Context, id string, change func(*Job) erro
 
 // list returns one page of jobs, newest first.
 func (s *jobStore) list(ctx context.Context, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
-	var out []*Job
-	q := store.Query{PartitionKey: jobPartition, Resume: resume}
-	for {
-		q.Limit = limit - len(out)
-		page, err := s.table.Query(ctx, q)
-		if err != nil {
+	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, limit int) (store.Page, error) {
+		return s.table.Query(ctx, store.Query{PartitionKey: jobPartition, Resume: resume, Limit: limit})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]*Job, len(page.Entities))
+	for i, e := range page.Entities {
+		if out[i], err = jobFromEntity(e); err != nil {
 			return nil, nil, err
 		}
-		for _, e := range page.Entities {
-			j, err := jobFromEntity(e)
-			if err != nil {
-				return nil, nil, err
-			}
-			out = append(out, j)
-		}
-		if page.Next == nil || len(out) == limit {
-			return out, page.Next, nil
-		}
-		q.Resume = page.Next
 	}
+	return out, page.Next, nil
 }
 
 // staleMarker is how old an active marker without its job must be before
