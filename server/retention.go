@@ -108,8 +108,6 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 			st = detailed
 		}
 		return nil, st.Err()
-	case errors.Is(err, retention.ErrFutureCutoff):
-		return nil, status.Error(codes.InvalidArgument, "cutoff is in the future")
 	case err != nil:
 		return nil, toStatus(ctx, s.log, err)
 	}

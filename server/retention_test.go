@@ -217,7 +217,13 @@ func TestRetentionDaysFloorIsConfigurable(t *testing.T) {
 	_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
 		Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 6}})
 	requireFieldViolation(t, err, "retention_days")
-	_, err = h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+	before := time.Now()
+	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
 		Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 7}, DryRun: true})
 	requireOK(t, err, "StartPurge at the floor")
+	after := time.Now()
+	// The cutoff is now minus seven days, now being when the call ran.
+	if cutoff := started.GetJob().GetCutoffTime().AsTime(); cutoff.Before(before.AddDate(0, 0, -7)) || cutoff.After(after.AddDate(0, 0, -7)) {
+		t.Fatalf("retention_days 7 at %s gave cutoff %s", before.Format(time.RFC3339), cutoff.Format(time.RFC3339))
+	}
 }
