@@ -74,7 +74,9 @@ func TestPurgeRetiresExactlyTheExpired(t *testing.T) {
 }
 
 // TestIndexRowGoesOnlyAfterItsPrimary proves invariant 2: whenever an index
-// row is deleted, its primary row is already gone.
+// row is deleted, its primary row is already gone. That includes an image
+// with an expired capture time written after its camera's rows were
+// deleted (a camera uploading a backlog): its index row must stay.
 func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, plain := range []bool{false, true} {
@@ -82,7 +84,20 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 				f := newFixture(t, quickOptions())
 				primary, index := f.repo(images.Single).Tables()
 				indexDeletes := 0
+				late := images.Image{CameraID: "cam-000", CapturedAt: base.Add(10 * time.Second)}
+				lateWritten := false
 				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
+					if table == retention.DefaultJobsTable && !lateWritten && allTasksDone(t, f.base) {
+						// Every camera's primary rows are deleted; the sweep has not begun.
+						lateWritten = true
+						direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+						if err == nil {
+							_, err = direct.Create(t.Context(), late)
+						}
+						if err != nil {
+							t.Errorf("late create: %v", err)
+						}
+					}
 					if table != index.Name() || (op != "delete-keys" && op != "batch-delete") {
 						return nil
 					}
@@ -105,6 +120,16 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if j.State != retention.Succeeded || indexDeletes != cameras*expiredPerCamera {
 					t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes, cameras*expiredPerCamera)
+				}
+				if !lateWritten {
+					t.Fatal("the late image was never written")
+				}
+				rk := store.InvertedTicksRowKey(late.CapturedAt)
+				if _, err := primary.Get(t.Context(), late.CameraID, rk); err != nil {
+					t.Errorf("late image's primary row: %v", err)
+				}
+				if _, err := index.Get(t.Context(), store.MinutePartitionKey(late.CapturedAt), images.IndexRowKey(rk, late.CameraID)); err != nil {
+					t.Errorf("late image's index row: %v; want it kept for the next purge", err)
 				}
 			})
 		}
@@ -353,4 +378,20 @@ func TestPurgeShardedIndex(t *testing.T) {
 			t.Fatalf("after purge %+v", got)
 		}
 	})
+}
+
+// allTasksDone reports whether the store holds purge tasks and all are done.
+func allTasksDone(t *testing.T, backend store.Backend) bool {
+	t.Helper()
+	tasks, err := backend.Table(t.Context(), retention.DefaultTasksTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := rows(t, tasks)
+	for _, task := range all {
+		if doc, _ := task.Properties["Doc"].(string); !strings.Contains(doc, `"done":true`) {
+			return false
+		}
+	}
+	return len(all) > 0
 }
