@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
+	"github.com/metadatad/metadatad/internal/azretry"
 	"github.com/metadatad/metadatad/store/queue"
 )
 
@@ -43,8 +44,9 @@ type Options struct {
 	Credential azcore.TokenCredential
 	// Name is the queue's name: 3 to 63 lower-case letters, digits and dashes.
 	Name string
-	// Retry is azcore's retry policy; zero fields take azcore's defaults,
-	// which back off exponentially on 500 and 503 and retry dropped connections.
+	// Retry is azcore's retry policy; zero fields take azretry's defaults,
+	// the tables' too: backoff on 500 and 503, dropped connections retried,
+	// one minute per attempt.
 	Retry policy.RetryOptions
 	// Transport sends the HTTP requests; nil means azcore's default client.
 	Transport policy.Transporter
@@ -58,7 +60,7 @@ type Queue struct {
 // Open connects to the queue service and creates the queue and its poison
 // queue if they do not exist.
 func Open(ctx context.Context, opts Options) (*Queue, error) {
-	clientOpts := &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: opts.Retry, Transport: opts.Transport}}
+	clientOpts := &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: azretry.WithDefaults(opts.Retry), Transport: opts.Transport}}
 	var service *azqueue.ServiceClient
 	var err error
 	switch {

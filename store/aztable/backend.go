@@ -10,44 +10,19 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/metadatad/metadatad/internal/azretry"
 	"github.com/metadatad/metadatad/store"
-)
-
-// Defaults of Options.Retry. Azure asks clients to back off exponentially on
-// 503 Server Busy and 500 Operation Timeout; azcore's retry policy does so
-// (delay × (2^try − 1), jittered, capped), honouring Retry-After.
-const (
-	defaultMaxRetries    = 5
-	defaultRetryDelay    = 500 * time.Millisecond
-	defaultMaxRetryDelay = 30 * time.Second
-	// defaultTryTimeout bounds one attempt, so that a connection the
-	// network dropped without a reset is retried instead of waited on until
-	// the caller's deadline.
-	defaultTryTimeout = time.Minute
 )
 
 // maxPrefix bounds Options.TablePrefix so that a prefixed name always has
 // room for the hash that shortens long names (see azureName).
 const maxPrefix = 40
-
-// defaultRetryStatusCodes are the statuses retried when Options.Retry names
-// none: azcore's own list, which holds 500 (Operation Timeout) and 503
-// (Server Busy), the throttling answers of Azure Table Storage.
-var defaultRetryStatusCodes = []int{
-	http.StatusRequestTimeout,
-	http.StatusTooManyRequests,
-	http.StatusInternalServerError,
-	http.StatusBadGateway,
-	http.StatusServiceUnavailable,
-	http.StatusGatewayTimeout,
-}
 
 // Options configures Open. Exactly one of ConnectionString and ServiceURL
 // is set.
@@ -71,9 +46,9 @@ type Options struct {
 	TablePrefix string
 	// Logger receives the backend's messages; nil means slog.Default.
 	Logger *slog.Logger
-	// Retry is azcore's retry policy. Zero fields take the package defaults:
+	// Retry is azcore's retry policy. Zero fields take azretry's defaults:
 	// 5 retries, a first delay of 500ms doubling up to 30s, a try timeout
-	// of one minute, and the statuses 408, 429, 500, 502, 503 and 504.
+	// of one minute, and azcore's statuses (408, 429, 500, 502, 503, 504).
 	// Dropped connections are retried too. MaxRetries below zero means none.
 	Retry policy.RetryOptions
 	// Transport sends the HTTP requests; nil means azcore's default client.
@@ -85,21 +60,7 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Retry.MaxRetries == 0 {
-		o.Retry.MaxRetries = defaultMaxRetries
-	}
-	if o.Retry.RetryDelay == 0 {
-		o.Retry.RetryDelay = defaultRetryDelay
-	}
-	if o.Retry.MaxRetryDelay == 0 {
-		o.Retry.MaxRetryDelay = defaultMaxRetryDelay
-	}
-	if o.Retry.TryTimeout == 0 {
-		o.Retry.TryTimeout = defaultTryTimeout
-	}
-	if o.Retry.StatusCodes == nil {
-		o.Retry.StatusCodes = defaultRetryStatusCodes
-	}
+	o.Retry = azretry.WithDefaults(o.Retry)
 	return o
 }
 
