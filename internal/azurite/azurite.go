@@ -85,8 +85,9 @@ func start() {
 		return
 	}
 	urls := map[string]string{}
-	found := make(chan struct{})
+	found, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited) // its output ended: it exited, or will print no more
 		scanner := bufio.NewScanner(out)
 		for scanner.Scan() {
 			if m := listening.FindStringSubmatch(scanner.Text()); m != nil {
@@ -101,6 +102,9 @@ func start() {
 	case <-found:
 		started = cmd
 		connStr = ConnectionString(urls["Table"], urls["Queue"])
+	case <-exited:
+		_ = cmd.Wait()
+		why = "azurite exited before it was listening"
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
