@@ -1,7 +1,6 @@
 package images
 
 import (
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -55,14 +54,8 @@ func (k Kind) primaryEntity(img Image) (store.Entity, error) {
 		PropWidth:       img.Width,
 		PropHeight:      img.Height,
 	}
-	if len(img.Attributes) > 0 {
-		// encoding/json sorts map keys, so equal maps encode equal and an
-		// identical retried create compares equal.
-		attrs, err := json.Marshal(img.Attributes)
-		if err != nil {
-			return store.Entity{}, fmt.Errorf("images: encode attributes: %w", err)
-		}
-		props[PropAttributes] = string(attrs)
+	if err := store.SetStringMap(props, PropAttributes, img.Attributes); err != nil {
+		return store.Entity{}, err
 	}
 	switch k {
 	case Pano:
@@ -105,13 +98,9 @@ func IndexRowKey(primaryRowKey, cameraID string) string { return primaryRowKey +
 // imageFromEntity reads a primary row back.
 func imageFromEntity(e store.Entity) (Image, error) {
 	img := Image{CameraID: e.PartitionKey, RowKey: e.RowKey}
-	img.CapturedAt, _ = e.Properties[PropCapturedAt].(time.Time)
-	if img.CapturedAt.IsZero() {
-		t, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
-		if err != nil {
-			return Image{}, fmt.Errorf("images: row %s/%s: %w", e.PartitionKey, e.RowKey, err)
-		}
-		img.CapturedAt = t
+	var err error
+	if img.CapturedAt, err = store.CapturedAt(e, PropCapturedAt); err != nil {
+		return Image{}, err
 	}
 	img.BlobURI, _ = e.Properties[PropBlobURI].(string)
 	img.ContentType, _ = e.Properties[PropContentType].(string)
@@ -120,10 +109,8 @@ func imageFromEntity(e store.Entity) (Image, error) {
 	img.Height, _ = e.Properties[PropHeight].(int32)
 	img.IsClearDay, _ = e.Properties[PropIsClearDay].(bool)
 	img.PanoImageCorrelationID, _ = e.Properties[PropCorrelationID].(string)
-	if attrs, _ := e.Properties[PropAttributes].(string); attrs != "" {
-		if err := json.Unmarshal([]byte(attrs), &img.Attributes); err != nil {
-			return Image{}, fmt.Errorf("images: row %s/%s attributes: %w", e.PartitionKey, e.RowKey, err)
-		}
+	if img.Attributes, err = store.StringMap(e, PropAttributes); err != nil {
+		return Image{}, err
 	}
 	return img, nil
 }

@@ -1,8 +1,6 @@
 package video
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -47,37 +45,25 @@ func entity(m Metadata) (store.Entity, error) {
 		PropContentType:   m.ContentType,
 		PropSizeBytes:     m.SizeBytes,
 	}
-	if len(m.Attributes) > 0 {
-		// encoding/json sorts map keys, so equal maps encode equal and an
-		// identical retried create compares equal.
-		attrs, err := json.Marshal(m.Attributes)
-		if err != nil {
-			return store.Entity{}, fmt.Errorf("video: encode attributes: %w", err)
-		}
-		props[PropAttributes] = string(attrs)
+	if err := store.SetStringMap(props, PropAttributes, m.Attributes); err != nil {
+		return store.Entity{}, err
 	}
 	return store.Entity{PartitionKey: m.CameraID, RowKey: m.RowKey, Properties: props}, nil
 }
 
 func fromEntity(e store.Entity) (Metadata, error) {
 	m := Metadata{CameraID: e.PartitionKey, RowKey: e.RowKey}
-	m.CapturedAt, _ = e.Properties[PropCapturedAt].(time.Time)
-	if m.CapturedAt.IsZero() {
-		t, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
-		if err != nil {
-			return Metadata{}, fmt.Errorf("video: row %s/%s: %w", e.PartitionKey, e.RowKey, err)
-		}
-		m.CapturedAt = t
+	var err error
+	if m.CapturedAt, err = store.CapturedAt(e, PropCapturedAt); err != nil {
+		return Metadata{}, err
 	}
 	ticks, _ := e.Properties[PropDurationTicks].(int64)
 	m.Duration = time.Duration(ticks) * ticksPerDuration
 	m.BlobURI, _ = e.Properties[PropBlobURI].(string)
 	m.ContentType, _ = e.Properties[PropContentType].(string)
 	m.SizeBytes, _ = e.Properties[PropSizeBytes].(int64)
-	if attrs, _ := e.Properties[PropAttributes].(string); attrs != "" {
-		if err := json.Unmarshal([]byte(attrs), &m.Attributes); err != nil {
-			return Metadata{}, fmt.Errorf("video: row %s/%s attributes: %w", e.PartitionKey, e.RowKey, err)
-		}
+	if m.Attributes, err = store.StringMap(e, PropAttributes); err != nil {
+		return Metadata{}, err
 	}
 	return m, nil
 }
