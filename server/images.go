@@ -78,15 +78,7 @@ func (h *imageHandler[M]) create(ctx context.Context, m M) (M, error) {
 		return zero, v.err()
 	}
 	img := toImage(m)
-	v.checkCameraID("metadata.camera_id", img.CameraID)
-	if m.GetCapturedAt() == nil {
-		v.add("metadata.captured_at", "required")
-	} else if t := v.checkTime("metadata.captured_at", m.GetCapturedAt()); t != nil {
-		img.CapturedAt = *t
-	}
-	if img.SizeBytes < 0 {
-		v.add("metadata.size_bytes", "must not be negative")
-	}
+	img.CapturedAt = v.checkRecording(img.CameraID, m.GetCapturedAt(), img.SizeBytes)
 	if img.Width < 0 {
 		v.add("metadata.width", "must not be negative")
 	}

@@ -88,6 +88,23 @@ func (v *violations) checkTime(field string, ts *timestamppb.Timestamp) *time.Ti
 	return &t
 }
 
+// checkRecording applies the rules every stored recording (an image, a
+// video) shares: its camera id, a required capture time, and a size that
+// is not negative. It returns the capture time, zero when invalid.
+func (v *violations) checkRecording(cameraID string, capturedAt *timestamppb.Timestamp, sizeBytes int64) time.Time {
+	v.checkCameraID("metadata.camera_id", cameraID)
+	var at time.Time
+	if capturedAt == nil {
+		v.add("metadata.captured_at", "required")
+	} else if t := v.checkTime("metadata.captured_at", capturedAt); t != nil {
+		at = *t
+	}
+	if sizeBytes < 0 {
+		v.add("metadata.size_bytes", "must not be negative")
+	}
+	return at
+}
+
 // checkSpan validates optional [start, end) bounds.
 func (v *violations) checkSpan(start, end *timestamppb.Timestamp) images.Span {
 	span := images.Span{Start: v.checkTime("start_time", start), End: v.checkTime("end_time", end)}

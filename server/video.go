@@ -60,12 +60,7 @@ func (s *videoService) CreateVideoMetadata(ctx context.Context, req *metadatav1.
 		SizeBytes:   msg.GetSizeBytes(),
 		Attributes:  msg.GetAttributes(),
 	}
-	v.checkCameraID("metadata.camera_id", m.CameraID)
-	if msg.GetCapturedAt() == nil {
-		v.add("metadata.captured_at", "required")
-	} else if t := v.checkTime("metadata.captured_at", msg.GetCapturedAt()); t != nil {
-		m.CapturedAt = *t
-	}
+	m.CapturedAt = v.checkRecording(m.CameraID, msg.GetCapturedAt(), m.SizeBytes)
 	if d := msg.GetDuration(); d != nil {
 		switch {
 		case d.CheckValid() != nil:
@@ -77,9 +72,6 @@ func (s *videoService) CreateVideoMetadata(ctx context.Context, req *metadatav1.
 		default:
 			m.Duration = d.AsDuration()
 		}
-	}
-	if m.SizeBytes < 0 {
-		v.add("metadata.size_bytes", "must not be negative")
 	}
 	if err := v.err(); err != nil {
 		return nil, err
