@@ -51,6 +51,12 @@ func UnmarshalEDM(data []byte) (Properties, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("store: decode entity: %w", err)
 	}
+	return PropertiesFromEDM(raw)
+}
+
+// PropertiesFromEDM is UnmarshalEDM for a caller that has split the JSON
+// object into its fields already.
+func PropertiesFromEDM(raw map[string]json.RawMessage) (Properties, error) {
 	props := make(Properties, len(raw))
 	for name, value := range raw {
 		if strings.Contains(name, "@") || strings.HasPrefix(name, "odata.") || reservedProperties[name] {

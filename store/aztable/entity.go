@@ -56,7 +56,7 @@ func decodeEntity(raw []byte) (store.Entity, error) {
 		return store.Entity{}, fmt.Errorf("aztable: decode entity Timestamp: %w", err)
 	}
 	e.Timestamp = t.UTC()
-	if e.Properties, err = store.UnmarshalEDM(raw); err != nil {
+	if e.Properties, err = store.PropertiesFromEDM(fields); err != nil {
 		return store.Entity{}, err
 	}
 	return e, nil
