@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -97,7 +98,8 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	j, err := s.engine.Start(ctx, retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun()})
+	// A purge is how space comes back: its records pass the free-space guard.
+	j, err := s.engine.Start(diskspace.Exempt(ctx), retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun()})
 	var running *retention.RunningError
 	switch {
 	case errors.As(err, &running):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -33,6 +34,15 @@ type Options struct {
 	Acquisition *acquisition.Repository
 	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
 	MinRetentionDays int32
+	// StoreCheck reads from the store; while it fails, health reports
+	// NOT_SERVING for the server and every service. Nil: always reachable.
+	StoreCheck func(ctx context.Context) error
+	// WriteCheck tells whether the store accepts writes (free space); while
+	// it fails, health reports NOT_SERVING for WritesHealthService. Nil:
+	// always.
+	WriteCheck func() error
+	// HealthInterval is how often the checks run; 0 means 5 s.
+	HealthInterval time.Duration
 	// Logger receives one line per call and the detail of internal errors;
 	// nil means slog.Default.
 	Logger *slog.Logger
@@ -41,8 +51,9 @@ type Options struct {
 // Server is the gRPC server of metadatad with every service, health and
 // reflection registered.
 type Server struct {
-	grpc   *grpc.Server
-	health *health.Server
+	grpc    *grpc.Server
+	health  *health.Server
+	checker *healthChecker
 }
 
 // New builds the server and its interceptor chain.
@@ -93,18 +104,33 @@ func New(opts Options) (*Server, error) {
 			metadatav1.RegisterAcquisitionInstanceServiceServer(s.grpc, &acquisitionInstanceService{repo: opts.Acquisition, log: log})
 		}
 	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = defaultHealthInterval
+	}
+	s.checker = &healthChecker{health: s.health, store: opts.StoreCheck, writes: opts.WriteCheck,
+		interval: opts.HealthInterval, log: log, reachable: true}
 	for name, register := range services {
 		register()
-		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+		s.checker.services = append(s.checker.services, name)
 	}
+	s.checker.check(context.Background())
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	return s, nil
 }
 
-// Serve accepts connections on lis until Shutdown.
+// Serve accepts connections on lis until Shutdown, keeping the health
+// statuses in step with the store meanwhile.
 func (s *Server) Serve(lis net.Listener) error {
+	ctx, stopChecks := context.WithCancel(context.Background())
+	checks := make(chan struct{})
+	go func() {
+		defer close(checks)
+		s.checker.run(ctx)
+	}()
 	err := s.grpc.Serve(lis)
+	stopChecks()
+	<-checks
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}

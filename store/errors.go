@@ -24,6 +24,9 @@ var (
 	ErrInvalidBatch = errors.New("store: invalid batch")
 	// ErrInvalidQuery reports a query or scan with an invalid limit or cursor.
 	ErrInvalidQuery = errors.New("store: invalid query")
+	// ErrInsufficientStorage reports a write refused because the store is
+	// nearly out of space; it succeeds once space is freed.
+	ErrInsufficientStorage = errors.New("store: insufficient storage")
 )
 
 // BatchError reports which operation of a batch failed. The whole batch was

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
@@ -37,6 +38,8 @@ type config struct {
 	logLevel          slog.Level
 	logFormat         string
 	shutdownTimeout   time.Duration
+	minFreeMiB        uint64
+	healthInterval    time.Duration
 }
 
 func parseConfig(args []string) (config, error) {
@@ -65,6 +68,8 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
+	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 
 	set := map[string]bool{}
@@ -98,6 +103,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.retentionDays > 0 && c.retentionDays < c.minRetentionDays {
 		return config{}, fmt.Errorf("-retention-days %d is below -min-retention-days %d", c.retentionDays, c.minRetentionDays)
+	}
+	if c.healthInterval <= 0 {
+		return config{}, fmt.Errorf("-health-interval must be positive, not %s", c.healthInterval)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return config{}, fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)

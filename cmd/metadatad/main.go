@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
@@ -69,17 +70,20 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	primary, _ := repos[images.Single].Tables()
 	srv, err := server.New(server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
 		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions,
+		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 	})
 	if err != nil {
 		return err
 	}
 
-	// Purges run until the server has stopped, then stop before the store closes.
-	purgeCtx, stopPurges := context.WithCancel(context.Background())
+	// Purges run until the server has stopped, then stop before the store
+	// closes. They free space, so they pass the free-space guard.
+	purgeCtx, stopPurges := context.WithCancel(diskspace.Exempt(context.Background()))
 	purgesDone := make(chan error, 1)
 	go func() { purgesDone <- engine.Run(purgeCtx) }()
 	defer func() {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
+	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/azqueue"
 	"github.com/metadatad/metadatad/store/aztable"
@@ -21,17 +23,22 @@ type backend struct {
 	tables store.Backend
 	queue  retention.Queue
 	close  func() error
+	// writeCheck reports whether writes are accepted (free space); nil when
+	// the backend has no such limit.
+	writeCheck func() error
 	// describe is what the serving log line says about the store; never a secret.
 	describe []any
 }
 
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, error) {
 	if cfg.store == "embedded" {
-		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log})
+		guard := diskspace.New(diskspace.Options{Dir: cfg.dataDir, MinFree: cfg.minFreeMiB << 20, Logger: log})
+		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log, AdmitWrite: guard.Admit})
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{tables: db, close: db.Close, describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
+		return backend{tables: db, close: db.Close, writeCheck: guard.Check,
+			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}
 	a := cfg.azure
 	tableOpts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: log}
@@ -56,4 +63,16 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 	}
 	return backend{tables: tables, queue: queue, close: func() error { return nil },
 		describe: []any{"store", "azure", "endpoint", endpoint, "queue", a.queue}}, nil
+}
+
+// reachable reads one row of table: a store that answers, even "not
+// found", can be reached.
+func reachable(table store.Table) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := table.Get(ctx, "health", "probe")
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
 }

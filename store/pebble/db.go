@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,8 +34,15 @@ type Options struct {
 	FS vfs.FS
 	// Now is the clock for entity timestamps; nil means time.Now.
 	Now func() time.Time
-	// Logger receives the engine's messages; nil means slog.Default.
+	// Logger receives the engine's messages; nil means slog.Default. A
+	// fatal error of the engine is logged here and then ends the process
+	// (see slogLogger.Fatalf).
 	Logger *slog.Logger
+	// AdmitWrite is asked before every commit that adds data (deletes never
+	// ask: they are how space comes back); an error refuses the commit with
+	// store.ErrInsufficientStorage. Nil admits every write. The daemon
+	// passes a diskspace.Guard's Admit.
+	AdmitWrite func(ctx context.Context) error
 }
 
 func (o Options) withDefaults() Options {
@@ -55,6 +63,7 @@ func (o Options) withDefaults() Options {
 type DB struct {
 	db      *pebbledb.DB
 	now     func() time.Time
+	admit   func(ctx context.Context) error
 	seed    maphash.Seed
 	stripes [lockStripes]sync.Mutex
 	// etags counts writes; seeded from the clock so ETags stay unique across restarts.
@@ -70,12 +79,12 @@ func Open(opts Options) (*DB, error) {
 	db, err := pebbledb.Open(opts.Dir, &pebbledb.Options{
 		FS:                 opts.FS,
 		FormatMajorVersion: pebbledb.FormatNewest,
-		Logger:             slogLogger{opts.Logger},
+		Logger:             slogLogger{l: opts.Logger, dir: opts.Dir},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
-	d := &DB{db: db, now: opts.Now, seed: maphash.MakeSeed()}
+	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, seed: maphash.MakeSeed()}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	return d, nil
 }
@@ -121,6 +130,9 @@ type write struct {
 // between a condition and its write.
 func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := d.admitWrite(ctx, writes); err != nil {
 		return nil, err
 	}
 	keys := make([][]byte, len(writes))
@@ -182,6 +194,17 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 	return results, nil
 }
 
+// admitWrite asks AdmitWrite about writes that add data.
+func (d *DB) admitWrite(ctx context.Context, writes []write) error {
+	if d.admit == nil || !slices.ContainsFunc(writes, func(w write) bool { return w.op.Kind != store.OpDelete }) {
+		return nil
+	}
+	if err := d.admit(ctx); err != nil {
+		return fmt.Errorf("%w: %w", store.ErrInsufficientStorage, err)
+	}
+	return nil
+}
+
 // resolve checks op's condition against the stored entity and returns what
 // the row becomes.
 func (d *DB) resolve(op store.Op, stored store.Entity, found bool, now time.Time) (store.Entity, error) {
@@ -231,14 +254,26 @@ func (d *DB) get(key []byte, partitionKey, rowKey string) (e store.Entity, found
 	return e, err == nil, err
 }
 
+// exitFatal is the process's exit status after a fatal engine error.
+const exitFatal = 70
+
 // slogLogger routes the engine's messages to slog.
-type slogLogger struct{ l *slog.Logger }
+type slogLogger struct {
+	l   *slog.Logger
+	dir string
+}
 
 func (s slogLogger) Infof(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
 
 func (s slogLogger) Errorf(format string, args ...any) { s.l.Error(fmt.Sprintf(format, args...)) }
 
+// Fatalf ends the process. Pebble calls it when its own state can no longer
+// be trusted (a commit that failed half way leaves the commit pipeline
+// locked): a panic here would be recovered inside the call that met it and
+// the server would go on acknowledging writes that a restart then loses.
+// Stopping at once keeps every acknowledged write, since each was synced
+// before its reply; the next start replays the log.
 func (s slogLogger) Fatalf(format string, args ...any) {
-	s.l.Error(fmt.Sprintf(format, args...))
-	panic(fmt.Sprintf(format, args...))
+	s.l.Error("storage engine failed; stopping the process", "data_dir", s.dir, "err", fmt.Sprintf(format, args...), "exit_status", exitFatal)
+	os.Exit(exitFatal)
 }

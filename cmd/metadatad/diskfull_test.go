@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/server"
+)
+
+// smallDiskBytes is the size of the filesystem the disk-full tests fill.
+const smallDiskBytes = 20 << 20
+
+// mountSmallDisk mounts a tmpfs of smallDiskBytes for the test, unmounted
+// when it ends: a real filesystem that really fills, so the engine meets
+// the ENOSPC of a full disk. Mounting needs root (or CAP_SYS_ADMIN); without
+// it the test skips, except under CI=true, where it fails.
+func mountSmallDisk(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(smallDiskBytes)); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a tmpfs under CI=true: %v", err)
+		}
+		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// writeBallast fills size bytes of dir's filesystem with a file the test
+// deletes to free space.
+func writeBallast(t *testing.T, dir string, size int) string {
+	t.Helper()
+	path := filepath.Join(dir, "ballast")
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// filler creates images with incompressible attributes, each under a
+// fresh capture minute, and remembers which were acknowledged.
+type filler struct {
+	client metadatav1.SingleImageMetadataServiceClient
+	base   time.Time
+	next   int
+	acked  []time.Time
+}
+
+// create makes one create call bounded by a deadline, so that a server
+// whose writes hang fails the test instead of holding it.
+func (f *filler) create(t *testing.T) error {
+	t.Helper()
+	payload := make([]byte, 8<<10)
+	_, _ = rand.Read(payload)
+	at := f.base.Add(time.Duration(f.next) * time.Minute)
+	f.next++
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := f.client.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{
+		Metadata: &metadatav1.SingleImageMetadata{CameraId: "cam-1", CapturedAt: timestamppb.New(at),
+			Attributes: map[string]string{"noise": hex.EncodeToString(payload)}}})
+	if err == nil {
+		f.acked = append(f.acked, at)
+	}
+	return err
+}
+
+// fill creates until a create fails and returns that failure.
+func (f *filler) fill(t *testing.T) error {
+	t.Helper()
+	for range smallDiskBytes / (8 << 10) * 4 {
+		if err := f.create(t); err != nil {
+			return err
+		}
+	}
+	t.Fatalf("%d creates of 16 KiB fit on a %d-byte disk", f.next, smallDiskBytes)
+	return nil
+}
+
+// requireAllAcknowledged lists cam-1 and finds every acknowledged capture.
+func requireAllAcknowledged(t *testing.T, client metadatav1.SingleImageMetadataServiceClient, acked []time.Time) {
+	t.Helper()
+	stored := map[time.Time]bool{}
+	token := ""
+	for {
+		resp, err := client.ListSingleImageMetadata(t.Context(), &metadatav1.ListSingleImageMetadataRequest{CameraId: "cam-1", PageSize: 1000, PageToken: token})
+		if err != nil {
+			t.Fatalf("list after restart: %v", err)
+		}
+		for _, m := range resp.GetMetadata() {
+			stored[m.GetCapturedAt().AsTime()] = true
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	var lost int
+	for _, at := range acked {
+		if !stored[at] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged creates lost after restart", lost, len(acked))
+	}
+}
+
+func healthOf(t *testing.T, d *daemon, service string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	resp, err := healthpb.NewHealthClient(d.conn(t)).Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatalf("health of %q: %v", service, err)
+	}
+	return resp.GetStatus()
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+	}
+}
+
+// TestFullDiskRefusesWritesKeepsReadsAndRecovers fills a small disk through
+// the daemon's free-space guard: writes are refused with RESOURCE_EXHAUSTED
+// before the engine meets ENOSPC, health reports writes NOT_SERVING while
+// the server and reads go on, freeing space brings writes back by itself,
+// and after a restart every acknowledged create is there.
+func TestFullDiskRefusesWritesKeepsReadsAndRecovers(t *testing.T) {
+	disk := mountSmallDisk(t)
+	ballast := writeBallast(t, disk, 6<<20)
+	dataDir := filepath.Join(disk, "data")
+	args := []string{"-min-free-mib", "4", "-health-interval", "50ms"}
+	d := startDaemon(t, dataDir, args...)
+	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	requireCode(t, f.fill(t), codes.ResourceExhausted)
+	t.Logf("%d creates acknowledged before the guard refused", len(f.acked))
+
+	eventually(t, "writes health NOT_SERVING", func() bool {
+		return healthOf(t, d, server.WritesHealthService) == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	for _, service := range []string{"", "metadata.v1.SingleImageMetadataService"} {
+		if got := healthOf(t, d, service); got != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %q is %v while only writes are refused", service, got)
+		}
+	}
+	latest, err := f.client.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"})
+	if err != nil {
+		t.Fatalf("read with the disk full: %v", err)
+	}
+	if got := latest.GetMetadata().GetCapturedAt().AsTime(); !got.Equal(f.acked[len(f.acked)-1]) {
+		t.Fatalf("latest image captured at %s, want the last acknowledged %s", got, f.acked[len(f.acked)-1])
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "writes accepted again after freeing space", func() bool { return f.create(t) == nil })
+	eventually(t, "writes health SERVING", func() bool {
+		return healthOf(t, d, server.WritesHealthService) == healthpb.HealthCheckResponse_SERVING
+	})
+	stop(t, d)
+
+	d = startDaemon(t, dataDir, args...)
+	requireAllAcknowledged(t, d.client(t), f.acked)
+	stop(t, d)
+}
+
+// TestEngineFatalErrorStopsTheProcess fills a small disk with the guard off,
+// so the engine itself meets ENOSPC in a commit: the daemon must stop at
+// once (fail-stop) rather than recover the engine's panic inside the call
+// and go on acknowledging writes, and after space is freed a restart finds
+// every acknowledged create.
+func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
+	disk := mountSmallDisk(t)
+	ballast := writeBallast(t, disk, 4<<20)
+	dataDir := filepath.Join(disk, "data")
+	d := startDaemon(t, dataDir, "-min-free-mib", "0")
+	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	err := f.fill(t)
+	t.Logf("%d creates acknowledged, then: %v", len(f.acked), err)
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("create on a full disk failed with %v, want UNAVAILABLE from a stopped process", code)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- d.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitFatalStatus {
+			t.Fatalf("daemon exit: %v, want status %d", err, exitFatalStatus)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon still running 30 s after the engine's fatal error")
+	}
+	var logged bool
+	for line := range d.logs {
+		logged = logged || strings.Contains(line, "storage engine failed")
+	}
+	if !logged {
+		t.Error("no log line says why the daemon stopped")
+	}
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, dataDir, "-min-free-mib", "0")
+	requireAllAcknowledged(t, d.client(t), f.acked)
+	stop(t, d)
+}
+
+// exitFatalStatus is the status the daemon exits with after a fatal engine error.
+const exitFatalStatus = 70
+
+func requireCode(t *testing.T, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Fatalf("got %v (%v), want %v", got, err, want)
+	}
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// WritesHealthService is the health service name that reports whether
+// writes are accepted: NOT_SERVING while the store is out of reach or nearly
+// out of space (writes then fail with RESOURCE_EXHAUSTED while reads go on).
+// The empty name and each API service report whether the store answers at
+// all, which is what a readiness probe asks.
+const WritesHealthService = "metadata.v1.Writes"
+
+// defaultHealthInterval is Options.HealthInterval when zero.
+const defaultHealthInterval = 5 * time.Second
+
+// healthChecker keeps the health statuses in step with the store: every
+// interval it asks the store for a row and the write check for its verdict.
+type healthChecker struct {
+	health   *health.Server
+	services []string
+	store    func(ctx context.Context) error
+	writes   func() error
+	interval time.Duration
+	log      *slog.Logger
+	// reachable is the last verdict, kept to log each change once.
+	reachable bool
+}
+
+// run checks at once and then every interval until ctx ends.
+func (c *healthChecker) run(ctx context.Context) {
+	ticker := time.NewTicker(c.interval)
+	defer ticker.Stop()
+	for {
+		c.check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// check runs both checks once and sets the statuses they call for.
+func (c *healthChecker) check(ctx context.Context) {
+	reachable, writable := true, true
+	if c.store != nil {
+		// A probe must not outlive its interval, or a store that hangs
+		// rather than fails would keep the last verdict forever.
+		probeCtx, cancel := context.WithTimeout(ctx, c.interval)
+		err := c.store(probeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if reachable = err == nil; reachable != c.reachable {
+			if reachable {
+				c.log.Info("store reachable again: serving")
+			} else {
+				c.log.Error("store unreachable: health reports NOT_SERVING", "err", err)
+			}
+		}
+	}
+	if c.writes != nil && reachable {
+		writable = c.writes() == nil
+	}
+	c.reachable = reachable
+	for _, name := range append([]string{""}, c.services...) {
+		c.health.SetServingStatus(name, servingStatus(reachable))
+	}
+	c.health.SetServingStatus(WritesHealthService, servingStatus(writable))
+}
+
+func servingStatus(ok bool) healthpb.HealthCheckResponse_ServingStatus {
+	if ok {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING
+}
