@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runTool runs the tool in process with args and returns its exit code,
+// its parsed report (zero when it printed none) and its stderr.
+func runTool(t *testing.T, args ...string) (int, report, map[string]any, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), append(args, "-progress", "off"), &stdout, &stderr)
+	var rep report
+	var shape map[string]any
+	if stdout.Len() > 0 {
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			t.Fatalf("report is not JSON: %v\n%s", err, stdout.String())
+		}
+		_ = json.Unmarshal(stdout.Bytes(), &shape)
+	}
+	return code, rep, shape, stderr.String()
+}
+
+// field follows a dotted path of JSON object keys.
+func field(t *testing.T, shape map[string]any, path string) any {
+	t.Helper()
+	var v any = shape
+	for _, key := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("report has no %s: %s is not an object", path, key)
+		}
+		if v, ok = m[key]; !ok {
+			t.Fatalf("report has no %s (missing %q)", path, key)
+		}
+	}
+	return v
+}
+
+// requireLatencies fails unless every RPC of p has calls, no errors and
+// ordered percentiles.
+func requireLatencies(t *testing.T, what string, p *phaseReport, rpcs ...string) {
+	t.Helper()
+	if p == nil {
+		t.Fatalf("%s: no report", what)
+	}
+	for _, name := range rpcs {
+		r, ok := p.RPCs[name]
+		if !ok || r.Calls == 0 {
+			t.Fatalf("%s: no %s calls in %+v", what, name, p.RPCs)
+		}
+		l := r.LatencyMs
+		if r.Errors != 0 || !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) || r.PerSecond <= 0 {
+			t.Fatalf("%s %s: %+v", what, name, r)
+		}
+	}
+}
+
+const fleetArgs = "-cameras 30 -concurrency 4 -batch-size 10"
+
+func TestRunMixesEveryRPCAndComparesWithHealthChecks(t *testing.T) {
+	s := startServer(t)
+	code, rep, shape, stderr := runTool(t, append([]string{"bench", "-addr", s.addr, "-ops", "400", "-ceiling"}, strings.Fields(fleetArgs)...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if rep.Mode != "run" || rep.Errors != 0 || rep.Workload.Calls != 400 || rep.Ceiling.Calls != 400 {
+		t.Fatalf("report: mode %s, errors %d, workload %d calls, ceiling %d calls", rep.Mode, rep.Errors, rep.Workload.Calls, rep.Ceiling.Calls)
+	}
+	requireLatencies(t, "workload", rep.Workload, "create", "get_latest", "batch_get_latest", "list")
+	requireLatencies(t, "ceiling", rep.Ceiling, "health_check")
+	for _, key := range []string{"throughput_vs_health", "create_p99_vs_health", "get_latest_p99_vs_health", "list_p50_vs_health"} {
+		if rep.Ratios[key] <= 0 {
+			t.Errorf("ratio %s = %v", key, rep.Ratios[key])
+		}
+	}
+	for _, path := range []string{"workload.rpcs.get_latest.latency_ms.p99", "workload.per_second", "ceiling.rpcs.health_check.latency_ms.max", "seed.calls"} {
+		if _, ok := field(t, shape, path).(float64); !ok {
+			t.Errorf("%s is not a number", path)
+		}
+	}
+	// The fleet's first minute was seeded, then creates went on a minute at a time.
+	got := s.latest(t, "load-cam-000029")
+	if !got["single"].After(rep.StartedAt.Add(-time.Minute)) || got["pano"].IsZero() || got["pre-stitch"].IsZero() {
+		t.Fatalf("newest images of the last camera: %v", got)
+	}
+}
+
+func TestSeedWritesEveryCamerasHistory(t *testing.T) {
+	s := startServer(t)
+	code, rep, _, stderr := runTool(t, "seed", "-addr", s.addr, "-cameras", "5", "-days", "2", "-seed-interval", "2h")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// 2 days every 2 hours, then the minute of the run: 25 images per camera and type.
+	const perCamera = 25
+	if rep.Seed.Calls != 5*3*perCamera || rep.Errors != 0 || rep.Workload != nil {
+		t.Fatalf("seed report: %+v, workload %v", rep.Seed, rep.Workload)
+	}
+	requireLatencies(t, "seed", rep.Seed, "create")
+	for cam := range 5 {
+		id := fmt.Sprintf("load-cam-%06d", cam)
+		latest := s.latest(t, id)
+		if d := latest["single"].Sub(rep.StartedAt); d < -time.Minute || d > time.Minute || !latest["pano"].Equal(latest["single"]) || !latest["pre-stitch"].Equal(latest["single"]) {
+			t.Fatalf("newest images of %s: %v, want the run's minute %v", id, latest, rep.StartedAt)
+		}
+		all := s.singles(t, id)
+		if len(all) != perCamera {
+			t.Fatalf("%s has %d single images, want %d", id, len(all), perCamera)
+		}
+		if oldest := all[len(all)-1].GetCapturedAt().AsTime(); latest["single"].Sub(oldest) != 48*time.Hour {
+			t.Fatalf("%s history spans %v, want 48h", id, latest["single"].Sub(oldest))
+		}
+	}
+}
+
+func TestPurgeDuringSplitsLatenciesAroundAnExactPurge(t *testing.T) {
+	s := startServer(t)
+	code, rep, shape, stderr := runTool(t, "purge-during", "-addr", s.addr, "-cameras", "5", "-batch-size", "5",
+		"-days", "2", "-seed-interval", "30m", "-ops", "600", "-concurrency", "4")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	p := rep.Purge
+	// The purge takes what is older than one day: 48 half-hours per camera and type.
+	const expired = 5 * 3 * 48
+	if p == nil || p.State != "PURGE_STATE_SUCCEEDED" || p.MetadataRowsDeleted != expired || p.IndexRowsDeleted != expired || p.DevicesTotal != 15 {
+		t.Fatalf("purge: %+v", p)
+	}
+	calls := p.Before.Calls + p.During.Calls
+	if p.After != nil {
+		calls += p.After.Calls
+	}
+	if calls != 600 || p.Before.Calls < 300 || rep.Errors != 0 {
+		t.Fatalf("calls before %d, during %d, after %v; errors %d", p.Before.Calls, p.During.Calls, p.After, rep.Errors)
+	}
+	requireLatencies(t, "before the purge", p.Before, "create", "get_latest", "list")
+	if p.During.Calls > 0 && len(p.P99Ratio) == 0 {
+		t.Fatalf("no p99 ratios with %d calls during the purge", p.During.Calls)
+	}
+	_ = field(t, shape, "purge.p99_during_vs_before")
+	for cam := range 5 {
+		all := s.singles(t, fmt.Sprintf("load-cam-%06d", cam))
+		if len(all) != 49 { // the younger day, every half hour, and the run's minutes
+			if n := len(all); n < 49 {
+				t.Fatalf("camera %d keeps %d single images, want the 48 younger seeded ones and later", cam, n)
+			}
+		}
+		if oldest := all[len(all)-1].GetCapturedAt().AsTime(); oldest.Before(p.Cutoff.Truncate(time.Minute)) {
+			t.Fatalf("camera %d keeps an image of %v, before the cutoff %v", cam, oldest, p.Cutoff)
+		}
+	}
+}
+
+func TestHistoryMeasuresReadsAtEachDepth(t *testing.T) {
+	s := startServer(t)
+	code, rep, _, stderr := runTool(t, "history", "-addr", s.addr, "-cameras", "4", "-history-days", "1,3",
+		"-seed-interval", "6h", "-mix", "get-latest=3,list=1,create=5", "-ops", "80", "-concurrency", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if len(rep.History) != 2 || rep.History[0].Images != 5 || rep.History[1].Images != 13 {
+		t.Fatalf("history steps: %+v", rep.History)
+	}
+	for _, step := range rep.History {
+		requireLatencies(t, fmt.Sprintf("%d days", step.Days), step.Reads, "get_latest", "list")
+		if _, ok := step.Reads.RPCs["create"]; ok {
+			t.Fatalf("history mode wrote during its measurement at %d days", step.Days)
+		}
+	}
+	if rep.History[1].P99VsFirst["get_latest"] <= 0 {
+		t.Fatalf("no p99 ratio at the second depth: %+v", rep.History[1])
+	}
+	if n := len(s.singles(t, "load-cam-000003")); n != 13 {
+		t.Fatalf("camera 3 has %d single images after 3 days every 6h, want 13", n)
+	}
+}
+
+func TestSoakSamplesServerMemoryAndPassesWithoutErrors(t *testing.T) {
+	s := startServer(t)
+	code, rep, _, stderr := runTool(t, append([]string{"soak", "-addr", s.addr, "-duration", "1500ms", "-rate", "300", "-rss-interval", "200ms"},
+		strings.Fields(fleetArgs)...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// The server runs in this process: the tool finds it by its listening port.
+	if rep.RSS == nil || rep.RSS.PID != os.Getpid() || len(rep.RSS.Samples) < 3 || rep.RSS.MaxBytes == 0 {
+		t.Fatalf("server RSS: %+v", rep.RSS)
+	}
+	if rep.Errors != 0 || rep.Workload.Calls == 0 {
+		t.Fatalf("soak: %d errors, %d calls", rep.Errors, rep.Workload.Calls)
+	}
+}
+
+func TestSoakFailsWhenCallsFail(t *testing.T) {
+	s := startServer(t)
+	// The server stops once the fleet is seeded: every later call of the
+	// soak fails. A graceful stop lets the seeding creates in flight finish.
+	go func() {
+		for !s.seeded(30) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		s.srv.Shutdown(context.Background())
+	}()
+	code, rep, _, stderr := runTool(t, append([]string{"soak", "-addr", s.addr, "-duration", "4s", "-rate", "300", "-server-pid", "-1"},
+		strings.Fields(fleetArgs)...)...)
+	if code != exitFail || !strings.Contains(stderr, "calls failed") {
+		t.Fatalf("soak with a stopped server: exit %d, stderr %q", code, stderr)
+	}
+	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 {
+		t.Fatalf("report of the failed soak: %d errors, by code %v", rep.Errors, rep.Workload.ErrorsByCode)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no mode", nil},
+		{"unknown mode", []string{"stress"}},
+		{"unbounded run", []string{"run", "-duration", "0"}},
+		{"seed without days", []string{"seed"}},
+		{"purge everything", []string{"purge-during", "-days", "2", "-purge-older-than", "72h"}},
+		{"unknown call in mix", []string{"run", "-mix", "create=1,delete=2"}},
+		{"unknown image type", []string{"run", "-types", "single,thermal"}},
+		{"seed interval below a minute", []string{"seed", "-days", "1", "-seed-interval", "30s"}},
+		{"falling history", []string{"history", "-history-days", "7,1"}},
+		{"key without certificate", []string{"ceiling", "-tls-key", "k.pem"}},
+		{"token twice", []string{"ceiling", "-token", "a", "-token-file", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, _, stderr := runTool(t, tc.args...)
+			if code != exitUsage || stderr == "" {
+				t.Fatalf("exit %d, stderr %q; want %d and a reason", code, stderr, exitUsage)
+			}
+		})
+	}
+}

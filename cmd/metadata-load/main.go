@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes: a run that measured what it was asked to is 0; a soak with
+// errors, a failed purge or a failure to reach the server is 1; bad usage is 2.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// run is the whole tool: it parses args, runs the mode against the server
+// and writes the report, returning the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "metadata-load:", err)
+		return exitUsage
+	}
+	cl, err := dial(cfg.client)
+	if err != nil {
+		fmt.Fprintln(stderr, "metadata-load:", err)
+		return exitUsage
+	}
+	defer cl.conn.Close()
+	if !cfg.client.secure() && (cfg.client.token != "" || cfg.client.tokenFile != "") {
+		fmt.Fprintln(stderr, "metadata-load: warning: the bearer token is sent without TLS")
+	}
+	rep, err := execute(ctx, cfg, cl, progressFor(cfg.progress, stderr))
+	if rep != nil {
+		if werr := rep.write(cfg.reportPath, stdout); werr != nil {
+			fmt.Fprintln(stderr, "metadata-load: report:", werr)
+			return exitFail
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "metadata-load:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// progressFor is the live progress -progress asks for: with auto, only
+// when stderr is a terminal, so logs and CI output stay quiet.
+func progressFor(mode string, stderr io.Writer) *progress {
+	switch mode {
+	case "on":
+		return &progress{w: stderr}
+	case "auto":
+		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return &progress{w: stderr}
+		}
+	}
+	return nil
+}
