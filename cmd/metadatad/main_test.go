@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/azurite"
@@ -103,43 +102,6 @@ func (d *daemon) conn(t *testing.T) *grpc.ClientConn {
 func (d *daemon) client(t *testing.T) metadatav1.SingleImageMetadataServiceClient {
 	t.Helper()
 	return metadatav1.NewSingleImageMetadataServiceClient(d.conn(t))
-}
-
-// TestAcknowledgedCreatesSurviveKill9 kills the daemon without warning right
-// after its replies and finds every acknowledged create after a restart;
-// then a SIGTERM stops it cleanly.
-func TestAcknowledgedCreatesSurviveKill9(t *testing.T) {
-	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
-	client := d.client(t)
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const n = 50
-	for i := range n {
-		_, err := client.CreateSingleImageMetadata(t.Context(), &metadatav1.CreateSingleImageMetadataRequest{
-			Metadata: &metadatav1.SingleImageMetadata{CameraId: "cam-1", CapturedAt: timestamppb.New(base.Add(time.Duration(i) * time.Minute))}})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = d.cmd.Wait()
-
-	d = startDaemon(t, dataDir)
-	client = d.client(t)
-	resp, err := client.ListSingleImageMetadata(t.Context(), &metadatav1.ListSingleImageMetadataRequest{CameraId: "cam-1", PageSize: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.GetMetadata()) != n {
-		t.Fatalf("%d images after kill -9, want all %d acknowledged", len(resp.GetMetadata()), n)
-	}
-	if got := resp.GetMetadata()[0].GetCapturedAt().AsTime(); !got.Equal(base.Add((n - 1) * time.Minute)) {
-		t.Fatalf("newest image after restart captured at %s", got)
-	}
-
-	stop(t, d)
 }
 
 // stop sends SIGTERM and waits for the daemon to log a clean stop and exit 0.

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+var killCycles = flag.Int("kill-cycles", 20, "kill -9 cycles of TestAcknowledgedCreatesSurviveKill9 (more for a longer proof)")
+
+// crashWriters write concurrently while the daemon is killed, each to its
+// own cameras, so every acknowledged create can be looked for afterwards.
+const (
+	crashWriters          = 8
+	crashCamerasPerWriter = 4
+)
+
+var crashBase = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// imageClients are the three image services on one connection.
+type imageClients struct {
+	single    metadatav1.SingleImageMetadataServiceClient
+	pano      metadatav1.PanoImageMetadataServiceClient
+	preStitch metadatav1.PreStitchImageMetadataServiceClient
+}
+
+func newImageClients(conn *grpc.ClientConn) imageClients {
+	return imageClients{
+		single:    metadatav1.NewSingleImageMetadataServiceClient(conn),
+		pano:      metadatav1.NewPanoImageMetadataServiceClient(conn),
+		preStitch: metadatav1.NewPreStitchImageMetadataServiceClient(conn),
+	}
+}
+
+// written is one image a writer created.
+type written struct {
+	kind   images.Kind
+	camera string
+	at     time.Time
+}
+
+// create writes the image w names, of its kind.
+func (c imageClients) create(ctx context.Context, w written) error {
+	at := timestamppb.New(w.at)
+	uri := fmt.Sprintf("https://blobs.example/%s/%d.jpg", w.camera, w.at.Unix())
+	attrs := map[string]string{"site": "crash"}
+	var err error
+	switch w.kind {
+	case images.Single:
+		_, err = c.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{Metadata: &metadatav1.SingleImageMetadata{
+			CameraId: w.camera, CapturedAt: at, BlobUri: uri, SizeBytes: 200_000, Attributes: attrs}})
+	case images.Pano:
+		_, err = c.pano.CreatePanoImageMetadata(ctx, &metadatav1.CreatePanoImageMetadataRequest{Metadata: &metadatav1.PanoImageMetadata{
+			CameraId: w.camera, CapturedAt: at, BlobUri: uri, SizeBytes: 3_000_000, IsClearDay: w.at.Unix()%2 == 0, Attributes: attrs}})
+	case images.PreStitch:
+		_, err = c.preStitch.CreatePreStitchImageMetadata(ctx, &metadatav1.CreatePreStitchImageMetadataRequest{Metadata: &metadatav1.PreStitchImageMetadata{
+			CameraId: w.camera, CapturedAt: at, BlobUri: uri, SizeBytes: 3_500_000, PanoImageCorrelationId: "pano-" + uri, Attributes: attrs}})
+	}
+	return err
+}
+
+// captured lists the capture times of every image of a camera and kind, newest first.
+func (c imageClients) captured(t *testing.T, kind images.Kind, camera string) []time.Time {
+	t.Helper()
+	var out []time.Time
+	token := ""
+	for {
+		var got []interface{ GetCapturedAt() *timestamppb.Timestamp }
+		var next string
+		var err error
+		switch kind {
+		case images.Single:
+			var r *metadatav1.ListSingleImageMetadataResponse
+			r, err = c.single.ListSingleImageMetadata(t.Context(), &metadatav1.ListSingleImageMetadataRequest{CameraId: camera, PageSize: 1000, PageToken: token})
+			for _, m := range r.GetMetadata() {
+				got = append(got, m)
+			}
+			next = r.GetNextPageToken()
+		case images.Pano:
+			var r *metadatav1.ListPanoImageMetadataResponse
+			r, err = c.pano.ListPanoImageMetadata(t.Context(), &metadatav1.ListPanoImageMetadataRequest{CameraId: camera, PageSize: 1000, PageToken: token})
+			for _, m := range r.GetMetadata() {
+				got = append(got, m)
+			}
+			next = r.GetNextPageToken()
+		case images.PreStitch:
+			var r *metadatav1.ListPreStitchImageMetadataResponse
+			r, err = c.preStitch.ListPreStitchImageMetadata(t.Context(), &metadatav1.ListPreStitchImageMetadataRequest{CameraId: camera, PageSize: 1000, PageToken: token})
+			for _, m := range r.GetMetadata() {
+				got = append(got, m)
+			}
+			next = r.GetNextPageToken()
+		}
+		if err != nil {
+			t.Fatalf("list %s of %s: %v", kind, camera, err)
+		}
+		for _, m := range got {
+			out = append(out, m.GetCapturedAt().AsTime())
+		}
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}
+
+// TestAcknowledgedCreatesSurviveKill9 kills the daemon without warning,
+// -kill-cycles times, while 8 writers create images of all three types;
+// every create it acknowledged is readable after the restarts, and the
+// primary and index tables of each type hold exactly the same images.
+func TestAcknowledgedCreatesSurviveKill9(t *testing.T) {
+	dataDir := t.TempDir()
+	acked := make([][]written, crashWriters)
+	next := make([]int, crashWriters)
+	for cycle := range *killCycles {
+		d := startDaemon(t, dataDir)
+		clients := newImageClients(d.conn(t))
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		var first sync.WaitGroup
+		first.Add(crashWriters)
+		for w := range crashWriters {
+			wg.Go(func() {
+				firstDone := false
+				defer func() {
+					if !firstDone {
+						first.Done()
+					}
+				}()
+				for ctx.Err() == nil {
+					seq := next[w]
+					next[w]++
+					img := written{
+						kind:   images.Kinds[seq%len(images.Kinds)],
+						camera: fmt.Sprintf("crash-w%d-c%d", w, seq/len(images.Kinds)%crashCamerasPerWriter),
+						at:     crashBase.Add(time.Duration(seq) * time.Second),
+					}
+					if err := clients.create(ctx, img); err != nil {
+						return // the daemon is gone; this create's outcome is unknown
+					}
+					acked[w] = append(acked[w], img)
+					if !firstDone {
+						firstDone = true
+						first.Done()
+					}
+				}
+			})
+		}
+		// Kill once every writer has had a create acknowledged this cycle,
+		// at a random point of the stream after that.
+		first.Wait()
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
+		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = d.cmd.Wait()
+		cancel()
+		wg.Wait()
+		t.Logf("cycle %d: killed with %d creates acknowledged so far", cycle, countAcked(acked))
+	}
+
+	d := startDaemon(t, dataDir)
+	clients := newImageClients(d.conn(t))
+	for w := range crashWriters {
+		byPartition := map[string][]time.Time{}
+		for _, img := range acked[w] {
+			key := img.kind.String() + "/" + img.camera
+			byPartition[key] = append(byPartition[key], img.at)
+		}
+		for key, want := range byPartition {
+			kindName, camera, _ := strings.Cut(key, "/")
+			got := clients.captured(t, kindByName(t, kindName), camera)
+			for _, at := range want {
+				if !slices.ContainsFunc(got, at.Equal) {
+					t.Fatalf("acknowledged %s image of %s at %v lost after %d kill -9 cycles", kindName, camera, at, *killCycles)
+				}
+			}
+		}
+	}
+	stop(t, d)
+	requireIndexMatchesPrimary(t, dataDir, time.Time{})
+}
+
+func countAcked(acked [][]written) int {
+	n := 0
+	for _, a := range acked {
+		n += len(a)
+	}
+	return n
+}
+
+func kindByName(t *testing.T, name string) images.Kind {
+	t.Helper()
+	for _, k := range images.Kinds {
+		if k.String() == name {
+			return k
+		}
+	}
+	t.Fatalf("no image kind %q", name)
+	return 0
+}
+
+// requireIndexMatchesPrimary opens the stopped daemon's store and checks,
+// for each image type, that every primary row has its index row and every
+// index row its primary row, in the partition of its capture minute; and
+// that no row of either table is older than notBefore.
+func requireIndexMatchesPrimary(t *testing.T, dataDir string, notBefore time.Time) {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: dataDir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, kind := range images.Kinds {
+		primary := map[string]bool{}
+		for _, e := range scanAll(t, db, kind.DefaultTable()) {
+			at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+			if err != nil {
+				t.Fatalf("%s row %s/%s: %v", kind, e.PartitionKey, e.RowKey, err)
+			}
+			if at.Before(notBefore) {
+				t.Errorf("%s row of %s at %v survived a purge before %v", kind, e.PartitionKey, at, notBefore)
+			}
+			primary[store.MinutePartitionKey(at)+"/"+e.RowKey+"_"+e.PartitionKey] = true
+		}
+		index := map[string]bool{}
+		for _, e := range scanAll(t, db, images.IndexTable(kind.DefaultTable())) {
+			index[e.PartitionKey+"/"+e.RowKey] = true
+			if !primary[e.PartitionKey+"/"+e.RowKey] {
+				t.Errorf("%s index row %s/%s has no primary row", kind, e.PartitionKey, e.RowKey)
+			}
+		}
+		for key := range primary {
+			if !index[key] {
+				t.Errorf("%s primary row %s has no index row", kind, key)
+			}
+		}
+		if len(primary) == 0 {
+			t.Errorf("no %s rows at all", kind)
+		}
+		t.Logf("%s: %d primary rows, %d index rows", kind, len(primary), len(index))
+	}
+}
+
+func scanAll(t *testing.T, db *pebble.DB, table string) []store.Entity {
+	t.Helper()
+	tbl, err := db.Table(t.Context(), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []store.Entity
+	scan := store.Scan{}
+	for {
+		page, err := tbl.Scan(t.Context(), scan)
+		if err != nil {
+			t.Fatalf("scan %s: %v", table, err)
+		}
+		all = append(all, page.Entities...)
+		if page.Next == nil {
+			return all
+		}
+		scan.Resume = page.Next
+	}
+}
