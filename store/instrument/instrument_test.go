@@ -1,0 +1,137 @@
+package instrument_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/storetest"
+)
+
+func openPebble(t *testing.T) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestConformance runs the store contract against wrapped Pebble: the
+// wrapper keeps every rule, fast paths and cross-table transactions included.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Backend {
+		return instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(prometheus.NewRegistry())})
+	})
+}
+
+func TestKeepsFastPaths(t *testing.T) {
+	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(prometheus.NewRegistry())})
+	if _, ok := b.(store.Transactor); !ok {
+		t.Error("wrapped Pebble backend lost store.Transactor")
+	}
+	tbl, err := b.Table(t.Context(), "Things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.(store.Counter); !ok {
+		t.Error("wrapped table lost store.Counter")
+	}
+	if _, ok := tbl.(store.KeyDeleter); !ok {
+		t.Error("wrapped table lost store.KeyDeleter")
+	}
+	if _, ok := tbl.(store.RangeDeleter); !ok {
+		t.Error("wrapped table lost store.RangeDeleter")
+	}
+}
+
+// plainBackend hides Pebble's optional interfaces.
+type plainBackend struct{ inner store.Backend }
+
+func (p plainBackend) Table(ctx context.Context, name string) (store.Table, error) {
+	t, err := p.inner.Table(ctx, name)
+	return struct{ store.Table }{t}, err
+}
+
+func TestAddsNoFastPaths(t *testing.T) {
+	b := instrument.Backend(plainBackend{openPebble(t)}, instrument.Options{Name: "plain", Metrics: instrument.NewMetrics(prometheus.NewRegistry())})
+	if _, ok := b.(store.Transactor); ok {
+		t.Error("wrapper of a backend without transactions claims store.Transactor")
+	}
+	tbl, err := b.Table(t.Context(), "Things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.(store.Counter); ok {
+		t.Error("wrapper of a plain table claims store.Counter")
+	}
+}
+
+func TestRecordsLatencyAndErrors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(reg)})
+	tbl, err := b.Table(t.Context(), "Things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := store.Entity{PartitionKey: "p", RowKey: "r", Properties: store.Properties{"N": int32(1)}}
+	if _, err := tbl.Insert(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Insert(t.Context(), e); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("second insert: %v, want ErrAlreadyExists", err)
+	}
+	if _, err := tbl.Get(t.Context(), "p", "missing"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get: %v, want ErrNotFound", err)
+	}
+	if n, err := tbl.(store.Counter).CountRows(t.Context(), "p", store.Range{}); err != nil || n != 1 {
+		t.Fatalf("CountRows = %d, %v; want 1", n, err)
+	}
+	want := `
+# HELP metadatad_store_operation_errors_total Store operations that failed, by backend, operation and kind of error. not_found, already_exists, conflict and invalid are answers of the contract; failure is the one to alert on.
+# TYPE metadatad_store_operation_errors_total counter
+metadatad_store_operation_errors_total{backend="embedded",error="already_exists",operation="insert"} 1
+metadatad_store_operation_errors_total{backend="embedded",error="not_found",operation="get"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "metadatad_store_operation_errors_total"); err != nil {
+		t.Error(err)
+	}
+	if got, err := testutil.GatherAndCount(reg, "metadatad_store_operation_duration_seconds"); err != nil || got != 3 {
+		t.Errorf("%d duration series (%v), want 3: insert, get, count_rows", got, err)
+	}
+	for op, n := range map[string]int{"insert": 2, "get": 1, "count_rows": 1} {
+		if c := histogramCount(t, reg, op); c != uint64(n) {
+			t.Errorf("%s observed %d times, want %d", op, c, n)
+		}
+	}
+}
+
+func histogramCount(t *testing.T, reg *prometheus.Registry, operation string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "metadatad_store_operation_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && l.GetValue() == operation {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,157 @@
+package instrument
+
+import (
+	"context"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// Options configures Backend.
+type Options struct {
+	// Name is the backend label of every series, e.g. "embedded" or "azure". Required.
+	Name string
+	// Metrics receives the measurements. Required.
+	Metrics *Metrics
+}
+
+// Backend returns b with every table it opens instrumented. The result
+// implements store.Transactor when b does, and its tables implement
+// store.Counter, store.KeyDeleter and store.RangeDeleter when b's tables
+// implement all three (as Pebble's do); a table with only some of them is
+// wrapped without them, and its callers take their generic paths.
+func Backend(b store.Backend, opts Options) store.Backend {
+	base := &backend{inner: b, opts: opts}
+	if t, ok := b.(store.Transactor); ok {
+		return &transactor{backend: base, inner: t}
+	}
+	return base
+}
+
+type backend struct {
+	inner store.Backend
+	opts  Options
+}
+
+func (b *backend) Table(ctx context.Context, name string) (store.Table, error) {
+	t, err := b.inner.Table(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	base := &table{inner: t, opts: b.opts}
+	if f, ok := t.(fastPaths); ok {
+		return &fastTable{table: base, fast: f}, nil
+	}
+	return base, nil
+}
+
+// call runs one operation and records it.
+func (o Options) call(ctx context.Context, operation string, f func(context.Context) error) error {
+	start := time.Now()
+	err := f(ctx)
+	o.Metrics.observe(o.Name, operation, start, err)
+	return err
+}
+
+// transactor is a backend whose inner backend commits across tables.
+type transactor struct {
+	*backend
+	inner store.Transactor
+}
+
+// Transact hands the inner backend its own tables: backends recognise
+// their tables by type.
+func (b *transactor) Transact(ctx context.Context, ops []store.TableOp) error {
+	unwrapped := make([]store.TableOp, len(ops))
+	for i, op := range ops {
+		unwrapped[i] = store.TableOp{Table: Unwrap(op.Table), Op: op.Op}
+	}
+	return b.opts.call(ctx, "transact", func(ctx context.Context) error { return b.inner.Transact(ctx, unwrapped) })
+}
+
+// Unwrap returns the table an instrumented table wraps, or t itself.
+func Unwrap(t store.Table) store.Table {
+	switch w := t.(type) {
+	case *table:
+		return w.inner
+	case *fastTable:
+		return w.inner
+	}
+	return t
+}
+
+type table struct {
+	inner store.Table
+	opts  Options
+}
+
+func (t *table) Name() string { return t.inner.Name() }
+
+func (t *table) Insert(ctx context.Context, e store.Entity) (out store.Entity, err error) {
+	err = t.opts.call(ctx, "insert", func(ctx context.Context) error { out, err = t.inner.Insert(ctx, e); return err })
+	return out, err
+}
+
+func (t *table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (out store.Entity, err error) {
+	err = t.opts.call(ctx, "upsert", func(ctx context.Context) error { out, err = t.inner.Upsert(ctx, e, mode); return err })
+	return out, err
+}
+
+func (t *table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (out store.Entity, err error) {
+	err = t.opts.call(ctx, "update", func(ctx context.Context) error {
+		out, err = t.inner.Update(ctx, e, mode, ifMatch)
+		return err
+	})
+	return out, err
+}
+
+func (t *table) Get(ctx context.Context, partitionKey, rowKey string) (out store.Entity, err error) {
+	err = t.opts.call(ctx, "get", func(ctx context.Context) error { out, err = t.inner.Get(ctx, partitionKey, rowKey); return err })
+	return out, err
+}
+
+func (t *table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
+	return t.opts.call(ctx, "delete", func(ctx context.Context) error { return t.inner.Delete(ctx, partitionKey, rowKey, ifMatch) })
+}
+
+func (t *table) Query(ctx context.Context, q store.Query) (out store.Page, err error) {
+	err = t.opts.call(ctx, "query", func(ctx context.Context) error { out, err = t.inner.Query(ctx, q); return err })
+	return out, err
+}
+
+func (t *table) Scan(ctx context.Context, s store.Scan) (out store.Page, err error) {
+	err = t.opts.call(ctx, "scan", func(ctx context.Context) error { out, err = t.inner.Scan(ctx, s); return err })
+	return out, err
+}
+
+func (t *table) Batch(ctx context.Context, ops []store.Op) error {
+	return t.opts.call(ctx, "batch", func(ctx context.Context) error { return t.inner.Batch(ctx, ops) })
+}
+
+// fastPaths are the optional table interfaces the wrapper passes on.
+type fastPaths interface {
+	store.Counter
+	store.KeyDeleter
+	store.RangeDeleter
+}
+
+type fastTable struct {
+	*table
+	fast fastPaths
+}
+
+func (t *fastTable) CountRows(ctx context.Context, partitionKey string, rows store.Range) (n int64, err error) {
+	err = t.opts.call(ctx, "count_rows", func(ctx context.Context) error {
+		n, err = t.fast.CountRows(ctx, partitionKey, rows)
+		return err
+	})
+	return n, err
+}
+
+func (t *fastTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
+	return t.opts.call(ctx, "delete_keys", func(ctx context.Context) error { return t.fast.DeleteKeys(ctx, keys) })
+}
+
+func (t *fastTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+	return t.opts.call(ctx, "delete_ranges", func(ctx context.Context) error { return t.fast.DeleteRanges(ctx, ranges) })
+}
