@@ -132,6 +132,7 @@ type Engine struct {
 	runCtx  context.Context
 	running map[string]bool
 	changed chan struct{}
+	stats   Stats
 	wg      sync.WaitGroup
 }
 
@@ -400,6 +401,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		e.log.Error("purge: cannot record the end of a job", "job", id, "err", err, "cause", cause)
 		return
 	}
+	e.countEnded(j)
 	if err := e.jobs.deactivate(ctx, id); err != nil {
 		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
 	}

@@ -1,0 +1,120 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// Stats are what this engine's purges have done since it opened, for
+// monitoring. They count in this process only; the store keeps each job's
+// lasting record.
+type Stats struct {
+	// Running is how many jobs this engine is running now.
+	Running int
+	// Ended counts the jobs this engine ended, by final state, dry runs included.
+	Ended map[State]int64
+	// RowsDeleted counts the rows the ended jobs deleted, by table name
+	// (primary and index tables), dry runs excluded.
+	RowsDeleted map[string]int64
+	// DevicesFailed counts the cameras the ended jobs could not purge.
+	DevicesFailed int64
+}
+
+// Stats returns a copy of the engine's counts.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	s.Running = len(e.running)
+	s.Ended = maps.Clone(e.stats.Ended)
+	s.RowsDeleted = maps.Clone(e.stats.RowsDeleted)
+	return s
+}
+
+// countEnded adds a job that this engine ended to the stats.
+func (e *Engine) countEnded(j *Job) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stats.Ended == nil {
+		e.stats.Ended, e.stats.RowsDeleted = map[State]int64{}, map[string]int64{}
+	}
+	e.stats.Ended[j.State]++
+	for _, p := range j.Kinds {
+		e.stats.DevicesFailed += p.Counts.DevicesFailed
+		repo, ok := e.repos[p.Kind]
+		if j.DryRun || !ok {
+			continue
+		}
+		primary, index := repo.Tables()
+		e.stats.RowsDeleted[primary.Name()] += p.Counts.MetadataRows
+		e.stats.RowsDeleted[index.Name()] += p.Counts.IndexRows
+	}
+}
+
+// recentJobs is how many of the newest jobs Status looks through.
+const recentJobs = 100
+
+// Status is the store's view of retention, the same from every replica.
+type Status struct {
+	// LastSucceeded is when the latest successful purge (not a dry run) of
+	// each kind ended, among the most recent jobs; a kind without one is missing.
+	LastSucceeded map[images.Kind]time.Time
+	// Retention is how far back the latest purge (not a dry run) cut: the
+	// time it was created minus its cutoff; 0 without one.
+	Retention time.Duration
+	// Oldest is the capture minute of each kind's oldest indexed rows, the
+	// next rows a purge would retire; a kind without rows is missing.
+	Oldest map[images.Kind]time.Time
+}
+
+// Status reads the latest purges and the oldest row of each kind: one page
+// of jobs and one single-row scan of each index.
+func (e *Engine) Status(ctx context.Context) (Status, error) {
+	s := Status{LastSucceeded: map[images.Kind]time.Time{}, Oldest: map[images.Kind]time.Time{}}
+	jobs, _, err := e.jobs.list(ctx, recentJobs, nil)
+	if err != nil {
+		return Status{}, err
+	}
+	for _, j := range jobs {
+		if j.DryRun {
+			continue
+		}
+		if s.Retention == 0 {
+			s.Retention = j.Created.Sub(j.Cutoff)
+		}
+		if j.State != Succeeded {
+			continue
+		}
+		for _, k := range j.ImageKinds() {
+			if j.Ended.After(s.LastSucceeded[k]) {
+				s.LastSucceeded[k] = j.Ended
+			}
+		}
+	}
+	for kind, repo := range e.repos {
+		_, index := repo.Tables()
+		page, err := index.Scan(ctx, store.Scan{Limit: 1})
+		if err != nil {
+			return Status{}, err
+		}
+		if len(page.Entities) == 0 {
+			continue
+		}
+		// An index row key is the primary row key, inverted ticks, then "_"
+		// and the camera id; the first row of the first partition is the
+		// newest of the oldest minute, so only its minute counts.
+		rowKey, _, _ := strings.Cut(page.Entities[0].RowKey, "_")
+		captured, err := store.TimeFromInvertedTicksRowKey(rowKey)
+		if err != nil {
+			return Status{}, fmt.Errorf("retention: oldest %s index row: %w", kind, err)
+		}
+		s.Oldest[kind] = captured.Truncate(time.Minute)
+	}
+	return s, nil
+}
