@@ -159,6 +159,19 @@ func (q *Queue) DeadLetter(ctx context.Context, m queue.Message) error {
 	return q.Delete(ctx, m)
 }
 
+// Depth is the queue's approximate message count, as Azure reports it:
+// messages in flight included, poison queue excluded.
+func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	props, err := q.main.GetProperties(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("azqueue: depth: %w", describe(err))
+	}
+	if props.ApproximateMessagesCount == nil {
+		return 0, nil
+	}
+	return int64(*props.ApproximateMessagesCount), nil
+}
+
 // describe keeps an error's status and code and drops the rest: the SDK's
 // messages quote request URLs, which may carry a SAS token.
 func describe(err error) error {

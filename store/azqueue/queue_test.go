@@ -150,3 +150,22 @@ func TestBadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+func TestDepth(t *testing.T) {
+	q, _, _ := open(t)
+	for i := range 3 {
+		if err := q.Send(t.Context(), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := receiveOne(t, q, time.Minute)
+	if n, err := q.Depth(t.Context()); err != nil || n != 3 {
+		t.Errorf("Depth = %d, %v; want 3, the message in flight included", n, err)
+	}
+	if err := q.DeadLetter(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.Depth(t.Context()); err != nil || n != 2 {
+		t.Errorf("Depth = %d, %v; want 2 after a dead letter", n, err)
+	}
+}

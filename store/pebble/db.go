@@ -92,6 +92,10 @@ func Open(opts Options) (*DB, error) {
 // Close flushes nothing it has not already synced and releases the database.
 func (d *DB) Close() error { return d.db.Close() }
 
+// Metrics is the engine's own account of its health: read amplification,
+// compaction debt, cache hits, disk usage and the rest.
+func (d *DB) Metrics() *pebbledb.Metrics { return d.db.Metrics() }
+
 // Table returns a handle on the named table. Tables need no creation: a
 // table is the set of keys under its name.
 func (d *DB) Table(_ context.Context, name string) (store.Table, error) {

@@ -149,6 +149,31 @@ func (q *Queue) DeadLetter(ctx context.Context, m Message) error {
 	return q.Delete(ctx, m)
 }
 
+// Depth counts the messages not yet deleted, those in flight included and
+// dead letters excluded, as Azure Queue Storage counts them.
+func (q *Queue) Depth(ctx context.Context) (int64, error) {
+	if c, ok := q.table.(store.Counter); ok {
+		n, err := c.CountRows(ctx, readyPartition, store.Range{})
+		if err != nil {
+			return 0, fmt.Errorf("queue: depth: %w", err)
+		}
+		return n, nil
+	}
+	var n int64
+	query := store.Query{PartitionKey: readyPartition}
+	for {
+		page, err := q.table.Query(ctx, query)
+		if err != nil {
+			return 0, fmt.Errorf("queue: depth: %w", err)
+		}
+		n += int64(len(page.Entities))
+		if page.Next == nil {
+			return n, nil
+		}
+		query.Resume = page.Next
+	}
+}
+
 // newID orders messages by send time; the random tail keeps ids unique
 // across senders.
 func newID(now time.Time) string {

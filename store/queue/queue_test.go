@@ -177,3 +177,40 @@ func TestConcurrentReceiversShareWork(t *testing.T) {
 		}
 	}
 }
+
+// TestDepth counts messages in flight and not dead letters, with the
+// table's counter and without it.
+func TestDepth(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "counter", true: "query"}[plain], func(t *testing.T) {
+			q, tbl, c := open(t)
+			if plain {
+				q = queue.Open(struct{ store.Table }{tbl}, queue.Options{Now: c.Now})
+			}
+			for i := range 3 {
+				if err := q.Send(t.Context(), []byte(fmt.Sprint(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs, err := q.Receive(t.Context(), 2, time.Minute)
+			if err != nil || len(msgs) != 2 {
+				t.Fatalf("received %d, %v; want 2", len(msgs), err)
+			}
+			wantDepth(t, q, 3)
+			if err := q.Delete(t.Context(), msgs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.DeadLetter(t.Context(), msgs[1]); err != nil {
+				t.Fatal(err)
+			}
+			wantDepth(t, q, 1)
+		})
+	}
+}
+
+func wantDepth(t *testing.T, q *queue.Queue, want int64) {
+	t.Helper()
+	if n, err := q.Depth(t.Context()); err != nil || n != want {
+		t.Errorf("Depth = %d, %v; want %d", n, err, want)
+	}
+}
