@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -16,10 +17,11 @@ import (
 )
 
 // interceptorChain is the chain every call runs through, outermost first:
-// logging (skipping health probes, which would drown the log), then
+// metrics, when given, so every call is counted whatever refuses it later;
+// logging (skipping health probes, which would drown the log); then
 // recovery, innermost, so a panic becomes an INTERNAL status that the
-// logging interceptor still records.
-func interceptorChain(log *slog.Logger) []grpc.ServerOption {
+// logging and metrics interceptors still record.
+func interceptorChain(log *slog.Logger, metrics *grpcprom.ServerMetrics) []grpc.ServerOption {
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
 	})
@@ -31,14 +33,19 @@ func interceptorChain(log *slog.Logger) []grpc.ServerOption {
 		log.ErrorContext(ctx, "panic serving call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(
-			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
-			recovery.UnaryServerInterceptor(recoverOpts...),
-		),
-		grpc.ChainStreamInterceptor(
-			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
-			recovery.StreamServerInterceptor(recoverOpts...),
-		),
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	if metrics != nil {
+		unary = append(unary, metrics.UnaryServerInterceptor())
+		stream = append(stream, metrics.StreamServerInterceptor())
 	}
+	unary = append(unary,
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+		recovery.UnaryServerInterceptor(recoverOpts...),
+	)
+	stream = append(stream,
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+		recovery.StreamServerInterceptor(recoverOpts...),
+	)
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
 }

@@ -44,6 +44,10 @@ func run(args []string) error {
 			log.Error("closing store", "err", err)
 		}
 	}()
+	metrics, err := instrumentStore(ctx, cfg, &store)
+	if err != nil {
+		return err
+	}
 	db := store.tables
 	repos := map[images.Kind]*images.Repository{}
 	for _, kind := range images.Kinds {
@@ -71,12 +75,16 @@ func run(args []string) error {
 		return err
 	}
 	primary, _ := repos[images.Single].Tables()
-	srv, err := server.New(server.Options{
+	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
 		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
-	})
+	}
+	if metrics != nil {
+		serverOpts.Metrics = metrics.GRPC
+	}
+	srv, err := server.New(serverOpts)
 	if err != nil {
 		return err
 	}
@@ -96,6 +104,16 @@ func run(args []string) error {
 		go engine.RunSchedule(purgeCtx, retention.Schedule{
 			Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Interval: cfg.retentionInterval,
 		})
+	}
+
+	if metrics != nil {
+		// The endpoint outlives the gRPC server, so the last scrape sees the
+		// calls of the shutdown.
+		metricsCtx, stopMetrics := context.WithCancel(context.Background())
+		defer stopMetrics()
+		if err := serveMetrics(metricsCtx, cfg, metrics, store, engine, log); err != nil {
+			return err
+		}
 	}
 
 	lis, err := net.Listen("tcp", cfg.listen)

@@ -40,10 +40,15 @@ func TestMain(m *testing.M) {
 type daemon struct {
 	cmd  *exec.Cmd
 	addr string
-	logs chan string
+	// metricsAddr is where /metrics is served, with -metrics-listen.
+	metricsAddr string
+	logs        chan string
 }
 
-var servingLine = regexp.MustCompile(`msg=serving addr=(\S+)`)
+var (
+	servingLine        = regexp.MustCompile(`msg=serving addr=(\S+)`)
+	servingMetricsLine = regexp.MustCompile(`msg="serving metrics" addr=(\S+)`)
+)
 
 func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	t.Helper()
@@ -81,6 +86,9 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 			}
 			if m := servingLine.FindStringSubmatch(line); m != nil {
 				d.addr = m[1]
+			}
+			if m := servingMetricsLine.FindStringSubmatch(line); m != nil {
+				d.metricsAddr = m[1]
 			}
 		case <-deadline:
 			t.Fatal("daemon not serving after 30s")

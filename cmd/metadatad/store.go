@@ -26,6 +26,8 @@ type backend struct {
 	// writeCheck reports whether writes are accepted (free space); nil when
 	// the backend has no such limit.
 	writeCheck func() error
+	// embedded is the embedded store, whose health metrics watch; nil on Azure.
+	embedded *pebble.DB
 	// describe is what the serving log line says about the store; never a secret.
 	describe []any
 }
@@ -37,7 +39,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{tables: db, close: db.Close, writeCheck: guard.Check,
+		return backend{tables: db, embedded: db, close: db.Close, writeCheck: guard.Check,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}
 	a := cfg.azure

@@ -1,0 +1,35 @@
+package telemetry_test
+
+import (
+	"crypto/x509"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/metadatad/metadatad/internal/telemetry"
+)
+
+// TestCertificateExpiry follows the certificate in use: absent before
+// there is one, then each rotated certificate's NotAfter.
+func TestCertificateExpiry(t *testing.T) {
+	m := telemetry.NewMetrics()
+	var current atomic.Pointer[x509.Certificate]
+	m.WatchCertificate("serving", current.Load)
+	if n, err := testutil.GatherAndCount(m.Registry, "metadatad_tls_certificate_expiry_timestamp_seconds"); err != nil || n != 0 {
+		t.Fatalf("%d series before any certificate (%v), want 0", n, err)
+	}
+	for _, notAfter := range []time.Time{time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 4, 1, 0, 0, 0, 0, time.UTC)} {
+		current.Store(&x509.Certificate{NotAfter: notAfter})
+		want := `
+# HELP metadatad_tls_certificate_expiry_timestamp_seconds NotAfter of the certificate in use, in Unix seconds.
+# TYPE metadatad_tls_certificate_expiry_timestamp_seconds gauge
+metadatad_tls_certificate_expiry_timestamp_seconds{name="serving"} ` + strconv.FormatInt(notAfter.Unix(), 10) + "\n"
+		if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "metadatad_tls_certificate_expiry_timestamp_seconds"); err != nil {
+			t.Error(err)
+		}
+	}
+}

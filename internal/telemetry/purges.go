@@ -1,0 +1,134 @@
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// Purges is what the purge series read; *retention.Engine has it.
+type Purges interface {
+	Stats() retention.Stats
+	Status(ctx context.Context) (retention.Status, error)
+	Now() time.Time
+	Kinds() []images.Kind
+}
+
+// QueueDepth is a queue that tells how many messages it holds; both
+// purge queues have it.
+type QueueDepth interface {
+	Depth(ctx context.Context) (int64, error)
+}
+
+// PurgeOptions configures WatchPurges.
+type PurgeOptions struct {
+	// Queue is the purge task queue; nil leaves its depth out.
+	Queue QueueDepth
+	// Retention is the retention the built-in schedule applies; 0 takes the
+	// latest purge's (as a CronJob started it) for the oldest-row gauge.
+	Retention time.Duration
+	// Timeout bounds the store reads of one scrape; default 5 seconds.
+	Timeout time.Duration
+	// Logger gets the failures of those reads; nil means slog.Default.
+	Logger *slog.Logger
+}
+
+// WatchPurges exposes the purge series. The store-wide ones (last success,
+// oldest row past its cutoff, queue depth) are read at each scrape, the
+// same from every replica; the counts are this process's.
+func (m *Metrics) WatchPurges(p Purges, opts PurgeOptions) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	m.Registry.MustRegister(&purgeCollector{purges: p, opts: opts})
+}
+
+var (
+	purgeRunning = prometheus.NewDesc("metadatad_purge_jobs_running",
+		"Purge jobs this process is running.", nil, nil)
+	purgeEnded = prometheus.NewDesc("metadatad_purge_jobs_ended_total",
+		"Purge jobs this process ended, by final state (succeeded, failed), dry runs included.", []string{"state"}, nil)
+	purgeRows = prometheus.NewDesc("metadatad_purge_rows_deleted_total",
+		"Rows the purges this process ended deleted, by table; counted when a job ends.", []string{"table"}, nil)
+	purgeDevicesFailed = prometheus.NewDesc("metadatad_purge_devices_failed_total",
+		"Cameras the purges this process ended could not purge; the next purge retries them.", nil, nil)
+	purgeQueueDepth = prometheus.NewDesc("metadatad_purge_queue_depth",
+		"Purge tasks in the queue, those being worked on included.", nil, nil)
+	purgeLastSuccess = prometheus.NewDesc("metadatad_purge_last_success_timestamp_seconds",
+		"When the latest successful purge (not a dry run) of the image type ended, in Unix seconds.", []string{"kind"}, nil)
+	purgeRetention = prometheus.NewDesc("metadatad_purge_retention_seconds",
+		"The retention the oldest-row gauge judges against: the schedule's, else the latest purge's.", nil, nil)
+	purgeOverdue = prometheus.NewDesc("metadatad_purge_oldest_row_past_cutoff_seconds",
+		"How long past its cutoff (now minus the retention) the oldest row of the image type is; 0 when none is past it. Alert on this.",
+		[]string{"kind"}, nil)
+	purgeStatusUp = prometheus.NewDesc("metadatad_purge_status_up",
+		"1 when this scrape could read the purge status from the store, else 0 and the store-wide purge series are missing.", nil, nil)
+)
+
+type purgeCollector struct {
+	purges Purges
+	opts   PurgeOptions
+}
+
+func (c *purgeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{purgeRunning, purgeEnded, purgeRows, purgeDevicesFailed,
+		purgeQueueDepth, purgeLastSuccess, purgeRetention, purgeOverdue, purgeStatusUp} {
+		ch <- d
+	}
+}
+
+func (c *purgeCollector) Collect(ch chan<- prometheus.Metric) {
+	stats := c.purges.Stats()
+	ch <- prometheus.MustNewConstMetric(purgeRunning, prometheus.GaugeValue, float64(stats.Running))
+	for _, state := range []retention.State{retention.Succeeded, retention.Failed} {
+		ch <- prometheus.MustNewConstMetric(purgeEnded, prometheus.CounterValue, float64(stats.Ended[state]), string(state))
+	}
+	for table, n := range stats.RowsDeleted {
+		ch <- prometheus.MustNewConstMetric(purgeRows, prometheus.CounterValue, float64(n), table)
+	}
+	ch <- prometheus.MustNewConstMetric(purgeDevicesFailed, prometheus.CounterValue, float64(stats.DevicesFailed))
+
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	defer cancel()
+	if c.opts.Queue != nil {
+		if n, err := c.opts.Queue.Depth(ctx); err != nil {
+			c.opts.Logger.Warn("metrics: reading the purge queue depth failed", "err", err)
+		} else {
+			ch <- prometheus.MustNewConstMetric(purgeQueueDepth, prometheus.GaugeValue, float64(n))
+		}
+	}
+	status, err := c.purges.Status(ctx)
+	if err != nil {
+		c.opts.Logger.Warn("metrics: reading the purge status failed", "err", err)
+		ch <- prometheus.MustNewConstMetric(purgeStatusUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(purgeStatusUp, prometheus.GaugeValue, 1)
+	for kind, at := range status.LastSucceeded {
+		ch <- prometheus.MustNewConstMetric(purgeLastSuccess, prometheus.GaugeValue, float64(at.Unix()), kind.String())
+	}
+	keep := c.opts.Retention
+	if keep == 0 {
+		keep = status.Retention
+	}
+	if keep == 0 {
+		return // no retention known yet: nothing is past a cutoff
+	}
+	ch <- prometheus.MustNewConstMetric(purgeRetention, prometheus.GaugeValue, keep.Seconds())
+	cutoff := c.purges.Now().Add(-keep).Truncate(time.Minute)
+	for _, kind := range c.purges.Kinds() {
+		overdue := 0.0
+		if oldest, ok := status.Oldest[kind]; ok {
+			overdue = max(0, cutoff.Sub(oldest).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(purgeOverdue, prometheus.GaugeValue, overdue, kind.String())
+	}
+}
