@@ -4,15 +4,22 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/metadatad/metadatad/store"
 )
 
 // Options configures Backend.
 type Options struct {
-	// Name is the backend label of every series, e.g. "embedded" or "azure". Required.
+	// Name is the backend label of every series and span, e.g. "embedded" or "azure". Required.
 	Name string
-	// Metrics receives the measurements. Required.
+	// Metrics receives the measurements; nil leaves them out.
 	Metrics *Metrics
+	// Tracer makes a span of every operation, a child of the caller's;
+	// nil leaves spans out.
+	Tracer trace.Tracer
 }
 
 // Backend returns b with every table it opens instrumented. The result
@@ -45,11 +52,33 @@ func (b *backend) Table(ctx context.Context, name string) (store.Table, error) {
 	return base, nil
 }
 
-// call runs one operation and records it.
-func (o Options) call(ctx context.Context, operation string, f func(context.Context) error) error {
+// call runs one operation on the table named table (empty for a
+// transaction over several) and records it.
+func (o Options) call(ctx context.Context, operation, table string, f func(context.Context) error) error {
+	var span trace.Span
+	if o.Tracer != nil {
+		attrs := []attribute.KeyValue{attribute.String("db.system.name", o.Name), attribute.String("db.operation.name", operation)}
+		if table != "" {
+			attrs = append(attrs, attribute.String("db.collection.name", table))
+		}
+		ctx, span = o.Tracer.Start(ctx, "store."+operation, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	}
 	start := time.Now()
 	err := f(ctx)
-	o.Metrics.observe(o.Name, operation, start, err)
+	if o.Metrics != nil {
+		o.Metrics.observe(o.Name, operation, start, err)
+	}
+	if span != nil {
+		if err != nil {
+			kind := errorKind(err)
+			span.SetAttributes(attribute.String("error.type", kind))
+			// Contract answers (not found, conflict, ...) are outcomes, not faults.
+			if kind == "failure" {
+				span.SetStatus(codes.Error, err.Error())
+			}
+		}
+		span.End()
+	}
 	return err
 }
 
@@ -66,7 +95,7 @@ func (b *transactor) Transact(ctx context.Context, ops []store.TableOp) error {
 	for i, op := range ops {
 		unwrapped[i] = store.TableOp{Table: Unwrap(op.Table), Op: op.Op}
 	}
-	return b.opts.call(ctx, "transact", func(ctx context.Context) error { return b.inner.Transact(ctx, unwrapped) })
+	return b.opts.call(ctx, "transact", "", func(ctx context.Context) error { return b.inner.Transact(ctx, unwrapped) })
 }
 
 // Unwrap returns the table an instrumented table wraps, or t itself.
@@ -88,17 +117,17 @@ type table struct {
 func (t *table) Name() string { return t.inner.Name() }
 
 func (t *table) Insert(ctx context.Context, e store.Entity) (out store.Entity, err error) {
-	err = t.opts.call(ctx, "insert", func(ctx context.Context) error { out, err = t.inner.Insert(ctx, e); return err })
+	err = t.opts.call(ctx, "insert", t.inner.Name(), func(ctx context.Context) error { out, err = t.inner.Insert(ctx, e); return err })
 	return out, err
 }
 
 func (t *table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (out store.Entity, err error) {
-	err = t.opts.call(ctx, "upsert", func(ctx context.Context) error { out, err = t.inner.Upsert(ctx, e, mode); return err })
+	err = t.opts.call(ctx, "upsert", t.inner.Name(), func(ctx context.Context) error { out, err = t.inner.Upsert(ctx, e, mode); return err })
 	return out, err
 }
 
 func (t *table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (out store.Entity, err error) {
-	err = t.opts.call(ctx, "update", func(ctx context.Context) error {
+	err = t.opts.call(ctx, "update", t.inner.Name(), func(ctx context.Context) error {
 		out, err = t.inner.Update(ctx, e, mode, ifMatch)
 		return err
 	})
@@ -106,26 +135,26 @@ func (t *table) Update(ctx context.Context, e store.Entity, mode store.WriteMode
 }
 
 func (t *table) Get(ctx context.Context, partitionKey, rowKey string) (out store.Entity, err error) {
-	err = t.opts.call(ctx, "get", func(ctx context.Context) error { out, err = t.inner.Get(ctx, partitionKey, rowKey); return err })
+	err = t.opts.call(ctx, "get", t.inner.Name(), func(ctx context.Context) error { out, err = t.inner.Get(ctx, partitionKey, rowKey); return err })
 	return out, err
 }
 
 func (t *table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
-	return t.opts.call(ctx, "delete", func(ctx context.Context) error { return t.inner.Delete(ctx, partitionKey, rowKey, ifMatch) })
+	return t.opts.call(ctx, "delete", t.inner.Name(), func(ctx context.Context) error { return t.inner.Delete(ctx, partitionKey, rowKey, ifMatch) })
 }
 
 func (t *table) Query(ctx context.Context, q store.Query) (out store.Page, err error) {
-	err = t.opts.call(ctx, "query", func(ctx context.Context) error { out, err = t.inner.Query(ctx, q); return err })
+	err = t.opts.call(ctx, "query", t.inner.Name(), func(ctx context.Context) error { out, err = t.inner.Query(ctx, q); return err })
 	return out, err
 }
 
 func (t *table) Scan(ctx context.Context, s store.Scan) (out store.Page, err error) {
-	err = t.opts.call(ctx, "scan", func(ctx context.Context) error { out, err = t.inner.Scan(ctx, s); return err })
+	err = t.opts.call(ctx, "scan", t.inner.Name(), func(ctx context.Context) error { out, err = t.inner.Scan(ctx, s); return err })
 	return out, err
 }
 
 func (t *table) Batch(ctx context.Context, ops []store.Op) error {
-	return t.opts.call(ctx, "batch", func(ctx context.Context) error { return t.inner.Batch(ctx, ops) })
+	return t.opts.call(ctx, "batch", t.inner.Name(), func(ctx context.Context) error { return t.inner.Batch(ctx, ops) })
 }
 
 // fastPaths are the optional table interfaces the wrapper passes on.
@@ -141,7 +170,7 @@ type fastTable struct {
 }
 
 func (t *fastTable) CountRows(ctx context.Context, partitionKey string, rows store.Range) (n int64, err error) {
-	err = t.opts.call(ctx, "count_rows", func(ctx context.Context) error {
+	err = t.opts.call(ctx, "count_rows", t.inner.Name(), func(ctx context.Context) error {
 		n, err = t.fast.CountRows(ctx, partitionKey, rows)
 		return err
 	})
@@ -149,9 +178,9 @@ func (t *fastTable) CountRows(ctx context.Context, partitionKey string, rows sto
 }
 
 func (t *fastTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
-	return t.opts.call(ctx, "delete_keys", func(ctx context.Context) error { return t.fast.DeleteKeys(ctx, keys) })
+	return t.opts.call(ctx, "delete_keys", t.inner.Name(), func(ctx context.Context) error { return t.fast.DeleteKeys(ctx, keys) })
 }
 
 func (t *fastTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
-	return t.opts.call(ctx, "delete_ranges", func(ctx context.Context) error { return t.fast.DeleteRanges(ctx, ranges) })
+	return t.opts.call(ctx, "delete_ranges", t.inner.Name(), func(ctx context.Context) error { return t.fast.DeleteRanges(ctx, ranges) })
 }
