@@ -11,6 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/queue"
@@ -69,6 +73,8 @@ type Options struct {
 	// without a renewal: after a crash, another engine takes it over this
 	// long after the last renewal. Default 30 seconds.
 	LeaseDuration time.Duration
+	// TracerProvider traces jobs, their phases and tasks; nil means none.
+	TracerProvider trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -107,6 +113,9 @@ func (o Options) withDefaults() Options {
 	if o.LeaseDuration <= 0 {
 		o.LeaseDuration = 30 * time.Second
 	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = noop.NewTracerProvider()
+	}
 	return o
 }
 
@@ -134,6 +143,7 @@ type Engine struct {
 	changed chan struct{}
 	stats   Stats
 	wg      sync.WaitGroup
+	tracer  trace.Tracer
 }
 
 // Open opens the engine's tables on the backend.
@@ -143,7 +153,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, errors.New("retention: Options needs a Backend and Repositories")
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
-		running: map[string]bool{}, changed: make(chan struct{})}
+		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName)}
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r
 	}
@@ -317,19 +327,27 @@ func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error
 		if err != nil {
 			return err
 		}
-		var next string
-		switch phase := j.progress(kind).Phase; {
-		case phase == phaseDone:
+		phase := j.progress(kind).Phase
+		if phase == phaseDone {
 			return nil
-		case j.DryRun:
-			err, next = e.dryRun(ctx, j, kind), phaseDone
-		case phase == phasePlan:
-			err, next = e.plan(ctx, j, kind), phaseWork
-		case phase == phaseWork:
-			err, next = e.awaitTasks(ctx, j, kind), phaseSweep
-		case phase == phaseSweep:
-			err, next = e.sweep(ctx, j, kind), phaseDone
 		}
+		spanName := "purge." + phase
+		if j.DryRun {
+			spanName = "purge.dry_run"
+		}
+		phaseCtx, endSpan := e.startSpan(ctx, spanName, attribute.String("purge.job_id", id), attribute.String("purge.kind", kind.String()))
+		var next string
+		switch {
+		case j.DryRun:
+			err, next = e.dryRun(phaseCtx, j, kind), phaseDone
+		case phase == phasePlan:
+			err, next = e.plan(phaseCtx, j, kind), phaseWork
+		case phase == phaseWork:
+			err, next = e.awaitTasks(phaseCtx, j, kind), phaseSweep
+		case phase == phaseSweep:
+			err, next = e.sweep(phaseCtx, j, kind), phaseDone
+		}
+		endSpan(err)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/metadatad/metadatad/store"
 )
 
@@ -48,11 +50,16 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ctx, endSpan := e.startSpan(ctx, "purge.job", attribute.String("purge.job_id", id),
+		attribute.Bool("purge.dry_run", j.DryRun), attribute.Bool("purge.resumed", resumed))
+	var failure error
+	defer func() { endSpan(failure) }()
 	go e.renewLease(ctx, cancel, id)
 
 	if !j.DryRun {
 		// A job resumed after a crash may have been recorded without its locks.
 		if err := e.jobs.lock(ctx, j); err != nil {
+			failure = err
 			e.finish(ctx, id, err)
 			return
 		}
@@ -64,6 +71,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	}
 	for _, kind := range j.ImageKinds() {
 		if err := e.runKind(ctx, id, kind); err != nil {
+			failure = err
 			if ctx.Err() != nil {
 				return // shutting down or lease lost: the job resumes elsewhere or later
 			}

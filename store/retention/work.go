@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/queue"
 )
@@ -22,7 +24,11 @@ func (e *Engine) work(ctx context.Context) {
 			e.wait(ctx)
 			continue
 		}
-		if err := e.process(ctx, msgs[0]); err != nil && ctx.Err() == nil {
+		taskCtx, endSpan := e.startSpan(ctx, "purge.task", attribute.String("purge.message_id", msgs[0].ID),
+			attribute.Int("purge.attempt", msgs[0].DequeueCount))
+		err = e.process(taskCtx, msgs[0])
+		endSpan(err)
+		if err != nil && ctx.Err() == nil {
 			e.log.Warn("purge worker: task failed; it is retried", "err", err, "attempt", msgs[0].DequeueCount)
 		}
 	}

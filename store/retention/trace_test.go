@@ -1,0 +1,65 @@
+package retention_test
+
+import (
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// TestPurgePhasesAreSpans traces a purge: a job span, its plan, work and
+// sweep as children, each the parent of the store calls it makes, and a
+// span per task delivery.
+func TestPurgePhasesAreSpans(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	opts := quickOptions()
+	opts.TracerProvider = tp
+	f := newFixture(t, opts)
+	f.openEngine(t, instrument.Backend(f.base, instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
+	f.seed(t, cameras)
+	f.run(t)
+	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if j.State != retention.Succeeded {
+		t.Fatalf("state %s (%s)", j.State, j.Error)
+	}
+	f.stop()
+
+	spans := recorder.Ended()
+	byName := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byName[s.Name()] = append(byName[s.Name()], s)
+	}
+	if len(byName["purge.job"]) != 1 {
+		t.Fatalf("%d purge.job spans, want 1", len(byName["purge.job"]))
+	}
+	job := byName["purge.job"][0]
+	for _, phase := range []string{"purge.plan", "purge.work", "purge.sweep"} {
+		if len(byName[phase]) != 1 {
+			t.Errorf("%d %s spans, want 1", len(byName[phase]), phase)
+			continue
+		}
+		p := byName[phase][0]
+		if p.Parent().SpanID() != job.SpanContext().SpanID() {
+			t.Errorf("%s is not a child of the job span", phase)
+		}
+		children := 0
+		for _, s := range spans {
+			if s.Parent().SpanID() == p.SpanContext().SpanID() && strings.HasPrefix(s.Name(), "store.") {
+				children++
+			}
+		}
+		if children == 0 {
+			t.Errorf("%s has no store call among its children", phase)
+		}
+	}
+	// GroupSize 2 over 5 cameras: 3 tasks, each delivered at least once.
+	if n := len(byName["purge.task"]); n < 3 {
+		t.Errorf("%d purge.task spans, want at least 3", n)
+	}
+}
