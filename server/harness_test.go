@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -147,6 +148,8 @@ func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harne
 type serverOpts struct {
 	runPurges        bool
 	minRetentionDays int32
+	// tracerProvider traces the calls; nil leaves tracing out.
+	tracerProvider trace.TracerProvider
 }
 
 func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
@@ -194,6 +197,7 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 		Logger:      logger,
 
 		MinRetentionDays: o.minRetentionDays,
+		TracerProvider:   o.tracerProvider,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

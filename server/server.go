@@ -8,6 +8,9 @@ import (
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -50,6 +53,9 @@ type Options struct {
 	// Metrics counts every call by method and code and times it; nil
 	// leaves metrics out. Its series are pre-initialised for every method.
 	Metrics *grpcprom.ServerMetrics
+	// TracerProvider makes a server span of every call but health checks,
+	// continuing the caller's trace; nil leaves tracing out.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the gRPC server of metadatad with every service, health and
@@ -69,7 +75,13 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{grpc: grpc.NewServer(interceptorChain(log, opts.Metrics)...), health: health.NewServer()}
+	serverOpts := interceptorChain(log, opts.Metrics)
+	if opts.TracerProvider != nil {
+		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(opts.TracerProvider),
+			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))))
+	}
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
 	services := map[string]func(){
 		metadatav1.SingleImageMetadataService_ServiceDesc.ServiceName: func() {
 			metadatav1.RegisterSingleImageMetadataServiceServer(s.grpc, &singleImageService{

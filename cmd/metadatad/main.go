@@ -44,10 +44,11 @@ func run(args []string) error {
 			log.Error("closing store", "err", err)
 		}
 	}()
-	metrics, err := instrumentStore(ctx, cfg, &store)
+	obs, err := observe(ctx, cfg, &store)
 	if err != nil {
 		return err
 	}
+	defer obs.shutdown(cfg.shutdownTimeout, log)
 	db := store.tables
 	repos := map[images.Kind]*images.Repository{}
 	for _, kind := range images.Kinds {
@@ -70,6 +71,7 @@ func run(args []string) error {
 	engine, err := retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
 		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, Logger: log,
+		TracerProvider: obs.tracing,
 	})
 	if err != nil {
 		return err
@@ -78,11 +80,11 @@ func run(args []string) error {
 	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
 		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
-		Video: videos, Devices: deviceStates, Acquisition: acquisitions,
+		Video: videos, Devices: deviceStates, Acquisition: acquisitions, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 	}
-	if metrics != nil {
-		serverOpts.Metrics = metrics.GRPC
+	if obs.metrics != nil {
+		serverOpts.Metrics = obs.metrics.GRPC
 	}
 	srv, err := server.New(serverOpts)
 	if err != nil {
@@ -106,12 +108,12 @@ func run(args []string) error {
 		})
 	}
 
-	if metrics != nil {
+	if obs.metrics != nil {
 		// The endpoint outlives the gRPC server, so the last scrape sees the
 		// calls of the shutdown.
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
-		if err := serveMetrics(metricsCtx, cfg, metrics, store, engine, log); err != nil {
+		if err := serveMetrics(metricsCtx, cfg, obs.metrics, store, engine, log); err != nil {
 			return err
 		}
 	}

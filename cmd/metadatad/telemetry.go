@@ -6,33 +6,73 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/metadatad/metadatad/internal/telemetry"
 	"github.com/metadatad/metadatad/store/instrument"
 	"github.com/metadatad/metadatad/store/queue"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// instrumentStore wraps the store's tables so every operation is measured,
-// and gives the embedded store the queue the engine would make itself, so
-// that its depth can be read. It returns nil, changing nothing, when
-// metrics are off.
-func instrumentStore(ctx context.Context, cfg config, b *backend) (*telemetry.Metrics, error) {
-	if cfg.metricsListen == "" {
-		return nil, nil
+// observability is what the daemon reports: metrics with -metrics-listen,
+// traces when the OpenTelemetry variables name an endpoint; each nil when off.
+type observability struct {
+	metrics *telemetry.Metrics
+	tracing trace.TracerProvider
+	// stopTracing flushes the spans still buffered.
+	stopTracing func(context.Context) error
+}
+
+// observe starts metrics and tracing as configured and wraps the store's
+// tables so that every operation is measured and traced. With metrics, the
+// embedded store gets the queue the engine would make itself, so that its
+// depth can be read. With both off it changes nothing.
+func observe(ctx context.Context, cfg config, b *backend) (observability, error) {
+	var o observability
+	if telemetry.TracingEnabled() {
+		tp, stop, err := telemetry.StartTracing(ctx)
+		if err != nil {
+			return observability{}, err
+		}
+		o.tracing, o.stopTracing = tp, stop
 	}
-	m := telemetry.NewMetrics()
-	b.tables = instrument.Backend(b.tables, instrument.Options{Name: cfg.store, Metrics: m.Store})
-	if b.queue == nil {
+	if cfg.metricsListen != "" {
+		o.metrics = telemetry.NewMetrics()
+	}
+	if o.metrics == nil && o.tracing == nil {
+		return o, nil
+	}
+	opts := instrument.Options{Name: cfg.store}
+	if o.metrics != nil {
+		opts.Metrics = o.metrics.Store
+		if b.embedded != nil {
+			o.metrics.WatchPebble(b.embedded)
+		}
+	}
+	if o.tracing != nil {
+		opts.Tracer = o.tracing.Tracer("github.com/metadatad/metadatad/store")
+	}
+	b.tables = instrument.Backend(b.tables, opts)
+	if o.metrics != nil && b.queue == nil {
 		t, err := b.tables.Table(ctx, retention.DefaultQueueTable)
 		if err != nil {
-			return nil, err
+			return observability{}, err
 		}
 		b.queue = queue.Open(t, queue.Options{})
 	}
-	if b.embedded != nil {
-		m.WatchPebble(b.embedded)
+	return o, nil
+}
+
+// shutdown flushes the traces, within the shutdown timeout.
+func (o observability) shutdown(timeout time.Duration, log *slog.Logger) {
+	if o.stopTracing == nil {
+		return
 	}
-	return m, nil
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := o.stopTracing(ctx); err != nil {
+		log.Warn("flushing traces", "err", err)
+	}
 }
 
 // serveMetrics starts /metrics with the purge series; it stops when ctx ends.
