@@ -9,6 +9,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/instrument"
@@ -134,4 +137,47 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, operation string) ui
 		}
 	}
 	return 0
+}
+
+// TestSpansOnlyWithinATrace: a call within a span gets a child span; a call
+// outside any trace (a background poll) makes none.
+func TestSpansOnlyWithinATrace(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")})
+	tbl, err := b.Table(t.Context(), "Things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Get(t.Context(), "p", "r"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get outside a trace: %v", err)
+	}
+	if n := len(recorder.Ended()); n != 0 {
+		t.Fatalf("%d spans from a call outside any trace, want 0", n)
+	}
+	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+	if _, err := tbl.Get(ctx, "p", "r"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get within a trace: %v", err)
+	}
+	parent.End()
+	var get sdktrace.ReadOnlySpan
+	for _, s := range recorder.Ended() {
+		if s.Name() == "store.get" {
+			get = s
+		}
+	}
+	if get == nil || get.Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Fatal("no store.get span under the caller's")
+	}
+	// Not found is an answer, not a fault.
+	if get.Status().Code == codes.Error {
+		t.Errorf("a not-found get has error status %v", get.Status())
+	}
+	attrs := map[string]string{}
+	for _, a := range get.Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs["db.collection.name"] != "Things" || attrs["error.type"] != "not_found" {
+		t.Errorf("span attributes %v, want the table and error.type not_found", attrs)
+	}
 }

@@ -17,8 +17,8 @@ type Options struct {
 	Name string
 	// Metrics receives the measurements; nil leaves them out.
 	Metrics *Metrics
-	// Tracer makes a span of every operation, a child of the caller's;
-	// nil leaves spans out.
+	// Tracer makes a span of every operation called within a trace, a
+	// child of the caller's span; nil leaves spans out.
 	Tracer trace.Tracer
 }
 
@@ -56,7 +56,9 @@ func (b *backend) Table(ctx context.Context, name string) (store.Table, error) {
 // transaction over several) and records it.
 func (o Options) call(ctx context.Context, operation, table string, f func(context.Context) error) error {
 	var span trace.Span
-	if o.Tracer != nil {
+	// Only within a trace: background polls (queue receives, health
+	// checks) would otherwise make a root span each, several a second.
+	if o.Tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		attrs := []attribute.KeyValue{attribute.String("db.system.name", o.Name), attribute.String("db.operation.name", operation)}
 		if table != "" {
 			attrs = append(attrs, attribute.String("db.collection.name", table))
