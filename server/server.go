@@ -61,8 +61,10 @@ type Options struct {
 // Server is the gRPC server of metadatad with every service, health and
 // reflection registered.
 type Server struct {
-	grpc    *grpc.Server
-	health  *health.Server
+	grpc   *grpc.Server
+	health *health.Server
+	// probes serves only health, for probes that speak neither TLS nor tokens.
+	probes  *grpc.Server
 	checker *healthChecker
 }
 
@@ -131,6 +133,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.checker.check(context.Background())
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.probes = grpc.NewServer()
+	healthpb.RegisterHealthServer(s.probes, s.health)
 	reflection.Register(s.grpc)
 	if opts.Metrics != nil {
 		opts.Metrics.InitializeMetrics(s.grpc)
@@ -171,4 +175,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.grpc.Stop()
 		<-done
 	}
+	// Probes saw NOT_SERVING throughout the drain.
+	s.probes.Stop()
 }

@@ -41,6 +41,7 @@ type config struct {
 	minFreeMiB        uint64
 	healthInterval    time.Duration
 	metricsListen     string
+	healthListen      string
 }
 
 func parseConfig(args []string) (config, error) {
@@ -73,6 +74,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")
+	fs.StringVar(&c.healthListen, "health-listen", "", "address serving only grpc.health.v1.Health, plaintext and unauthenticated, for Kubernetes' native gRPC probes, e.g. :8086 (off when empty)")
 
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {

@@ -118,6 +118,18 @@ func run(args []string) error {
 		}
 	}
 
+	if cfg.healthListen != "" {
+		probes, err := net.Listen("tcp", cfg.healthListen)
+		if err != nil {
+			return err
+		}
+		log.Info("serving health probes", "addr", probes.Addr().String())
+		go func() {
+			if err := srv.ServeHealth(probes); err != nil {
+				log.Error("health probe listener stopped", "err", err)
+			}
+		}()
+	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return err
