@@ -69,7 +69,13 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 
+	// The stream ends when the store shows the job's end, which may be a
+	// moment before the engine has counted it.
 	families := scrape(t, d.metricsAddr)
+	for deadline := time.Now().Add(10 * time.Second); families[`metadatad_purge_jobs_ended_total{state="succeeded"}`] < 1 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		families = scrape(t, d.metricsAddr)
+	}
 	const create = `grpc_method="CreateSingleImageMetadata",grpc_service="metadata.v1.SingleImageMetadataService"`
 	exact := map[string]float64{
 		`grpc_server_handled_total{grpc_code="OK",` + create + `,grpc_type="unary"}`:                                                                                         4,

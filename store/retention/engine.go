@@ -399,7 +399,8 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 
 // finish ends a job: failed with cause, or by its counts.
 func (e *Engine) finish(ctx context.Context, id string, cause error) {
-	j, err := e.updateJob(ctx, id, func(j *Job) error {
+	// The stats count the job before watchers are woken to its end.
+	j, err := e.jobs.update(ctx, id, func(j *Job) error {
 		j.Ended = e.opts.Now().UTC()
 		totals := j.Totals()
 		var running *RunningError
@@ -420,6 +421,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		return
 	}
 	e.countEnded(j)
+	e.notify()
 	if err := e.jobs.deactivate(ctx, id); err != nil {
 		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
 	}
