@@ -1,0 +1,207 @@
+package deploy_test
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// binary is metadatad built as the Dockerfile builds it.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "metadatad-deploy")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "metadatad")
+	code := 1
+	if err := buildStatic(binary); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildStatic runs the Dockerfile's build command.
+func buildStatic(out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "../cmd/metadatad")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("CGO_ENABLED=0 go build: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// TestBinaryIsStatic: the distroless static image has no C library, so the
+// binary must need no dynamic loader and no shared library.
+func TestBinaryIsStatic(t *testing.T) {
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("program header %s: the binary is dynamically linked", p.Type)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the binary needs shared libraries %v", libs)
+	}
+}
+
+// TestDockerfileBuildsAsTested keeps the Dockerfile's build the one these
+// tests run, on the base image they assume.
+func TestDockerfileBuildsAsTested(t *testing.T) {
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := string(raw)
+	for _, want := range []string{
+		"RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/metadatad ./cmd/metadatad",
+		"FROM gcr.io/distroless/static-debian12:nonroot",
+		"USER 65532:65532",
+		`ENTRYPOINT ["/metadatad"]`,
+	} {
+		if !strings.Contains(d, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	goMod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(goMod)
+	if version == nil || !strings.Contains(d, "FROM golang:"+string(version[1])+" AS build") {
+		t.Errorf("the build stage is not golang:%s, the go.mod version", version[1])
+	}
+}
+
+// binaryFlags are the flags `metadatad -help` lists.
+func binaryFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	out, _ := exec.Command(binary, "-help").CombinedOutput() // -help exits non-zero
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+		flags[m[1]] = true
+	}
+	if !flags["listen"] || !flags["store"] {
+		t.Fatalf("-help listed no -listen or -store:\n%s", out)
+	}
+	return flags
+}
+
+// metadatadContainers are the containers of the manifests that run metadatad.
+func metadatadContainers(t *testing.T, objects []object) map[string]container {
+	t.Helper()
+	out := map[string]container{}
+	for _, o := range objects {
+		switch o.kind() {
+		case "Deployment", "StatefulSet":
+			for _, c := range containers(t, podSpec(o)) {
+				if strings.HasPrefix(c.Image, "metadatad") {
+					out[o.kind()+"/"+o.name()] = c
+				}
+			}
+		}
+	}
+	if len(out) != 2 {
+		t.Fatalf("metadatad runs in %d workloads, want the Deployment and the StatefulSet", len(out))
+	}
+	return out
+}
+
+// TestManifestFlagsExist: every flag the manifests pass, and every
+// METADATAD_ variable they set, is one the binary has.
+func TestManifestFlagsExist(t *testing.T) {
+	flags := binaryFlags(t)
+	for workload, c := range metadatadContainers(t, loadManifests(t)) {
+		for _, arg := range c.Args {
+			if name := flagName(arg); name == "" || !flags[name] {
+				t.Errorf("%s passes %q: metadatad has no such flag", workload, arg)
+			}
+		}
+		for _, e := range c.Env {
+			name, ok := strings.CutPrefix(e.Name, "METADATAD_")
+			if ok && !flags[strings.ReplaceAll(strings.ToLower(name), "_", "-")] {
+				t.Errorf("%s sets %s: metadatad has no such flag", workload, e.Name)
+			}
+		}
+	}
+}
+
+// TestManifestShape checks what the deployment promises: Azure mode
+// replicated behind a PodDisruptionBudget, embedded mode one replica on a
+// volume, native gRPC probes, non-root, a purge CronJob that never
+// overlaps, and only Secrets that exist.
+func TestManifestShape(t *testing.T) {
+	objects := loadManifests(t)
+	deployment := find(t, objects, "Deployment", "metadatad")
+	if r, _ := deployment.get("spec", "replicas").(float64); r < 2 {
+		t.Errorf("Deployment replicas %v, want several", r)
+	}
+	pdb := find(t, objects, "PodDisruptionBudget", "metadatad")
+	if fmt.Sprint(pdb.get("spec", "selector", "matchLabels")) != fmt.Sprint(deployment.get("spec", "template", "metadata", "labels")) {
+		t.Errorf("the PodDisruptionBudget selects %v, not the Deployment's pods", pdb.get("spec", "selector", "matchLabels"))
+	}
+	sts := find(t, objects, "StatefulSet", "metadatad-embedded")
+	if r, _ := sts.get("spec", "replicas").(float64); r != 1 {
+		t.Errorf("StatefulSet replicas %v, want 1: one process owns an embedded store", r)
+	}
+	claim, _ := sts.get("spec", "volumeClaimTemplates", 0, "metadata", "name").(string)
+	for workload, c := range metadatadContainers(t, objects) {
+		for _, probe := range []string{"readinessProbe", "startupProbe"} {
+			raw := podSpec(find(t, objects, strings.Split(workload, "/")[0], strings.Split(workload, "/")[1])).get("containers", 0, probe, "grpc", "port")
+			if raw == nil {
+				t.Errorf("%s: %s is not a native gRPC probe", workload, probe)
+			}
+		}
+		if workload == "StatefulSet/metadatad-embedded" {
+			mounted := slices.ContainsFunc(c.VolumeMounts, func(m struct {
+				Name      string
+				MountPath string `json:"mountPath"`
+			}) bool {
+				return m.Name == claim && slices.Contains(c.Args, "-data-dir="+m.MountPath)
+			})
+			if claim == "" || !mounted {
+				t.Errorf("the StatefulSet's -data-dir is not its claimed volume %q", claim)
+			}
+		}
+	}
+	cron := find(t, objects, "CronJob", "metadatad-purge")
+	if p := cron.get("spec", "concurrencyPolicy"); p != "Forbid" {
+		t.Errorf("CronJob concurrencyPolicy %v, want Forbid", p)
+	}
+	for _, o := range objects {
+		spec := podSpec(o)
+		if spec == nil {
+			continue
+		}
+		if spec.get("securityContext", "runAsNonRoot") != true {
+			t.Errorf("%s %s may run as root", o.kind(), o.name())
+		}
+		for i := range len(spec.get("volumes").([]any)) {
+			if name, ok := spec.get("volumes", i, "secret", "secretName").(string); ok {
+				find(t, objects, "Secret", name)
+			}
+		}
+		for _, c := range containers(t, spec) {
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					secretValue(t, objects, e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
+				}
+			}
+		}
+	}
+}
