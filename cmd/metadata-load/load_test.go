@@ -161,7 +161,7 @@ func TestPurgeDuringSplitsLatenciesAroundAnExactPurge(t *testing.T) {
 
 func TestHistoryMeasuresReadsAtEachDepth(t *testing.T) {
 	s := startServer(t)
-	code, rep, _, stderr := runTool(t, "history", "-addr", s.addr, "-cameras", "4", "-history-days", "1,3",
+	code, rep, _, stderr := runTool(t, "history", "-addr", s.addr, "-cameras", "4", "-history-days", "1,3", "-ceiling",
 		"-seed-interval", "6h", "-mix", "get-latest=3,list=1,create=5", "-ops", "80", "-concurrency", "2")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -171,6 +171,10 @@ func TestHistoryMeasuresReadsAtEachDepth(t *testing.T) {
 	}
 	for _, step := range rep.History {
 		requireLatencies(t, fmt.Sprintf("%d days", step.Days), step.Reads, "get_latest", "list")
+		requireLatencies(t, fmt.Sprintf("ceiling at %d days", step.Days), step.Ceiling, "health_check")
+		if step.VsHealth["get_latest_p99_vs_health"] <= 0 {
+			t.Fatalf("no get_latest ratio to the ceiling at %d days: %v", step.Days, step.VsHealth)
+		}
 		if _, ok := step.Reads.RPCs["create"]; ok {
 			t.Fatalf("history mode wrote during its measurement at %d days", step.Days)
 		}

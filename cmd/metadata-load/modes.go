@@ -162,19 +162,27 @@ func (r *runner) history(ctx context.Context) error {
 	}
 	lc := r.cfg.load
 	lc.mix = reads
-	if r.cfg.ceiling {
-		r.rep.Ceiling = r.ceiling(ctx)
-	}
 	from := 0
 	for _, days := range r.cfg.historyDays {
 		if err := r.seed(ctx, from, days); err != nil {
 			return err
 		}
 		from = days
+		// A ceiling at every depth, just before its reads, shares their
+		// moment's noise on a shared machine.
+		var ceiling *phaseReport
+		if r.cfg.ceiling {
+			ceiling = r.ceiling(ctx)
+		}
 		rec := newRecorder()
 		r.w.run(ctx, phase{label: fmt.Sprintf("reads at %dd", days), load: lc, recorder: func() *recorder { return rec }}, r.show)
 		rec.end()
-		step := historyStep{Days: days, Images: int64(time.Duration(days)*24*time.Hour/r.cfg.seedInterval) + 1, Reads: rec.summary()}
+		step := historyStep{Days: days, Images: int64(time.Duration(days)*24*time.Hour/r.cfg.seedInterval) + 1, Reads: rec.summary(), Ceiling: ceiling}
+		if ceiling != nil {
+			step.VsHealth = map[string]float64{}
+			latencyRatios(step.Reads, ceiling, p50, string(opHealth), "_p50_vs_health", step.VsHealth)
+			latencyRatios(step.Reads, ceiling, p99, string(opHealth), "_p99_vs_health", step.VsHealth)
+		}
 		if len(r.rep.History) > 0 {
 			step.P99VsFirst = map[string]float64{}
 			latencyRatios(step.Reads, r.rep.History[0].Reads, p99, "", "", step.P99VsFirst)
