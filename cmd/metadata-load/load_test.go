@@ -166,7 +166,7 @@ func TestHistoryMeasuresReadsAtEachDepth(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if len(rep.History) != 2 || rep.History[0].Images != 5 || rep.History[1].Images != 13 {
+	if len(rep.History) != 2 || rep.History[0].Images != 5 || rep.History[1].Images != 13 || rep.Seed.Calls != 4*3*13 {
 		t.Fatalf("history steps: %+v", rep.History)
 	}
 	for _, step := range rep.History {

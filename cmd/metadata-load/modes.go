@@ -86,7 +86,6 @@ func (r *runner) seed(ctx context.Context, fromDays, toDays int) error {
 	if fromDays == 0 {
 		r.w.seed(ctx, &timeline{fleet: f, start: r.now, step: time.Minute, total: perStep}, r.cfg.seedConcurrency, r.seeded, r.show, "seed now")
 	}
-	r.seeded.end()
 	r.rep.Seed = r.seeded.summary()
 	if n := r.rep.Seed.Errors; n > 0 {
 		return fmt.Errorf("seeding failed %d of %d creates: %v", n, r.rep.Seed.Calls, r.rep.Seed.ErrorsByCode)
