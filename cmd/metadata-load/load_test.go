@@ -218,8 +218,8 @@ func TestSoakFailsWhenCallsFail(t *testing.T) {
 	if code != exitFail || !strings.Contains(stderr, "calls failed") {
 		t.Fatalf("soak with a stopped server: exit %d, stderr %q", code, stderr)
 	}
-	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 {
-		t.Fatalf("report of the failed soak: %d errors, by code %v", rep.Errors, rep.Workload.ErrorsByCode)
+	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 || rep.RSS != nil {
+		t.Fatalf("report of the failed soak: %d errors, by code %v; RSS sampled %v with -server-pid -1", rep.Errors, rep.Workload.ErrorsByCode, rep.RSS)
 	}
 }
 

@@ -136,7 +136,7 @@ func (r *runner) soak(ctx context.Context) error {
 		}
 	}
 	var rss *rssSampler
-	if pid != 0 {
+	if pid > 0 {
 		rss = sampleRSS(pid, r.cfg.rssInterval)
 	}
 	err := r.workload(ctx)
