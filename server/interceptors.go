@@ -16,10 +16,12 @@ import (
 )
 
 // interceptorChain is the chain every call runs through, outermost first:
-// logging (skipping health probes, which would drown the log), then
-// recovery, innermost, so a panic becomes an INTERNAL status that the
-// logging interceptor still records.
+// logging (skipping health probes, which would drown the log), then the
+// refusal of requests that did not decode, then recovery, innermost, so a
+// panic becomes an INTERNAL status that the logging interceptor still
+// records. It also installs the codec whose failed decodes are refused.
 func interceptorChain(log *slog.Logger) []grpc.ServerOption {
+	codec := newRequestCodec()
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
 	})
@@ -32,12 +34,15 @@ func interceptorChain(log *slog.Logger) []grpc.ServerOption {
 		return status.Error(codes.Internal, "internal error")
 	})}
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+			codec.unaryInterceptor,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+			codec.streamInterceptor,
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),
 	}
