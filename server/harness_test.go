@@ -25,6 +25,7 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/images"
@@ -147,6 +148,9 @@ func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harne
 type serverOpts struct {
 	runPurges        bool
 	minRetentionDays int32
+	// auth and openReflection are server.Options' Auth and OpenReflection.
+	auth           *auth.Authenticator
+	openReflection bool
 }
 
 func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
@@ -194,6 +198,8 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 		Logger:      logger,
 
 		MinRetentionDays: o.minRetentionDays,
+		Auth:             o.auth,
+		OpenReflection:   o.openReflection,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -13,19 +15,34 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/metadatad/metadatad/server/auth"
 )
 
 // interceptorChain is the chain every call runs through, outermost first:
-// logging (skipping health probes, which would drown the log), then the
-// refusal of requests that did not decode, then recovery, innermost, so a
-// panic becomes an INTERNAL status that the logging interceptor still
-// records. It also installs the codec whose failed decodes are refused.
-func interceptorChain(log *slog.Logger) []grpc.ServerOption {
+// room for the caller's name, so that the log line, written outside the
+// guard, can name the principal; logging (skipping health probes, which
+// would drown the log); the guard, which authenticates the caller and
+// checks its scope, so a caller without credentials learns nothing about
+// its request; the refusal of requests that did not decode; then recovery,
+// innermost, so a panic becomes an INTERNAL status that the logging
+// interceptor still records. It also installs the codec whose failed
+// decodes are refused.
+func interceptorChain(log *slog.Logger, guard *auth.Guard) []grpc.ServerOption {
 	codec := newRequestCodec()
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			name := auth.CallerName(ctx)
+			if name == "" {
+				name = "-"
+			}
+			return logging.Fields{"principal", name}
+		}),
+	}
 	notHealth := selector.MatchFunc(func(_ context.Context, call interceptors.CallMeta) bool {
 		return call.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
@@ -36,12 +53,22 @@ func interceptorChain(log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
 		grpc.ChainUnaryInterceptor(
+			func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+				return handler(auth.WithCaller(ctx), req)
+			},
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+			grpcauth.UnaryServerInterceptor(guard.Authorize),
 			codec.unaryInterceptor,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(
+			func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+				wrapped := middleware.WrapServerStream(ss)
+				wrapped.WrappedContext = auth.WithCaller(ss.Context())
+				return handler(srv, wrapped)
+			},
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+			grpcauth.StreamServerInterceptor(guard.Authorize),
 			codec.streamInterceptor,
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),

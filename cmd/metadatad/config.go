@@ -40,6 +40,7 @@ type config struct {
 	shutdownTimeout   time.Duration
 	minFreeMiB        uint64
 	healthInterval    time.Duration
+	security          securityConfig
 }
 
 func parseConfig(args []string) (config, error) {
@@ -71,6 +72,7 @@ func parseConfig(args []string) (config, error) {
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
+	c.security.register(fs)
 
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {
@@ -109,6 +111,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return config{}, fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)
+	}
+	if err := c.security.check(); err != nil {
+		return config{}, err
 	}
 	return c, nil
 }

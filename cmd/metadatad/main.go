@@ -71,11 +71,16 @@ func run(args []string) error {
 		return err
 	}
 	primary, _ := repos[images.Single].Tables()
+	authn, err := cfg.security.authenticator(ctx, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
 		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
+		Auth: authn, OpenReflection: cfg.security.reflection == "open",
 	})
 	if err != nil {
 		return err
@@ -102,7 +107,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID}, store.describe...)...)
+	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID, "auth", authn != nil}, store.describe...)...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 
