@@ -18,6 +18,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -122,6 +123,7 @@ type harness struct {
 	// logs holds everything the server logged.
 	logs *logBuffer
 
+	lis          *bufconn.Listener
 	served       chan error
 	stopPurges   func()
 	shutdownOnce sync.Once
@@ -151,6 +153,11 @@ type serverOpts struct {
 	// auth and openReflection are server.Options' Auth and OpenReflection.
 	auth           *auth.Authenticator
 	openReflection bool
+	// creds are server.Options' Credentials; h.conn then dials with
+	// insecure credentials, and tests dial their own with h.dial.
+	creds credentials.TransportCredentials
+	// limits are server.Options' Limits.
+	limits server.Limits
 }
 
 func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
@@ -200,20 +207,17 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 		MinRetentionDays: o.minRetentionDays,
 		Auth:             o.auth,
 		OpenReflection:   o.openReflection,
+		Credentials:      o.creds,
+		Limits:           o.limits,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	h := &harness{backend: backend, srv: srv, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
+	h := &harness{backend: backend, srv: srv, lis: lis, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
 	go func() { h.served <- srv.Serve(lis) }()
 	t.Cleanup(func() { h.shutdown(t, context.Background()) })
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial bufconn: %v", err)
-	}
+	conn := h.dial(t, insecure.NewCredentials())
 	h.conn = conn
 	h.single = metadatav1.NewSingleImageMetadataServiceClient(conn)
 	h.pano = metadatav1.NewPanoImageMetadataServiceClient(conn)
@@ -222,8 +226,21 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 	h.video = metadatav1.NewVideoMetadataServiceClient(conn)
 	h.devices = metadatav1.NewDeviceStateServiceClient(conn)
 	h.acquisition = metadatav1.NewAcquisitionInstanceServiceClient(conn)
-	t.Cleanup(func() { _ = conn.Close() })
 	return h
+}
+
+// dial opens a new connection to the server with creds, closed when the
+// test ends.
+func (h *harness) dial(t *testing.T, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatalf("dial bufconn: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // shutdown stops the server once and checks that Serve returned cleanly.

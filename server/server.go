@@ -59,6 +59,8 @@ type Options struct {
 	OpenReflection bool
 	// Credentials secure connections, with TLS; nil serves plaintext.
 	Credentials credentials.TransportCredentials
+	// Limits bound what callers can ask of the server.
+	Limits Limits
 }
 
 // Server is the gRPC server of metadatad with every service, health and
@@ -110,7 +112,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	serverOpts := interceptorChain(log, auth.NewGuard(opts.Auth, scopes))
+	opts.Limits.fill()
+	serverOpts := append(interceptorChain(log, auth.NewGuard(opts.Auth, scopes)), opts.Limits.serverOptions()...)
 	if opts.Credentials != nil {
 		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
 	}

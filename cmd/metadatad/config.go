@@ -112,7 +112,7 @@ func parseConfig(args []string) (config, error) {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return config{}, fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)
 	}
-	if err := c.security.check(); err != nil {
+	if err := c.security.check(c.listen); err != nil {
 		return config{}, err
 	}
 	return c, nil
