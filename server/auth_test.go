@@ -40,15 +40,21 @@ func startAuthServer(t *testing.T, openReflection bool) *harness {
 		lines = append(lines, onlyToken(s)+",only-"+s+","+s, allButToken(s)+",all-but-"+s+","+strings.Join(others, " "))
 	}
 	lines = append(lines, "cron-secret,cron,retention.admin")
+	return startServerOpts(t, openMemPebble(t), serverOpts{auth: newTokenAuth(t, strings.Join(lines, "\n")), openReflection: openReflection})
+}
+
+// newTokenAuth authenticates with a token file holding content.
+func newTokenAuth(t *testing.T, content string) *auth.Authenticator {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a, err := auth.New(t.Context(), auth.Options{TokenFile: path, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("auth.New: %v", err)
 	}
-	return startServerOpts(t, openMemPebble(t), serverOpts{auth: a, openReflection: openReflection})
+	return a
 }
 
 func bearer(ctx context.Context, token string) context.Context {

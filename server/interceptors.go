@@ -9,6 +9,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
@@ -24,11 +25,12 @@ import (
 // guard, can name the principal; logging (skipping health probes, which
 // would drown the log); the guard, which authenticates the caller and
 // checks its scope, so a caller without credentials learns nothing about
-// its request; the refusal of requests that did not decode; then recovery,
-// innermost, so a panic becomes an INTERNAL status that the logging
-// interceptor still records. It also installs the codec whose failed
-// decodes are refused.
-func interceptorChain(log *slog.Logger, guard *auth.Guard) []grpc.ServerOption {
+// its request; the principal's rate and the caps on calls in flight
+// (health exempt, so probes answer under load); the refusal of requests
+// that did not decode; then recovery, innermost, so a panic becomes an
+// INTERNAL status that the logging interceptor still records. It also
+// installs the codec whose failed decodes are refused.
+func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) []grpc.ServerOption {
 	codec := newRequestCodec()
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
@@ -58,6 +60,8 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard) []grpc.ServerOption {
 			},
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
 			grpcauth.UnaryServerInterceptor(guard.Authorize),
+			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
+			selector.UnaryServerInterceptor(limits.unary, notHealth),
 			codec.unaryInterceptor,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
@@ -69,6 +73,8 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard) []grpc.ServerOption {
 			},
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
 			grpcauth.StreamServerInterceptor(guard.Authorize),
+			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth),
+			selector.StreamServerInterceptor(limits.stream, notHealth),
 			codec.streamInterceptor,
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),

@@ -113,7 +113,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.Limits.fill()
-	serverOpts := append(interceptorChain(log, auth.NewGuard(opts.Auth, scopes)), opts.Limits.serverOptions()...)
+	serverOpts := append(interceptorChain(log, auth.NewGuard(opts.Auth, scopes), newCallLimits(opts.Limits)), opts.Limits.serverOptions()...)
 	if opts.Credentials != nil {
 		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
 	}

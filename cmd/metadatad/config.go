@@ -41,6 +41,7 @@ type config struct {
 	minFreeMiB        uint64
 	healthInterval    time.Duration
 	security          securityConfig
+	limits            limitsConfig
 }
 
 func parseConfig(args []string) (config, error) {
@@ -73,6 +74,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 	c.security.register(fs)
+	c.limits.register(fs)
 
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {

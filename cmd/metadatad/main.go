@@ -92,7 +92,7 @@ func run(args []string) error {
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
-		Limits: server.Limits{MaxConnectionAge: cfg.security.maxConnectionAge},
+		Limits: cfg.limits.server(),
 	})
 	if err != nil {
 		return err

@@ -24,7 +24,6 @@ type securityConfig struct {
 	tlsCert, tlsKey, tlsClientCA string
 	tlsReload                    time.Duration
 	insecure                     bool
-	maxConnectionAge             time.Duration
 }
 
 func (s *securityConfig) register(fs *flag.FlagSet) {
@@ -39,7 +38,6 @@ func (s *securityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.tlsClientCA, "tls-client-ca", "", "require client certificates issued by these PEM CA certificates (mutual TLS); read again when it changes")
 	fs.DurationVar(&s.tlsReload, "tls-reload-interval", time.Minute, "how often the TLS files are read again")
 	fs.BoolVar(&s.insecure, "insecure", false, "allow plaintext on a non-loopback -listen address (e.g. behind a mesh that encrypts)")
-	fs.DurationVar(&s.maxConnectionAge, "max-connection-age", 30*time.Minute, "close connections this old (after their calls) so clients reconnect, meeting renewed certificates and new replicas")
 }
 
 func (s *securityConfig) check(listen string) error {
