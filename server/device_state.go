@@ -144,7 +144,7 @@ paths:
 		case "*":
 			v.add(field, `"*" must be the only path`)
 		default:
-			v.add(field, fmt.Sprintf("unknown field %q", path))
+			v.add(field, fmt.Sprintf("unknown field %q", bounded(path, maxEchoBytes)))
 		}
 	}
 	return fields

@@ -159,7 +159,35 @@ func inChildProcess(t *testing.T, body func(t *testing.T)) {
 	if err != nil {
 		t.Fatalf("child test process failed or died (%v); a panic the server does not recover kills the daemon:\n%s", err, out)
 	}
+	if reason, skipped := childSkipReason(string(out), t.Name()); skipped {
+		t.Skipf("child test process skipped: %s", reason)
+	}
 	if !strings.Contains(string(out), "--- PASS: "+t.Name()+" ") {
 		t.Fatalf("child test process did not run %s:\n%s", t.Name(), out)
 	}
+}
+
+// childSkipReason reports whether the verbose output of a child test
+// process says the test name skipped, and what the test logged (its
+// reason): a child that skips, for want of Azurite, skips its parent rather
+// than failing it.
+func childSkipReason(out, name string) (string, bool) {
+	if !strings.Contains(out, "--- SKIP: "+name+" ") {
+		return "", false
+	}
+	var logged []string
+	lines := strings.Split(out, "\n")
+	for i, line := range lines {
+		if line != "=== RUN   "+name {
+			continue
+		}
+		for _, l := range lines[i+1:] {
+			trimmed := strings.TrimSpace(l)
+			if !strings.HasPrefix(l, " ") || strings.HasPrefix(trimmed, "--- ") {
+				break
+			}
+			logged = append(logged, trimmed)
+		}
+	}
+	return strings.Join(logged, " "), true
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -26,6 +27,7 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/images"
@@ -122,6 +124,7 @@ type harness struct {
 	// logs holds everything the server logged.
 	logs *logBuffer
 
+	lis          *bufconn.Listener
 	served       chan error
 	stopPurges   func()
 	shutdownOnce sync.Once
@@ -150,6 +153,14 @@ type serverOpts struct {
 	minRetentionDays int32
 	// tracerProvider traces the calls; nil leaves tracing out.
 	tracerProvider trace.TracerProvider
+	// auth and openReflection are server.Options' Auth and OpenReflection.
+	auth           *auth.Authenticator
+	openReflection bool
+	// creds are server.Options' Credentials; h.conn then dials with
+	// insecure credentials, and tests dial their own with h.dial.
+	creds credentials.TransportCredentials
+	// limits are server.Options' Limits.
+	limits server.Limits
 }
 
 func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
@@ -198,20 +209,19 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 
 		MinRetentionDays: o.minRetentionDays,
 		TracerProvider:   o.tracerProvider,
+		Auth:             o.auth,
+		OpenReflection:   o.openReflection,
+		Credentials:      o.creds,
+		Limits:           o.limits,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	h := &harness{backend: backend, srv: srv, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
+	h := &harness{backend: backend, srv: srv, lis: lis, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
 	go func() { h.served <- srv.Serve(lis) }()
 	t.Cleanup(func() { h.shutdown(t, context.Background()) })
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial bufconn: %v", err)
-	}
+	conn := h.dial(t, insecure.NewCredentials())
 	h.conn = conn
 	h.single = metadatav1.NewSingleImageMetadataServiceClient(conn)
 	h.pano = metadatav1.NewPanoImageMetadataServiceClient(conn)
@@ -220,8 +230,21 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 	h.video = metadatav1.NewVideoMetadataServiceClient(conn)
 	h.devices = metadatav1.NewDeviceStateServiceClient(conn)
 	h.acquisition = metadatav1.NewAcquisitionInstanceServiceClient(conn)
-	t.Cleanup(func() { _ = conn.Close() })
 	return h
+}
+
+// dial opens a new connection to the server with creds, closed when the
+// test ends.
+func (h *harness) dial(t *testing.T, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatalf("dial bufconn: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // shutdown stops the server once and checks that Serve returned cleanly.

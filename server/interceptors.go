@@ -5,27 +5,46 @@ import (
 	"log/slog"
 	"runtime/debug"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/metadatad/metadatad/server/auth"
 )
 
 // interceptorChain is the chain every call runs through, outermost first:
-// metrics, when given, so every call is counted whatever refuses it later;
-// logging (skipping health probes, which would drown the log); then
-// recovery, innermost, so a panic becomes an INTERNAL status that the
-// logging and metrics interceptors still record.
-func interceptorChain(log *slog.Logger, metrics *grpcprom.ServerMetrics) []grpc.ServerOption {
+// room for the caller's name, so that the log line, written outside the
+// guard, can name the principal; logging (skipping health probes, which
+// would drown the log); the guard, which authenticates the caller and
+// checks its scope, so a caller without credentials learns nothing about
+// its request; the principal's rate and the caps on calls in flight
+// (health exempt, so probes answer under load); the refusal of requests
+// that did not decode; then recovery, innermost, so a panic becomes an
+// INTERNAL status that the logging interceptor still records. It also
+// installs the codec whose failed decodes are refused.
+func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) []grpc.ServerOption {
+	codec := newRequestCodec()
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			name := auth.CallerName(ctx)
+			if name == "" {
+				name = "-"
+			}
+			return logging.Fields{"principal", name}
+		}),
+	}
 	notHealth := selector.MatchFunc(func(_ context.Context, call interceptors.CallMeta) bool {
 		return call.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
@@ -33,19 +52,31 @@ func interceptorChain(log *slog.Logger, metrics *grpcprom.ServerMetrics) []grpc.
 		log.ErrorContext(ctx, "panic serving call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
-	var unary []grpc.UnaryServerInterceptor
-	var stream []grpc.StreamServerInterceptor
-	if metrics != nil {
-		unary = append(unary, metrics.UnaryServerInterceptor())
-		stream = append(stream, metrics.StreamServerInterceptor())
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(
+			func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+				return handler(auth.WithCaller(ctx), req)
+			},
+			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+			grpcauth.UnaryServerInterceptor(guard.Authorize),
+			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
+			selector.UnaryServerInterceptor(limits.unary, notHealth),
+			codec.unaryInterceptor,
+			recovery.UnaryServerInterceptor(recoverOpts...),
+		),
+		grpc.ChainStreamInterceptor(
+			func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+				wrapped := middleware.WrapServerStream(ss)
+				wrapped.WrappedContext = auth.WithCaller(ss.Context())
+				return handler(srv, wrapped)
+			},
+			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+			grpcauth.StreamServerInterceptor(guard.Authorize),
+			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth),
+			selector.StreamServerInterceptor(limits.stream, notHealth),
+			codec.streamInterceptor,
+			recovery.StreamServerInterceptor(recoverOpts...),
+		),
 	}
-	unary = append(unary,
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
-		recovery.UnaryServerInterceptor(recoverOpts...),
-	)
-	stream = append(stream,
-		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
-		recovery.StreamServerInterceptor(recoverOpts...),
-	)
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
 }

@@ -9,6 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store"
@@ -253,11 +257,73 @@ func (w *healthWatch) awaitNotServing(t *testing.T) {
 	}
 }
 
-// requireRefused fails unless calls to every service fail UNAVAILABLE.
+// refusedCalls is one call of each service of the API, a write where the
+// service has one; requireRefused finds a service missing here.
+var refusedCalls = map[string]func(ctx context.Context, h *harness) error{
+	"metadata.v1.SingleImageMetadataService": func(ctx context.Context, h *harness) error {
+		_, err := h.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{
+			Metadata: &metadatav1.SingleImageMetadata{CameraId: "cam-9", CapturedAt: timestamppb.New(minute(1))}})
+		return err
+	},
+	"metadata.v1.PanoImageMetadataService": func(ctx context.Context, h *harness) error {
+		_, err := h.pano.CreatePanoImageMetadata(ctx, &metadatav1.CreatePanoImageMetadataRequest{
+			Metadata: &metadatav1.PanoImageMetadata{CameraId: "cam-9", CapturedAt: timestamppb.New(minute(1))}})
+		return err
+	},
+	"metadata.v1.PreStitchImageMetadataService": func(ctx context.Context, h *harness) error {
+		_, err := h.preStitch.CreatePreStitchImageMetadata(ctx, &metadatav1.CreatePreStitchImageMetadataRequest{
+			Metadata: &metadatav1.PreStitchImageMetadata{CameraId: "cam-9", CapturedAt: timestamppb.New(minute(1))}})
+		return err
+	},
+	"metadata.v1.VideoMetadataService": func(ctx context.Context, h *harness) error {
+		_, err := h.video.CreateVideoMetadata(ctx, &metadatav1.CreateVideoMetadataRequest{
+			Metadata: &metadatav1.VideoMetadata{CameraId: "cam-9", CapturedAt: timestamppb.New(minute(1))}})
+		return err
+	},
+	"metadata.v1.DeviceStateService": func(ctx context.Context, h *harness) error {
+		_, err := h.devices.UpdateDeviceState(ctx, &metadatav1.UpdateDeviceStateRequest{
+			DeviceState: &metadatav1.DeviceState{DeviceId: "cam-9"}, AllowMissing: true})
+		return err
+	},
+	"metadata.v1.AcquisitionInstanceService": func(ctx context.Context, h *harness) error {
+		_, err := h.acquisition.RecordAcquisitionInstance(ctx, &metadatav1.RecordAcquisitionInstanceRequest{
+			Instance: &metadatav1.AcquisitionInstance{InstanceId: "run-9", DeviceId: "cam-9",
+				RuntimeStatus: metadatav1.RuntimeStatus_RUNTIME_STATUS_RUNNING}})
+		return err
+	},
+	"metadata.v1.RetentionService": func(ctx context.Context, h *harness) error {
+		_, err := h.retention.StartPurge(ctx, &metadatav1.StartPurgeRequest{
+			Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(minute(1))}})
+		return err
+	},
+}
+
+// requireRefused fails unless calls to every service of the API (each read
+// of readCalls and one call, a write where there is one, of every service
+// the API's descriptors name) and to health fail UNAVAILABLE.
 func requireRefused(t *testing.T, h *harness) {
 	t.Helper()
 	for _, rc := range readCalls {
 		requireCode(t, rc.call(t.Context(), h), codes.Unavailable)
+	}
+	services := 0
+	protoregistry.GlobalFiles.RangeFilesByPackage("metadata.v1", func(f protoreflect.FileDescriptor) bool {
+		for i := range f.Services().Len() {
+			name := string(f.Services().Get(i).FullName())
+			call, ok := refusedCalls[name]
+			if !ok {
+				t.Errorf("refusedCalls has no call of %s", name)
+				continue
+			}
+			services++
+			if err := call(t.Context(), h); status.Code(err) != codes.Unavailable {
+				t.Errorf("%s: %v, want UNAVAILABLE", name, err)
+			}
+		}
+		return true
+	})
+	if services != len(refusedCalls) {
+		t.Errorf("called %d services of metadata.v1, want all %d of refusedCalls", services, len(refusedCalls))
 	}
 	_, err := healthpb.NewHealthClient(h.conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
 	requireCode(t, err, codes.Unavailable)

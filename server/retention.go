@@ -125,10 +125,10 @@ func (s *retentionService) GetPurge(ctx context.Context, req *metadatav1.GetPurg
 }
 
 func (s *retentionService) get(ctx context.Context, id string) (*retention.Job, error) {
-	if id == "" {
-		var v violations
-		v.add("job_id", "required")
-		return nil, v.err()
+	var v violations
+	v.checkCameraID("job_id", id)
+	if err := v.err(); err != nil {
+		return nil, err
 	}
 	j, err := s.engine.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {

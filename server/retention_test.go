@@ -167,7 +167,7 @@ func TestUnknownPurgeIsNotFound(t *testing.T) {
 	h := startServer(t, openMemPebble(t))
 	_, err := h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: "0123456789abcdef0123"})
 	requireCode(t, err, codes.NotFound)
-	_, err = h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: "no/such#job"})
+	_, err = h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: "no-such-job"})
 	requireCode(t, err, codes.NotFound)
 	_, err = h.retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{})
 	requireFieldViolation(t, err, "job_id")

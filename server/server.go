@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -12,11 +13,15 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
@@ -47,9 +52,19 @@ type Options struct {
 	WriteCheck func() error
 	// HealthInterval is how often the checks run; 0 means 5 s.
 	HealthInterval time.Duration
-	// Logger receives one line per call and the detail of internal errors;
-	// nil means slog.Default.
+	// Logger receives one line per call, naming its principal, and the
+	// detail of internal errors; nil means slog.Default.
 	Logger *slog.Logger
+	// Auth authenticates callers, who then need the scope each method
+	// declares. Nil lets anyone call anything as the principal "anonymous",
+	// for development on a loopback address.
+	Auth *auth.Authenticator
+	// OpenReflection serves reflection to callers without metadata.read.
+	OpenReflection bool
+	// Credentials secure connections, with TLS; nil serves plaintext.
+	Credentials credentials.TransportCredentials
+	// Limits bound what callers can ask of the server.
+	Limits Limits
 	// Metrics counts every call by method and code and times it; nil
 	// leaves metrics out. Its series are pre-initialised for every method.
 	Metrics *grpcprom.ServerMetrics
@@ -61,14 +76,15 @@ type Options struct {
 // Server is the gRPC server of metadatad with every service, health and
 // reflection registered.
 type Server struct {
-	grpc   *grpc.Server
-	health *health.Server
-	// probes serves only health, for probes that speak neither TLS nor tokens.
-	probes  *grpc.Server
+	grpc    *grpc.Server
+	health  *health.Server
 	checker *healthChecker
+	// probes serves only health, for probes that speak neither TLS nor tokens.
+	probes *grpc.Server
 }
 
-// New builds the server and its interceptor chain.
+// New builds the server and its interceptor chain. It refuses a service
+// method that declares no required scope.
 func New(opts Options) (*Server, error) {
 	if opts.Single == nil || opts.Pano == nil || opts.PreStitch == nil {
 		return nil, errors.New("server: Options needs the Single, Pano and PreStitch repositories")
@@ -77,69 +93,111 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	serverOpts := interceptorChain(log, opts.Metrics)
-	if opts.TracerProvider != nil {
-		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithTracerProvider(opts.TracerProvider),
-			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))))
-	}
-	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
-	services := map[string]func(){
-		metadatav1.SingleImageMetadataService_ServiceDesc.ServiceName: func() {
-			metadatav1.RegisterSingleImageMetadataServiceServer(s.grpc, &singleImageService{
-				h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, fromImage: singleImageFromImage}})
-		},
-		metadatav1.PanoImageMetadataService_ServiceDesc.ServiceName: func() {
-			metadatav1.RegisterPanoImageMetadataServiceServer(s.grpc, &panoImageService{
-				h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: opts.Pano, log: log, fromImage: panoImageFromImage}})
-		},
-		metadatav1.PreStitchImageMetadataService_ServiceDesc.ServiceName: func() {
-			metadatav1.RegisterPreStitchImageMetadataServiceServer(s.grpc, &preStitchImageService{
-				h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, fromImage: preStitchImageFromImage}})
-		},
+	services := []service{
+		{&metadatav1.SingleImageMetadataService_ServiceDesc, &singleImageService{
+			h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, fromImage: singleImageFromImage}}},
+		{&metadatav1.PanoImageMetadataService_ServiceDesc, &panoImageService{
+			h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: opts.Pano, log: log, fromImage: panoImageFromImage}}},
+		{&metadatav1.PreStitchImageMetadataService_ServiceDesc, &preStitchImageService{
+			h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, fromImage: preStitchImageFromImage}}},
 	}
 	if opts.Retention != nil {
 		if opts.MinRetentionDays <= 0 {
 			opts.MinRetentionDays = 1
 		}
-		services[metadatav1.RetentionService_ServiceDesc.ServiceName] = func() {
-			metadatav1.RegisterRetentionServiceServer(s.grpc, &retentionService{
-				engine: opts.Retention, minDays: opts.MinRetentionDays, log: log})
-		}
+		services = append(services, service{&metadatav1.RetentionService_ServiceDesc, &retentionService{
+			engine: opts.Retention, minDays: opts.MinRetentionDays, log: log}})
 	}
 	if opts.Video != nil {
-		services[metadatav1.VideoMetadataService_ServiceDesc.ServiceName] = func() {
-			metadatav1.RegisterVideoMetadataServiceServer(s.grpc, &videoService{repo: opts.Video, log: log})
-		}
+		services = append(services, service{&metadatav1.VideoMetadataService_ServiceDesc, &videoService{repo: opts.Video, log: log}})
 	}
 	if opts.Devices != nil {
-		services[metadatav1.DeviceStateService_ServiceDesc.ServiceName] = func() {
-			metadatav1.RegisterDeviceStateServiceServer(s.grpc, &deviceStateService{repo: opts.Devices, log: log})
-		}
+		services = append(services, service{&metadatav1.DeviceStateService_ServiceDesc, &deviceStateService{repo: opts.Devices, log: log}})
 	}
 	if opts.Acquisition != nil {
-		services[metadatav1.AcquisitionInstanceService_ServiceDesc.ServiceName] = func() {
-			metadatav1.RegisterAcquisitionInstanceServiceServer(s.grpc, &acquisitionInstanceService{repo: opts.Acquisition, log: log})
-		}
+		services = append(services, service{&metadatav1.AcquisitionInstanceService_ServiceDesc, &acquisitionInstanceService{repo: opts.Acquisition, log: log}})
 	}
+	// The scopes are read from the descriptors before the server exists, as
+	// its interceptors are fixed when it is made; the check after
+	// registering catches a service registered some other way.
+	scopes, err := methodScopes(serviceInfo(services), opts.OpenReflection)
+	if err != nil {
+		return nil, err
+	}
+	opts.Limits.fill()
+	var serverOpts []grpc.ServerOption
+	if opts.Metrics != nil {
+		// Outermost, so every call is counted whatever refuses it later.
+		serverOpts = append(serverOpts, grpc.ChainUnaryInterceptor(opts.Metrics.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(opts.Metrics.StreamServerInterceptor()))
+	}
+	serverOpts = append(serverOpts, interceptorChain(log, auth.NewGuard(opts.Auth, scopes), newCallLimits(opts.Limits))...)
+	serverOpts = append(serverOpts, opts.Limits.serverOptions()...)
+	if opts.TracerProvider != nil {
+		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(opts.TracerProvider),
+			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))))
+	}
+	if opts.Credentials != nil {
+		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
+	}
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
 	if opts.HealthInterval <= 0 {
 		opts.HealthInterval = defaultHealthInterval
 	}
 	s.checker = &healthChecker{health: s.health, store: opts.StoreCheck, writes: opts.WriteCheck,
 		interval: opts.HealthInterval, log: log, reachable: true}
-	for name, register := range services {
-		register()
-		s.checker.services = append(s.checker.services, name)
+	for _, svc := range services {
+		s.grpc.RegisterService(svc.desc, svc.impl)
+		s.checker.services = append(s.checker.services, svc.desc.ServiceName)
 	}
 	s.checker.check(context.Background())
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.probes = grpc.NewServer()
 	healthpb.RegisterHealthServer(s.probes, s.health)
 	reflection.Register(s.grpc)
+	for name, info := range s.grpc.GetServiceInfo() {
+		for _, m := range info.Methods {
+			if _, ok := scopes["/"+name+"/"+m.Name]; !ok {
+				return nil, fmt.Errorf("server: /%s/%s has no scope; every method needs one", name, m.Name)
+			}
+		}
+	}
 	if opts.Metrics != nil {
 		opts.Metrics.InitializeMetrics(s.grpc)
 	}
 	return s, nil
+}
+
+// service is one service to register: its description and implementation.
+type service struct {
+	desc *grpc.ServiceDesc
+	impl any
+}
+
+// serviceInfo describes services, and the health and reflection services
+// New adds, as grpc.Server.GetServiceInfo would once they are registered.
+func serviceInfo(services []service) map[string]grpc.ServiceInfo {
+	descs := []*grpc.ServiceDesc{
+		&healthpb.Health_ServiceDesc,
+		&reflectionv1.ServerReflection_ServiceDesc,
+		&reflectionv1alpha.ServerReflection_ServiceDesc,
+	}
+	for _, svc := range services {
+		descs = append(descs, svc.desc)
+	}
+	infos := make(map[string]grpc.ServiceInfo, len(descs))
+	for _, d := range descs {
+		var methods []grpc.MethodInfo
+		for _, m := range d.Methods {
+			methods = append(methods, grpc.MethodInfo{Name: m.MethodName})
+		}
+		for _, st := range d.Streams {
+			methods = append(methods, grpc.MethodInfo{Name: st.StreamName, IsClientStream: st.ClientStreams, IsServerStream: st.ServerStreams})
+		}
+		infos[d.ServiceName] = grpc.ServiceInfo{Methods: methods}
+	}
+	return infos
 }
 
 // Serve accepts connections on lis until Shutdown, keeping the health

@@ -20,6 +20,9 @@ const (
 	defaultPageSize  = 100
 	maxPageSize      = 1000
 	maxBatchCameras  = 1000
+	// maxMessageBytes bounds an error's message, however many violations
+	// it lists; the details list each one.
+	maxMessageBytes = 1000
 )
 
 // Capture times span what both .NET DateTimeOffset ticks and Azure's
@@ -49,15 +52,16 @@ func (v *violations) err() error {
 	for i, fv := range v.list {
 		parts[i] = fv.Field + ": " + fv.Description
 	}
-	st := status.New(codes.InvalidArgument, "invalid request: "+strings.Join(parts, "; "))
+	st := status.New(codes.InvalidArgument, bounded("invalid request: "+strings.Join(parts, "; "), maxMessageBytes))
 	if detailed, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: v.list}); err == nil {
 		st = detailed
 	}
 	return st.Err()
 }
 
-// checkCameraID applies the API's id rules (of cameras, devices and
-// acquisition instances) on top of the store's key rules.
+// checkCameraID applies the API's id rules (of cameras, devices,
+// acquisition instances and purge jobs) on top of the store's key rules.
+// Its descriptions never echo the id: an id that breaks them may be huge.
 func (v *violations) checkCameraID(field, id string) {
 	switch {
 	case id == "":

@@ -161,16 +161,20 @@ func TestPurgeDuringSplitsLatenciesAroundAnExactPurge(t *testing.T) {
 
 func TestHistoryMeasuresReadsAtEachDepth(t *testing.T) {
 	s := startServer(t)
-	code, rep, _, stderr := runTool(t, "history", "-addr", s.addr, "-cameras", "4", "-history-days", "1,3",
+	code, rep, _, stderr := runTool(t, "history", "-addr", s.addr, "-cameras", "4", "-history-days", "1,3", "-ceiling",
 		"-seed-interval", "6h", "-mix", "get-latest=3,list=1,create=5", "-ops", "80", "-concurrency", "2")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if len(rep.History) != 2 || rep.History[0].Images != 5 || rep.History[1].Images != 13 {
+	if len(rep.History) != 2 || rep.History[0].Images != 5 || rep.History[1].Images != 13 || rep.Seed.Calls != 4*3*13 {
 		t.Fatalf("history steps: %+v", rep.History)
 	}
 	for _, step := range rep.History {
 		requireLatencies(t, fmt.Sprintf("%d days", step.Days), step.Reads, "get_latest", "list")
+		requireLatencies(t, fmt.Sprintf("ceiling at %d days", step.Days), step.Ceiling, "health_check")
+		if step.VsHealth["get_latest_p99_vs_health"] <= 0 {
+			t.Fatalf("no get_latest ratio to the ceiling at %d days: %v", step.Days, step.VsHealth)
+		}
 		if _, ok := step.Reads.RPCs["create"]; ok {
 			t.Fatalf("history mode wrote during its measurement at %d days", step.Days)
 		}
@@ -214,8 +218,8 @@ func TestSoakFailsWhenCallsFail(t *testing.T) {
 	if code != exitFail || !strings.Contains(stderr, "calls failed") {
 		t.Fatalf("soak with a stopped server: exit %d, stderr %q", code, stderr)
 	}
-	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 {
-		t.Fatalf("report of the failed soak: %d errors, by code %v", rep.Errors, rep.Workload.ErrorsByCode)
+	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 || rep.RSS != nil {
+		t.Fatalf("report of the failed soak: %d errors, by code %v; RSS sampled %v with -server-pid -1", rep.Errors, rep.Workload.ErrorsByCode, rep.RSS)
 	}
 }
 

@@ -86,7 +86,6 @@ func (r *runner) seed(ctx context.Context, fromDays, toDays int) error {
 	if fromDays == 0 {
 		r.w.seed(ctx, &timeline{fleet: f, start: r.now, step: time.Minute, total: perStep}, r.cfg.seedConcurrency, r.seeded, r.show, "seed now")
 	}
-	r.seeded.end()
 	r.rep.Seed = r.seeded.summary()
 	if n := r.rep.Seed.Errors; n > 0 {
 		return fmt.Errorf("seeding failed %d of %d creates: %v", n, r.rep.Seed.Calls, r.rep.Seed.ErrorsByCode)
@@ -137,7 +136,7 @@ func (r *runner) soak(ctx context.Context) error {
 		}
 	}
 	var rss *rssSampler
-	if pid != 0 {
+	if pid > 0 {
 		rss = sampleRSS(pid, r.cfg.rssInterval)
 	}
 	err := r.workload(ctx)
@@ -162,19 +161,27 @@ func (r *runner) history(ctx context.Context) error {
 	}
 	lc := r.cfg.load
 	lc.mix = reads
-	if r.cfg.ceiling {
-		r.rep.Ceiling = r.ceiling(ctx)
-	}
 	from := 0
 	for _, days := range r.cfg.historyDays {
 		if err := r.seed(ctx, from, days); err != nil {
 			return err
 		}
 		from = days
+		// A ceiling at every depth, just before its reads, shares their
+		// moment's noise on a shared machine.
+		var ceiling *phaseReport
+		if r.cfg.ceiling {
+			ceiling = r.ceiling(ctx)
+		}
 		rec := newRecorder()
 		r.w.run(ctx, phase{label: fmt.Sprintf("reads at %dd", days), load: lc, recorder: func() *recorder { return rec }}, r.show)
 		rec.end()
-		step := historyStep{Days: days, Images: int64(time.Duration(days)*24*time.Hour/r.cfg.seedInterval) + 1, Reads: rec.summary()}
+		step := historyStep{Days: days, Images: int64(time.Duration(days)*24*time.Hour/r.cfg.seedInterval) + 1, Reads: rec.summary(), Ceiling: ceiling}
+		if ceiling != nil {
+			step.VsHealth = map[string]float64{}
+			latencyRatios(step.Reads, ceiling, p50, string(opHealth), "_p50_vs_health", step.VsHealth)
+			latencyRatios(step.Reads, ceiling, p99, string(opHealth), "_p99_vs_health", step.VsHealth)
+		}
 		if len(r.rep.History) > 0 {
 			step.P99VsFirst = map[string]float64{}
 			latencyRatios(step.Reads, r.rep.History[0].Reads, p99, "", "", step.P99VsFirst)

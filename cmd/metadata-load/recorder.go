@@ -39,6 +39,10 @@ type recorder struct {
 	calls   atomic.Int64
 	errors  atomic.Int64
 	ended   atomic.Int64 // unix nanoseconds; 0 while running
+	// active, when set, is the phase's duration instead of started to
+	// ended: the sum of the stretches a phase recorded in, for seeding
+	// that runs in steps between measurements.
+	active atomic.Int64
 }
 
 // opStats is one op's record: the whole phase, and a window that progress
@@ -80,7 +84,13 @@ func (r *recorder) record(o op, d time.Duration, err error) {
 // end marks the phase finished, fixing its duration.
 func (r *recorder) end() { r.ended.CompareAndSwap(0, time.Now().UnixNano()) }
 
+// addActive counts d toward the phase's duration.
+func (r *recorder) addActive(d time.Duration) { r.active.Add(int64(d)) }
+
 func (r *recorder) elapsed() time.Duration {
+	if a := r.active.Load(); a != 0 {
+		return time.Duration(a)
+	}
 	if e := r.ended.Load(); e != 0 {
 		return time.Unix(0, e).Sub(r.started)
 	}

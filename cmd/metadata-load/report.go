@@ -76,6 +76,10 @@ type historyStep struct {
 	Days   int          `json:"days"`
 	Images int64        `json:"images_per_camera"`
 	Reads  *phaseReport `json:"reads"`
+	// Ceiling and VsHealth are the health checks measured just before the
+	// reads (with -ceiling) and the reads' latencies over theirs.
+	Ceiling  *phaseReport       `json:"ceiling,omitempty"`
+	VsHealth map[string]float64 `json:"vs_health,omitempty"`
 	// P99VsFirst is each RPC's p99 over its p99 at the first step.
 	P99VsFirst map[string]float64 `json:"p99_vs_first,omitempty"`
 }

@@ -223,10 +223,13 @@ func (w *workload) once(ctx context.Context, rng *rand.Rand, timeout time.Durati
 func (w *workload) counts() (calls, errors int64) { return w.calls.Load(), w.errors.Load() }
 
 // seed creates every image of tl with concurrency creates in flight, as
-// fast as the server takes them, recording into rec.
+// fast as the server takes them, recording into rec and adding the time it
+// took to rec's duration.
 func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec *recorder, show *progress, label string) {
 	bar := show.start(label, loadConfig{ops: tl.total}, w.counts, func() *recorder { return rec })
 	defer bar.finish()
+	started := time.Now()
+	defer func() { rec.addActive(time.Since(started)) }()
 	var wg sync.WaitGroup
 	for range concurrency {
 		wg.Go(func() {
@@ -248,5 +251,4 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 		})
 	}
 	wg.Wait()
-	rec.end()
 }

@@ -42,6 +42,8 @@ type config struct {
 	healthInterval    time.Duration
 	metricsListen     string
 	healthListen      string
+	security          securityConfig
+	limits            limitsConfig
 }
 
 func parseConfig(args []string) (config, error) {
@@ -75,6 +77,8 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")
 	fs.StringVar(&c.healthListen, "health-listen", "", "address serving only grpc.health.v1.Health, plaintext and unauthenticated, for Kubernetes' native gRPC probes, e.g. :8086 (off when empty)")
+	c.security.register(fs)
+	c.limits.register(fs)
 
 	set := map[string]bool{}
 	if err := fs.Parse(args); err != nil {
@@ -113,6 +117,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return config{}, fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)
+	}
+	if err := c.security.check(c.listen); err != nil {
+		return config{}, err
 	}
 	return c, nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/internal/diskspace"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
@@ -77,11 +79,26 @@ func run(args []string) error {
 		return err
 	}
 	primary, _ := repos[images.Single].Tables()
+	authn, err := cfg.security.authenticator(ctx, log)
+	if err != nil {
+		return err
+	}
+	creds, err := cfg.security.credentials()
+	if err != nil {
+		return err
+	}
+	var transport credentials.TransportCredentials // a nil *tlscreds.Credentials would not be a nil interface
+	if creds != nil {
+		defer creds.Close()
+		transport = creds
+	}
 	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
 		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
+		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
+		Limits: cfg.limits.server(),
 	}
 	if obs.metrics != nil {
 		serverOpts.Metrics = obs.metrics.GRPC
@@ -134,7 +151,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID}, store.describe...)...)
+	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID, "auth", authn != nil, "tls", creds != nil, "mtls", cfg.security.tlsClientCA != ""}, store.describe...)...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 

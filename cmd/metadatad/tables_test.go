@@ -14,17 +14,27 @@ import (
 
 // TestTableNamesReachTheStore starts the daemon with every table name
 // changed and finds each service's rows under the names given, the index
-// and active tables following their primary's name.
+// and active tables following their primary's name, and none under the
+// default names.
 func TestTableNamesReachTheStore(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, dataDir,
-		"-single-image-table", "CustomSingles", "-video-table", "CustomVideos",
+		"-single-image-table", "CustomSingles", "-pano-image-table", "CustomPanos", "-pre-stitch-image-table", "CustomPreStitches",
+		"-video-table", "CustomVideos",
 		"-device-state-table", "CustomDevices", "-acquisition-instance-table", "CustomRuns")
 	conn := d.conn(t)
 	ctx := t.Context()
 	at := timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if _, err := metadatav1.NewSingleImageMetadataServiceClient(conn).CreateSingleImageMetadata(ctx,
 		&metadatav1.CreateSingleImageMetadataRequest{Metadata: &metadatav1.SingleImageMetadata{CameraId: "cam-1", CapturedAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metadatav1.NewPanoImageMetadataServiceClient(conn).CreatePanoImageMetadata(ctx,
+		&metadatav1.CreatePanoImageMetadataRequest{Metadata: &metadatav1.PanoImageMetadata{CameraId: "cam-1", CapturedAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metadatav1.NewPreStitchImageMetadataServiceClient(conn).CreatePreStitchImageMetadata(ctx,
+		&metadatav1.CreatePreStitchImageMetadataRequest{Metadata: &metadatav1.PreStitchImageMetadata{CameraId: "cam-1", CapturedAt: at}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := metadatav1.NewVideoMetadataServiceClient(conn).CreateVideoMetadata(ctx,
@@ -48,7 +58,8 @@ func TestTableNamesReachTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, name := range []string{"CustomSingles", "CustomSinglesIndex", "CustomVideos", "CustomDevices", "CustomRuns", "CustomRunsActive"} {
+	for _, name := range []string{"CustomSingles", "CustomSinglesIndex", "CustomPanos", "CustomPanosIndex",
+		"CustomPreStitches", "CustomPreStitchesIndex", "CustomVideos", "CustomDevices", "CustomRuns", "CustomRunsActive"} {
 		tbl, err := db.Table(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
@@ -56,6 +67,18 @@ func TestTableNamesReachTheStore(t *testing.T) {
 		page, err := tbl.Scan(context.Background(), store.Scan{})
 		if err != nil || len(page.Entities) != 1 {
 			t.Errorf("table %s holds %d rows, %v; want the one written", name, len(page.Entities), err)
+		}
+	}
+	for _, name := range []string{"SingleImageMetadata", "SingleImageMetadataIndex", "PanoImageMetadata", "PanoImageMetadataIndex",
+		"PreStitchImageMetadata", "PreStitchImageMetadataIndex", "VideoMetadata", "DurableEntityData",
+		"ImageAcquisitionInstance", "ImageAcquisitionInstanceActive"} {
+		tbl, err := db.Table(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := tbl.Scan(context.Background(), store.Scan{})
+		if err != nil || len(page.Entities) != 0 {
+			t.Errorf("default table %s holds %d rows, %v; want none", name, len(page.Entities), err)
 		}
 	}
 }

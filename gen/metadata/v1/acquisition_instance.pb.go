@@ -391,7 +391,7 @@ var File_metadata_v1_acquisition_instance_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_acquisition_instance_proto_rawDesc = "" +
 	"\n" +
-	"&metadata/v1/acquisition_instance.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x02\n" +
+	"&metadata/v1/acquisition_instance.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x99\x02\n" +
 	"\x13AcquisitionInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1b\n" +
@@ -418,10 +418,10 @@ const file_metadata_v1_acquisition_instance_proto_rawDesc = "" +
 	"\x16RUNTIME_STATUS_RUNNING\x10\x02\x12\x1c\n" +
 	"\x18RUNTIME_STATUS_COMPLETED\x10\x03\x12\x19\n" +
 	"\x15RUNTIME_STATUS_FAILED\x10\x04\x12\x1d\n" +
-	"\x19RUNTIME_STATUS_TERMINATED\x10\x052\xa4\x02\n" +
-	"\x1aAcquisitionInstanceService\x12z\n" +
-	"\x19RecordAcquisitionInstance\x12-.metadata.v1.RecordAcquisitionInstanceRequest\x1a..metadata.v1.RecordAcquisitionInstanceResponse\x12\x89\x01\n" +
-	"\x1eListActiveAcquisitionInstances\x122.metadata.v1.ListActiveAcquisitionInstancesRequest\x1a3.metadata.v1.ListActiveAcquisitionInstancesResponseB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x19RUNTIME_STATUS_TERMINATED\x10\x052\xcc\x02\n" +
+	"\x1aAcquisitionInstanceService\x12\x8e\x01\n" +
+	"\x19RecordAcquisitionInstance\x12-.metadata.v1.RecordAcquisitionInstanceRequest\x1a..metadata.v1.RecordAcquisitionInstanceResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9c\x01\n" +
+	"\x1eListActiveAcquisitionInstances\x122.metadata.v1.ListActiveAcquisitionInstancesRequest\x1a3.metadata.v1.ListActiveAcquisitionInstancesResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_acquisition_instance_proto_rawDescOnce sync.Once
@@ -471,6 +471,7 @@ func file_metadata_v1_acquisition_instance_proto_init() {
 	if File_metadata_v1_acquisition_instance_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

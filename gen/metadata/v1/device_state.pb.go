@@ -598,7 +598,7 @@ var File_metadata_v1_device_state_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_device_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1emetadata/v1/device_state.proto\x12\vmetadata.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x05\n" +
+	"\x1emetadata/v1/device_state.proto\x12\vmetadata.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x8e\x05\n" +
 	"\vDeviceState\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12%\n" +
 	"\x0ecurrent_config\x18\x02 \x01(\tR\rcurrentConfig\x12,\n" +
@@ -637,12 +637,12 @@ const file_metadata_v1_device_state_proto_rawDesc = "" +
 	"\x18DeleteDeviceStateRequest\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x1b\n" +
-	"\x19DeleteDeviceStateResponse2\x98\x03\n" +
-	"\x12DeviceStateService\x12Y\n" +
-	"\x0eGetDeviceState\x12\".metadata.v1.GetDeviceStateRequest\x1a#.metadata.v1.GetDeviceStateResponse\x12_\n" +
-	"\x10ListDeviceStates\x12$.metadata.v1.ListDeviceStatesRequest\x1a%.metadata.v1.ListDeviceStatesResponse\x12b\n" +
-	"\x11UpdateDeviceState\x12%.metadata.v1.UpdateDeviceStateRequest\x1a&.metadata.v1.UpdateDeviceStateResponse\x12b\n" +
-	"\x11DeleteDeviceState\x12%.metadata.v1.DeleteDeviceStateRequest\x1a&.metadata.v1.DeleteDeviceStateResponseB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x19DeleteDeviceStateResponse2\xe7\x03\n" +
+	"\x12DeviceStateService\x12l\n" +
+	"\x0eGetDeviceState\x12\".metadata.v1.GetDeviceStateRequest\x1a#.metadata.v1.GetDeviceStateResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12r\n" +
+	"\x10ListDeviceStates\x12$.metadata.v1.ListDeviceStatesRequest\x1a%.metadata.v1.ListDeviceStatesResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12v\n" +
+	"\x11UpdateDeviceState\x12%.metadata.v1.UpdateDeviceStateRequest\x1a&.metadata.v1.UpdateDeviceStateResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12w\n" +
+	"\x11DeleteDeviceState\x12%.metadata.v1.DeleteDeviceStateRequest\x1a&.metadata.v1.DeleteDeviceStateResponse\"\x13\xa2\xbb\x18\x0fmetadata.deleteB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_device_state_proto_rawDescOnce sync.Once
@@ -699,6 +699,7 @@ func file_metadata_v1_device_state_proto_init() {
 	if File_metadata_v1_device_state_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -676,7 +676,7 @@ var File_metadata_v1_pano_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	"\n" +
-	"\x1cmetadata/v1/pano_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x03\n" +
+	"\x1cmetadata/v1/pano_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xc2\x03\n" +
 	"\x11PanoImageMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -727,13 +727,13 @@ const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	")GetLatestClearDayPanoImageMetadataRequest\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\"h\n" +
 	"*GetLatestClearDayPanoImageMetadataResponse\x12:\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata2\xa6\x05\n" +
-	"\x18PanoImageMetadataService\x12t\n" +
-	"\x17CreatePanoImageMetadata\x12+.metadata.v1.CreatePanoImageMetadataRequest\x1a,.metadata.v1.CreatePanoImageMetadataResponse\x12}\n" +
-	"\x1aGetLatestPanoImageMetadata\x12..metadata.v1.GetLatestPanoImageMetadataRequest\x1a/.metadata.v1.GetLatestPanoImageMetadataResponse\x12\x8c\x01\n" +
-	"\x1fBatchGetLatestPanoImageMetadata\x123.metadata.v1.BatchGetLatestPanoImageMetadataRequest\x1a4.metadata.v1.BatchGetLatestPanoImageMetadataResponse\x12\x95\x01\n" +
-	"\"GetLatestClearDayPanoImageMetadata\x126.metadata.v1.GetLatestClearDayPanoImageMetadataRequest\x1a7.metadata.v1.GetLatestClearDayPanoImageMetadataResponse\x12n\n" +
-	"\x15ListPanoImageMetadata\x12).metadata.v1.ListPanoImageMetadataRequest\x1a*.metadata.v1.ListPanoImageMetadataResponseB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata2\x89\x06\n" +
+	"\x18PanoImageMetadataService\x12\x88\x01\n" +
+	"\x17CreatePanoImageMetadata\x12+.metadata.v1.CreatePanoImageMetadataRequest\x1a,.metadata.v1.CreatePanoImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x90\x01\n" +
+	"\x1aGetLatestPanoImageMetadata\x12..metadata.v1.GetLatestPanoImageMetadataRequest\x1a/.metadata.v1.GetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x9f\x01\n" +
+	"\x1fBatchGetLatestPanoImageMetadata\x123.metadata.v1.BatchGetLatestPanoImageMetadataRequest\x1a4.metadata.v1.BatchGetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa8\x01\n" +
+	"\"GetLatestClearDayPanoImageMetadata\x126.metadata.v1.GetLatestClearDayPanoImageMetadataRequest\x1a7.metadata.v1.GetLatestClearDayPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x81\x01\n" +
+	"\x15ListPanoImageMetadata\x12).metadata.v1.ListPanoImageMetadataRequest\x1a*.metadata.v1.ListPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_pano_image_proto_rawDescOnce sync.Once
@@ -798,6 +798,7 @@ func file_metadata_v1_pano_image_proto_init() {
 	if File_metadata_v1_pano_image_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

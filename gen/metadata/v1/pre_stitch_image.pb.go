@@ -712,7 +712,7 @@ var File_metadata_v1_pre_stitch_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"\n" +
-	"\"metadata/v1/pre_stitch_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x03\n" +
+	"\"metadata/v1/pre_stitch_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xe5\x03\n" +
 	"\x16PreStitchImageMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -767,13 +767,13 @@ const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"\x9a\x01\n" +
 	"/ListPreStitchImageMetadataByCorrelationResponse\x12?\n" +
 	"\bmetadata\x18\x01 \x03(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xf8\x05\n" +
-	"\x1dPreStitchImageMetadataService\x12\x83\x01\n" +
-	"\x1cCreatePreStitchImageMetadata\x120.metadata.v1.CreatePreStitchImageMetadataRequest\x1a1.metadata.v1.CreatePreStitchImageMetadataResponse\x12\x8c\x01\n" +
-	"\x1fGetLatestPreStitchImageMetadata\x123.metadata.v1.GetLatestPreStitchImageMetadataRequest\x1a4.metadata.v1.GetLatestPreStitchImageMetadataResponse\x12\x9b\x01\n" +
-	"$BatchGetLatestPreStitchImageMetadata\x128.metadata.v1.BatchGetLatestPreStitchImageMetadataRequest\x1a9.metadata.v1.BatchGetLatestPreStitchImageMetadataResponse\x12\xa4\x01\n" +
-	"'ListPreStitchImageMetadataByCorrelation\x12;.metadata.v1.ListPreStitchImageMetadataByCorrelationRequest\x1a<.metadata.v1.ListPreStitchImageMetadataByCorrelationResponse\x12}\n" +
-	"\x1aListPreStitchImageMetadata\x12..metadata.v1.ListPreStitchImageMetadataRequest\x1a/.metadata.v1.ListPreStitchImageMetadataResponseB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xd9\x06\n" +
+	"\x1dPreStitchImageMetadataService\x12\x97\x01\n" +
+	"\x1cCreatePreStitchImageMetadata\x120.metadata.v1.CreatePreStitchImageMetadataRequest\x1a1.metadata.v1.CreatePreStitchImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9f\x01\n" +
+	"\x1fGetLatestPreStitchImageMetadata\x123.metadata.v1.GetLatestPreStitchImageMetadataRequest\x1a4.metadata.v1.GetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xae\x01\n" +
+	"$BatchGetLatestPreStitchImageMetadata\x128.metadata.v1.BatchGetLatestPreStitchImageMetadataRequest\x1a9.metadata.v1.BatchGetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xb7\x01\n" +
+	"'ListPreStitchImageMetadataByCorrelation\x12;.metadata.v1.ListPreStitchImageMetadataByCorrelationRequest\x1a<.metadata.v1.ListPreStitchImageMetadataByCorrelationResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x90\x01\n" +
+	"\x1aListPreStitchImageMetadata\x12..metadata.v1.ListPreStitchImageMetadataRequest\x1a/.metadata.v1.ListPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_pre_stitch_image_proto_rawDescOnce sync.Once
@@ -838,6 +838,7 @@ func file_metadata_v1_pre_stitch_image_proto_init() {
 	if File_metadata_v1_pre_stitch_image_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

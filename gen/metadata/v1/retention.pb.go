@@ -853,7 +853,7 @@ var File_metadata_v1_retention_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x02\n" +
+	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x95\x02\n" +
 	"\vPurgeCounts\x125\n" +
 	"\n" +
 	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12#\n" +
@@ -920,15 +920,15 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x13PURGE_STATE_PENDING\x10\x01\x12\x17\n" +
 	"\x13PURGE_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15PURGE_STATE_SUCCEEDED\x10\x03\x12\x16\n" +
-	"\x12PURGE_STATE_FAILED\x10\x042\xca\x02\n" +
-	"\x10RetentionService\x12M\n" +
+	"\x12PURGE_STATE_FAILED\x10\x042\x9e\x03\n" +
+	"\x10RetentionService\x12b\n" +
 	"\n" +
-	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\x12G\n" +
-	"\bGetPurge\x12\x1c.metadata.v1.GetPurgeRequest\x1a\x1d.metadata.v1.GetPurgeResponse\x12M\n" +
+	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\\\n" +
+	"\bGetPurge\x12\x1c.metadata.v1.GetPurgeRequest\x1a\x1d.metadata.v1.GetPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12b\n" +
 	"\n" +
-	"ListPurges\x12\x1e.metadata.v1.ListPurgesRequest\x1a\x1f.metadata.v1.ListPurgesResponse\x12O\n" +
+	"ListPurges\x12\x1e.metadata.v1.ListPurgesRequest\x1a\x1f.metadata.v1.ListPurgesResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12d\n" +
 	"\n" +
-	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_retention_proto_rawDescOnce sync.Once
@@ -994,6 +994,7 @@ func file_metadata_v1_retention_proto_init() {
 	if File_metadata_v1_retention_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	file_metadata_v1_retention_proto_msgTypes[2].OneofWrappers = []any{
 		(*StartPurgeRequest_RetentionDays)(nil),
 		(*StartPurgeRequest_CutoffTime)(nil),

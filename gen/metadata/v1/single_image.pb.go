@@ -575,7 +575,7 @@ var File_metadata_v1_single_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_single_image_proto_rawDesc = "" +
 	"\n" +
-	"\x1emetadata/v1/single_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x03\n" +
+	"\x1emetadata/v1/single_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xa4\x03\n" +
 	"\x13SingleImageMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -619,12 +619,12 @@ const file_metadata_v1_single_image_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"\x87\x01\n" +
 	"\x1fListSingleImageMetadataResponse\x12<\n" +
 	"\bmetadata\x18\x01 \x03(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xa9\x04\n" +
-	"\x1aSingleImageMetadataService\x12z\n" +
-	"\x19CreateSingleImageMetadata\x12-.metadata.v1.CreateSingleImageMetadataRequest\x1a..metadata.v1.CreateSingleImageMetadataResponse\x12\x83\x01\n" +
-	"\x1cGetLatestSingleImageMetadata\x120.metadata.v1.GetLatestSingleImageMetadataRequest\x1a1.metadata.v1.GetLatestSingleImageMetadataResponse\x12\x92\x01\n" +
-	"!BatchGetLatestSingleImageMetadata\x125.metadata.v1.BatchGetLatestSingleImageMetadataRequest\x1a6.metadata.v1.BatchGetLatestSingleImageMetadataResponse\x12t\n" +
-	"\x17ListSingleImageMetadata\x12+.metadata.v1.ListSingleImageMetadataRequest\x1a,.metadata.v1.ListSingleImageMetadataResponseB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xf8\x04\n" +
+	"\x1aSingleImageMetadataService\x12\x8e\x01\n" +
+	"\x19CreateSingleImageMetadata\x12-.metadata.v1.CreateSingleImageMetadataRequest\x1a..metadata.v1.CreateSingleImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x96\x01\n" +
+	"\x1cGetLatestSingleImageMetadata\x120.metadata.v1.GetLatestSingleImageMetadataRequest\x1a1.metadata.v1.GetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa5\x01\n" +
+	"!BatchGetLatestSingleImageMetadata\x125.metadata.v1.BatchGetLatestSingleImageMetadataRequest\x1a6.metadata.v1.BatchGetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x87\x01\n" +
+	"\x17ListSingleImageMetadata\x12+.metadata.v1.ListSingleImageMetadataRequest\x1a,.metadata.v1.ListSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_single_image_proto_rawDescOnce sync.Once
@@ -684,6 +684,7 @@ func file_metadata_v1_single_image_proto_init() {
 	if File_metadata_v1_single_image_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -458,7 +458,7 @@ var File_metadata_v1_video_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_video_proto_rawDesc = "" +
 	"\n" +
-	"\x17metadata/v1/video.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\x03\n" +
+	"\x17metadata/v1/video.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xa1\x03\n" +
 	"\rVideoMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -493,11 +493,11 @@ const file_metadata_v1_video_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"{\n" +
 	"\x19ListVideoMetadataResponse\x126\n" +
 	"\bmetadata\x18\x01 \x03(\v2\x1a.metadata.v1.VideoMetadataR\bmetadata\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xd7\x02\n" +
-	"\x14VideoMetadataService\x12h\n" +
-	"\x13CreateVideoMetadata\x12'.metadata.v1.CreateVideoMetadataRequest\x1a(.metadata.v1.CreateVideoMetadataResponse\x12q\n" +
-	"\x16GetLatestVideoMetadata\x12*.metadata.v1.GetLatestVideoMetadataRequest\x1a+.metadata.v1.GetLatestVideoMetadataResponse\x12b\n" +
-	"\x11ListVideoMetadata\x12%.metadata.v1.ListVideoMetadataRequest\x1a&.metadata.v1.ListVideoMetadataResponseB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x92\x03\n" +
+	"\x14VideoMetadataService\x12|\n" +
+	"\x13CreateVideoMetadata\x12'.metadata.v1.CreateVideoMetadataRequest\x1a(.metadata.v1.CreateVideoMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x84\x01\n" +
+	"\x16GetLatestVideoMetadata\x12*.metadata.v1.GetLatestVideoMetadataRequest\x1a+.metadata.v1.GetLatestVideoMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12u\n" +
+	"\x11ListVideoMetadata\x12%.metadata.v1.ListVideoMetadataRequest\x1a&.metadata.v1.ListVideoMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_video_proto_rawDescOnce sync.Once
@@ -552,6 +552,7 @@ func file_metadata_v1_video_proto_init() {
 	if File_metadata_v1_video_proto != nil {
 		return
 	}
+	file_metadata_v1_scope_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,54 @@
+package tlscreds_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/metadatad/metadatad/internal/testcerts"
+	"github.com/metadatad/metadatad/server/tlscreds"
+)
+
+// TestNewRefusesBadFiles: a server never starts with files it could not
+// serve, and says which.
+func TestNewRefusesBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewAuthority(t, "CA")
+	crt, key := ca.Server(t, "server")
+	_, otherKey := ca.Server(t, "other")
+	files := map[string][]byte{"server.crt": crt, "server.key": key, "other.key": otherKey, "ca.crt": ca.PEM, "empty.crt": []byte("not PEM\n")}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(name string) string { return filepath.Join(dir, name) }
+	for _, tc := range []struct {
+		name string
+		o    tlscreds.Options
+		want string
+	}{
+		{"no key", tlscreds.Options{CertFile: path("server.crt")}, "both required"},
+		{"missing certificate", tlscreds.Options{CertFile: path("missing.crt"), KeyFile: path("server.key")}, "missing.crt"},
+		{"key of another certificate", tlscreds.Options{CertFile: path("server.crt"), KeyFile: path("other.key")}, "private key does not match"},
+		{"client CA without certificates", tlscreds.Options{CertFile: path("server.crt"), KeyFile: path("server.key"), ClientCAFile: path("empty.crt")}, "holds no PEM certificate"},
+		{"missing client CA", tlscreds.Options{CertFile: path("server.crt"), KeyFile: path("server.key"), ClientCAFile: path("missing-ca.crt")}, "missing-ca.crt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tlscreds.New(tc.o)
+			if err == nil {
+				c.Close()
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+	c, err := tlscreds.New(tlscreds.Options{CertFile: path("server.crt"), KeyFile: path("server.key"), ClientCAFile: path("ca.crt")})
+	if err != nil {
+		t.Fatalf("good files: %v", err)
+	}
+	c.Close()
+}
