@@ -122,6 +122,9 @@ type harness struct {
 	clock *testClock
 	// logs holds everything the server logged.
 	logs *logBuffer
+	// indexLag is the image repositories' IndexLag: how long a purge leaves
+	// a new index row alone (0 where creates are transactions).
+	indexLag time.Duration
 
 	lis          *bufconn.Listener
 	served       chan error
@@ -160,12 +163,20 @@ type serverOpts struct {
 	limits server.Limits
 }
 
+// Bounds of the creates in these tests, on backends without transactions:
+// short, so that a purge waits little for its rows to settle (seedMinutes),
+// yet far above a create's time on Azurite, even on a loaded machine.
+const (
+	testCreateTimeout = 10 * time.Second
+	testLandingMargin = time.Millisecond
+)
+
 func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
 	t.Helper()
 	runPurges := o.runPurges
 	repos := make(map[images.Kind]*images.Repository, len(images.Kinds))
 	for _, kind := range images.Kinds {
-		repo, err := images.Open(t.Context(), backend, images.Options{Kind: kind})
+		repo, err := images.Open(t.Context(), backend, images.Options{Kind: kind, CreateTimeout: testCreateTimeout, LandingMargin: testLandingMargin})
 		if err != nil {
 			t.Fatalf("open %s repository: %v", kind, err)
 		}
@@ -214,7 +225,8 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 		t.Fatalf("server.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	h := &harness{backend: backend, srv: srv, lis: lis, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
+	h := &harness{backend: backend, srv: srv, lis: lis, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges,
+		indexLag: repos[images.Single].IndexLag()}
 	go func() { h.served <- srv.Serve(lis) }()
 	t.Cleanup(func() { h.shutdown(t, context.Background()) })
 	conn := h.dial(t, insecure.NewCredentials())

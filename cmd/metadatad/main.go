@@ -49,7 +49,8 @@ func run(args []string) error {
 	db := store.tables
 	repos := map[images.Kind]*images.Repository{}
 	for _, kind := range images.Kinds {
-		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards}); err != nil {
+		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
+			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}); err != nil {
 			return err
 		}
 	}

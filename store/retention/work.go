@@ -103,6 +103,8 @@ func (e *Engine) process(ctx context.Context, msg queue.Message) error {
 // count fills in the expired row counts of the cameras not yet counted and
 // reports whether it counted any.
 func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (bool, error) {
+	// Taken before counting: a primary row that landed before it was counted.
+	started := e.opts.Now().UTC()
 	counted := false
 	for _, d := range t.Devices {
 		if d.Counted {
@@ -115,7 +117,7 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows s
 		d.Rows, d.Counted, counted = n, true, true
 	}
 	if counted {
-		t.CountedAt = e.opts.Now().UTC()
+		t.CountedAt = started
 	}
 	return counted, nil
 }
