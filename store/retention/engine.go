@@ -190,7 +190,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	if req.Cutoff.After(now) {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now}
+	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true}
 	for _, k := range req.Kinds {
 		if _, ok := e.repos[k]; !ok {
 			return nil, fmt.Errorf("retention: no repository for kind %s", k)
@@ -199,20 +199,53 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 			j.Kinds = append(j.Kinds, &KindProgress{Kind: k, Phase: phasePlan})
 		}
 	}
-	if err := e.jobs.create(ctx, j); err != nil {
-		return nil, err
-	}
-	if !j.DryRun {
-		if err := e.jobs.lock(ctx, j); err != nil {
-			if derr := e.jobs.remove(ctx, j.ID); derr != nil {
-				e.log.Error("purge: removing a job that could not start", "job", j.ID, "err", derr)
-			}
-			return nil, err
+	// The job is recorded unconfirmed, so that it never runs unless this
+	// Start reaches its last write, whatever happens before: the caller
+	// going away, a store error, a crash. The writes run on their own
+	// deadline, not the caller's: a caller cancelling halfway must not leave
+	// the cleanup unable to run.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	err := e.start(wctx, ctx, j)
+	if err != nil {
+		if derr := e.jobs.remove(wctx, j.ID); derr != nil {
+			e.log.Warn("purge: removing a job that could not start failed; it never runs and ends failed later",
+				"job", j.ID, "err", derr)
 		}
+		return nil, err
 	}
 	e.notify()
 	e.launch(j.ID)
 	return j, nil
+}
+
+// startTimeout bounds Start's writes; an unconfirmed job older than
+// abandonAfter was left by a Start that will never confirm it.
+const (
+	startTimeout = 30 * time.Second
+	abandonAfter = 2 * startTimeout
+)
+
+// start records j, takes its locks and confirms it. A caller gone before
+// the confirmation fails the start; after it, the job is started for good.
+func (e *Engine) start(ctx, caller context.Context, j *Job) error {
+	if err := e.jobs.create(ctx, j); err != nil {
+		return err
+	}
+	if !j.DryRun {
+		if err := e.jobs.lock(ctx, j); err != nil {
+			return err
+		}
+	}
+	if err := caller.Err(); err != nil {
+		return err
+	}
+	_, err := e.jobs.update(ctx, j.ID, func(j *Job) error {
+		j.Unconfirmed = false
+		return nil
+	})
+	j.Unconfirmed = err != nil
+	return err
 }
 
 // Get returns one job; store.ErrNotFound for an unknown id.

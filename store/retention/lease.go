@@ -12,6 +12,20 @@ import (
 // errLeased reports a job another live engine runs.
 var errLeased = errors.New("retention: job is leased by another engine")
 
+// errStarting reports a job whose Start may still confirm it.
+var errStarting = errors.New("retention: job is being started")
+
+// abandonStart ends a job its Start never confirmed, once that Start is
+// surely over: it failed (and its cleanup too), was cancelled or crashed.
+// Such a job never runs; its locks are free once it has ended.
+func (e *Engine) abandonStart(j *Job, now time.Time) error {
+	if now.Before(j.Created.Add(abandonAfter)) {
+		return errStarting
+	}
+	j.State, j.Error, j.Ended = Failed, "the purge did not finish starting; nothing was deleted", now
+	return nil
+}
+
 // runJob takes a job through every kind's phases to its end, holding its
 // lease throughout.
 func (e *Engine) runJob(ctx context.Context, id string) {
@@ -20,6 +34,9 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	j, err := e.updateJob(ctx, id, func(j *Job) error {
 		if j.State.Terminal() {
 			return nil
+		}
+		if j.Unconfirmed {
+			return e.abandonStart(j, now)
 		}
 		if j.Owner != "" && j.Owner != e.opts.ReplicaID && now.Before(j.LeaseUntil) {
 			return errLeased
@@ -32,7 +49,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errLeased):
+	case errors.Is(err, errLeased), errors.Is(err, errStarting):
 		return
 	case errors.Is(err, store.ErrNotFound):
 		_ = e.jobs.deactivate(ctx, id)

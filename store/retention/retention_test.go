@@ -283,8 +283,10 @@ func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
 				crash := &crashAfter{n: n, fs: f.fs}
 				f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before})
 				f.run(t)
-				// Start fails if the crash comes first; the job may exist all the same.
-				if j, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: kinds, Cutoff: cutoff}); err == nil {
+				// Start fails if the crash comes first; the job may exist all
+				// the same, but never runs.
+				j, startErr := f.engine.Start(t.Context(), retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+				if startErr == nil {
 					waitCrashed(t, f, crash, j.ID)
 				}
 				crash.mu.Lock()
@@ -306,7 +308,19 @@ func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
 				if len(jobs) != 1 {
 					t.Fatalf("%d jobs after restart", len(jobs))
 				}
-				j := restarted.await(t, jobs[0].ID)
+				if startErr != nil {
+					time.Sleep(50 * time.Millisecond) // time enough to run, were it runnable
+					if j, err := restarted.engine.Get(t.Context(), jobs[0].ID); err != nil || j.State != retention.Pending || !j.Unconfirmed {
+						t.Fatalf("the job of a Start that crashed: %+v, %v; want it pending, never run", j, err)
+					}
+					for _, kind := range kinds {
+						if got := restarted.census(t, kind, base.Add(2*time.Minute)); got.primaryOld != 3*expiredPerCamera || got.indexOld != 3*expiredPerCamera {
+							t.Errorf("%s after a Start that crashed: %+v, want nothing deleted", kind, got)
+						}
+					}
+					return
+				}
+				j = restarted.await(t, jobs[0].ID)
 				if j.State != retention.Succeeded {
 					t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
 				}
