@@ -119,6 +119,23 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	return out, nil
 }
 
+// Extend hides a received message for visibility from now, so that a
+// receiver still working on it keeps it, and returns it with its new
+// receipt. A message received again since, or deleted, fails with
+// ErrLostMessage.
+func (q *Queue) Extend(ctx context.Context, m Message, visibility time.Duration) (Message, error) {
+	e := store.Entity{PartitionKey: readyPartition, RowKey: m.ID, Properties: store.Properties{propVisibleAt: q.now().UTC().Add(visibility)}}
+	written, err := q.table.Update(ctx, e, store.Merge, m.Receipt)
+	switch {
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		return m, fmt.Errorf("%w: %s", ErrLostMessage, m.ID)
+	case err != nil:
+		return m, fmt.Errorf("queue: extend: %w", err)
+	}
+	m.Receipt = written.ETag
+	return m, nil
+}
+
 // Delete removes a received message for good. Deleting a message already
 // gone succeeds; deleting one that was received again since fails with
 // ErrLostMessage, since its new receiver now owns it.

@@ -28,6 +28,9 @@ const (
 type Queue interface {
 	Send(ctx context.Context, body []byte) error
 	Receive(ctx context.Context, max int, visibility time.Duration) ([]queue.Message, error)
+	// Extend hides a received message for visibility from now and returns
+	// it with its new receipt; queue.ErrLostMessage if another receiver has it.
+	Extend(ctx context.Context, m queue.Message, visibility time.Duration) (queue.Message, error)
 	Delete(ctx context.Context, m queue.Message) error
 	DeadLetter(ctx context.Context, m queue.Message) error
 }
@@ -48,7 +51,9 @@ type Options struct {
 	Workers int
 	// GroupSize is how many cameras one task deletes; default 100.
 	GroupSize int
-	// VisibilityTimeout hides a task being worked on; default 2 minutes.
+	// VisibilityTimeout hides a task being worked on; default 2 minutes. A
+	// worker extends it every third of it while the task runs, so only a
+	// worker that stopped (crashed, or cut off from the queue) loses its task.
 	VisibilityTimeout time.Duration
 	// MaxAttempts is how many deliveries a task gets before its failing
 	// cameras are counted failed; default 5.
