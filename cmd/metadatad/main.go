@@ -69,6 +69,7 @@ func run(args []string) error {
 	engine, err := retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
 		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, Logger: log,
+		Exclusive: cfg.store == "embedded",
 	})
 	if err != nil {
 		return err

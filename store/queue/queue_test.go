@@ -157,6 +157,33 @@ func TestExtendKeepsAMessageHidden(t *testing.T) {
 	}
 }
 
+// TestReleaseAllMakesInFlightVisible: a restarted sole receiver gets back
+// at once the messages its previous run held, and only those.
+func TestReleaseAllMakesInFlightVisible(t *testing.T) {
+	q, _, c := open(t)
+	for _, body := range []string{"held", "also held", "waiting"} {
+		if err := q.Send(t.Context(), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Millisecond)
+	}
+	held := receive(t, q, 2)
+	n, err := q.ReleaseAll(t.Context())
+	if err != nil || n != 2 {
+		t.Fatalf("ReleaseAll: %d, %v; want the 2 in flight", n, err)
+	}
+	again := receive(t, q, 5)
+	if got := fmt.Sprint(bodies(again)); got != "[held also held waiting]" {
+		t.Fatalf("after ReleaseAll %s, want every message at once", got)
+	}
+	if err := q.Delete(t.Context(), held[0]); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("delete with a receipt from before the release: %v, want ErrLostMessage", err)
+	}
+	if n, err := q.ReleaseAll(t.Context()); err != nil || n != 3 {
+		t.Fatalf("second ReleaseAll: %d, %v; want 3", n, err)
+	}
+}
+
 func TestDeadLetter(t *testing.T) {
 	q, tbl, _ := open(t)
 	if err := q.Send(t.Context(), []byte("poison")); err != nil {
