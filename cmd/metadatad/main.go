@@ -62,7 +62,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	acquisitions, err := acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable})
+	acquisitions, err := acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable, Logger: log})
 	if err != nil {
 		return err
 	}

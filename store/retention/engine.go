@@ -467,9 +467,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		e.log.Error("purge: cannot record the end of a job", "job", id, "err", err, "cause", cause)
 		return
 	}
-	if err := e.jobs.deactivate(ctx, id); err != nil {
-		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
-	}
+	e.dropMarker(ctx, id)
 	// The job holds its final counts; its tasks (one per GroupSize cameras,
 	// every purge) would otherwise pile up forever.
 	if err := e.tasks.deleteAll(ctx, id); err != nil {

@@ -52,7 +52,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	case errors.Is(err, errLeased), errors.Is(err, errStarting):
 		return
 	case errors.Is(err, store.ErrNotFound):
-		_ = e.jobs.deactivate(ctx, id)
+		e.dropMarker(ctx, id)
 		return
 	case err != nil:
 		if ctx.Err() == nil {
@@ -60,7 +60,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 		return
 	case j.State.Terminal():
-		_ = e.jobs.deactivate(ctx, id)
+		e.dropMarker(ctx, id)
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -89,6 +89,15 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 	}
 	e.finish(ctx, id, nil)
+}
+
+// dropMarker drops the active marker of a job that has ended or is gone. A
+// marker left behind only costs the next resume a read, and that resume
+// drops it: a failure is logged, not returned.
+func (e *Engine) dropMarker(ctx context.Context, id string) {
+	if err := e.jobs.deactivate(ctx, id); err != nil && ctx.Err() == nil {
+		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
+	}
 }
 
 // renewLease extends the job's lease until ctx ends, and cancels the job's

@@ -1,10 +1,15 @@
 package retention_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,4 +95,83 @@ func TestFailedStartNeverRuns(t *testing.T) {
 			}
 		}
 	})
+}
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestFailedCleanupIsLogged: when the store refuses every delete of the
+// jobs table, a failed Start cannot remove its job, and the engine cannot
+// drop the job's marker once it has given the job up; neither failure is
+// swallowed: each is logged with the job's id.
+func TestFailedCleanupIsLogged(t *testing.T) {
+	clock := &offsetClock{}
+	logged := &syncBuffer{}
+	opts := quickOptions()
+	opts.Now = clock.now
+	opts.Logger = slog.New(slog.NewTextHandler(logged, nil))
+	f := newFixture(t, opts)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var writes atomic.Int32
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+		if table != retention.DefaultJobsTable {
+			return nil
+		}
+		if writes.Add(1) == 3 {
+			cancel() // at the locks
+		}
+		if op == "delete" {
+			return errors.New("injected: store unavailable")
+		}
+		return nil
+	}})
+	if _, err := f.engine.Start(ctx, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err == nil {
+		t.Fatal("Start succeeded though its caller went away before the end")
+	}
+	jobs, _, err := f.engine.List(t.Context(), 10, nil)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs after a Start whose cleanup failed: %d, %v; want its job left", len(jobs), err)
+	}
+	id := jobs[0].ID
+	if !loggedLine(logged.String(), "removing a job that could not start failed", "job="+id, "injected") {
+		t.Errorf("log %q; want the failed removal of job %s", logged.String(), id)
+	}
+	f.run(t)
+	clock.advance(5 * time.Minute)
+	deadline := time.Now().Add(20 * time.Second)
+	for !loggedLine(logged.String(), "dropping the marker of an ended job failed", "job="+id, "injected") {
+		if time.Now().After(deadline) {
+			t.Fatalf("log %q; want the failed drop of job %s's marker", logged.String(), id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if j, err := f.engine.Get(t.Context(), id); err != nil || j.State != retention.Failed {
+		t.Fatalf("the given-up job: %+v, %v; want it failed", j, err)
+	}
+}
+
+// loggedLine reports whether one line of logs holds every part.
+func loggedLine(logs string, parts ...string) bool {
+	for line := range strings.Lines(logs) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return true
+		}
+	}
+	return false
 }
