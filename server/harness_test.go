@@ -161,6 +161,8 @@ type serverOpts struct {
 	creds credentials.TransportCredentials
 	// limits are server.Options' Limits.
 	limits server.Limits
+	// now is the purge engine's clock; nil means time.Now.
+	now func() time.Time
 }
 
 // Bounds of the creates in these tests, on backends without transactions:
@@ -186,7 +188,7 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	engine, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond,
+		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond, Now: o.now,
 	})
 	if err != nil {
 		t.Fatalf("retention.Open: %v", err)

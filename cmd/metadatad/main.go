@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/metadatad/metadatad/internal/diskspace"
 	"google.golang.org/grpc/credentials"
@@ -113,7 +112,7 @@ func run(args []string) error {
 	}()
 	if cfg.retentionDays > 0 {
 		go engine.RunSchedule(purgeCtx, retention.Schedule{
-			Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Interval: cfg.retentionInterval,
+			Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval,
 		})
 	}
 
