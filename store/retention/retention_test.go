@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,10 +206,12 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				f := newFixture(t, quickOptions())
-				broken := true
+				// Read by the engine's workers, written by the test.
+				var broken atomic.Bool
+				broken.Store(true)
 				primary, _ := f.repo(images.Single).Tables()
 				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
-					if !broken || table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
+					if !broken.Load() || table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
 						return nil
 					}
 					if slices.ContainsFunc(keys, func(k store.Key) bool { return k.PartitionKey == "cam-003" }) {
@@ -235,7 +238,7 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 					t.Fatalf("after the failed purge %+v; want the failed cameras' rows kept, index included", left)
 				}
 
-				broken = false
+				broken.Store(false)
 				again := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if again.State != retention.Succeeded {
 					t.Fatalf("retry: %s (%s)", again.State, again.Error)
