@@ -69,6 +69,14 @@ func (c *requestCodec) unaryInterceptor(ctx context.Context, req any, _ *grpc.Un
 	return handler(ctx, req)
 }
 
+// forgetUnary drops the codec's note of req once its call ends, however it
+// ends: a call refused before unaryInterceptor (by the guard, a rate limit)
+// would otherwise leave it behind.
+func (c *requestCodec) forgetUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	defer c.undecodable.Delete(req)
+	return handler(ctx, req)
+}
+
 func (c *requestCodec) streamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	return handler(srv, &refusingStream{ServerStream: ss, codec: c})
 }

@@ -123,6 +123,9 @@ type harness struct {
 	clock *testClock
 	// logs holds everything the server logged.
 	logs *logBuffer
+	// indexLag is the image repositories' IndexLag: how long a purge leaves
+	// a new index row alone (0 where creates are transactions).
+	indexLag time.Duration
 
 	lis          *bufconn.Listener
 	served       chan error
@@ -161,14 +164,24 @@ type serverOpts struct {
 	creds credentials.TransportCredentials
 	// limits are server.Options' Limits.
 	limits server.Limits
+	// now is the purge engine's clock; nil means time.Now.
+	now func() time.Time
 }
+
+// Bounds of the creates in these tests, on backends without transactions:
+// short, so that a purge waits little for its rows to settle (seedMinutes),
+// yet far above a create's time on Azurite, even on a loaded machine.
+const (
+	testCreateTimeout = 10 * time.Second
+	testLandingMargin = time.Millisecond
+)
 
 func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
 	t.Helper()
 	runPurges := o.runPurges
 	repos := make(map[images.Kind]*images.Repository, len(images.Kinds))
 	for _, kind := range images.Kinds {
-		repo, err := images.Open(t.Context(), backend, images.Options{Kind: kind})
+		repo, err := images.Open(t.Context(), backend, images.Options{Kind: kind, CreateTimeout: testCreateTimeout, LandingMargin: testLandingMargin})
 		if err != nil {
 			t.Fatalf("open %s repository: %v", kind, err)
 		}
@@ -178,7 +191,7 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	engine, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond,
+		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond, Now: o.now,
 	})
 	if err != nil {
 		t.Fatalf("retention.Open: %v", err)
@@ -218,7 +231,8 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 		t.Fatalf("server.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	h := &harness{backend: backend, srv: srv, lis: lis, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges}
+	h := &harness{backend: backend, srv: srv, lis: lis, clock: clock, logs: logs, served: make(chan error, 1), stopPurges: stopPurges,
+		indexLag: repos[images.Single].IndexLag()}
 	go func() { h.served <- srv.Serve(lis) }()
 	t.Cleanup(func() { h.shutdown(t, context.Background()) })
 	conn := h.dial(t, insecure.NewCredentials())

@@ -29,7 +29,8 @@ import (
 // (health exempt, so probes answer under load); the refusal of requests
 // that did not decode; then recovery, innermost, so a panic becomes an
 // INTERNAL status that the logging interceptor still records. It also
-// installs the codec whose failed decodes are refused.
+// installs the codec whose failed decodes are refused, and, ahead of the
+// guard, drops the codec's note of a request the guard refuses.
 func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) []grpc.ServerOption {
 	codec := newRequestCodec()
 	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
@@ -59,6 +60,7 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) [
 				return handler(auth.WithCaller(ctx), req)
 			},
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+			codec.forgetUnary,
 			grpcauth.UnaryServerInterceptor(guard.Authorize),
 			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
 			selector.UnaryServerInterceptor(limits.unary, notHealth),

@@ -83,7 +83,7 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 		} else if c.RetentionDays > maxRetentionDays {
 			v.add("retention_days", fmt.Sprintf("must be at most %d", maxRetentionDays))
 		} else {
-			cutoff = now.AddDate(0, 0, -int(c.RetentionDays))
+			cutoff = now.Add(-retention.Days(int(c.RetentionDays)))
 		}
 	case *metadatav1.StartPurgeRequest_CutoffTime:
 		if t := v.checkTime("cutoff_time", c.CutoffTime); t != nil {

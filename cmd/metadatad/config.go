@@ -26,6 +26,8 @@ type config struct {
 	dataDir           string
 	azure             azureConfig
 	indexShards       int
+	createTimeout     time.Duration
+	landingMargin     time.Duration
 	replicaID         string
 	tables            map[images.Kind]string
 	videoTable        string
@@ -58,6 +60,8 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.azure.tablePrefix, "azure-table-prefix", "", "with -store azure: prefix of every table name, to share an account between deployments")
 	fs.StringVar(&c.azure.queue, "purge-queue", "metadatad-purge", "with -store azure: the queue purge tasks go through; its poison queue is <name>-poison")
 	fs.IntVar(&c.indexShards, "index-shards", 1, "index partitions per capture minute, yyyyMMddHHmm_<n>; 1 writes the .NET system's exact keys")
+	fs.DurationVar(&c.createTimeout, "create-timeout", images.DefaultCreateTimeout, "with -store azure: a create gives up its primary row this long after it started, so that purges know when an index row's primary row can no longer appear")
+	fs.DurationVar(&c.landingMargin, "create-landing-margin", images.DefaultLandingMargin, "with -store azure: how long a write sent before -create-timeout may still land; purges leave index rows younger than the sum to the next purge")
 	fs.StringVar(&c.replicaID, "replica-id", "", "this process's name among replicas sharing one store (default: hostname and process id; embedded: \"embedded\")")
 	tables := map[images.Kind]*string{}
 	for _, k := range images.Kinds {
@@ -158,6 +162,9 @@ func (c *config) checkStore() error {
 		}
 	default:
 		return fmt.Errorf("-store must be embedded or azure, not %q", c.store)
+	}
+	if c.createTimeout <= 0 || c.landingMargin <= 0 {
+		return errors.New("-create-timeout and -create-landing-margin must be positive")
 	}
 	if c.indexShards < 1 || c.indexShards > 1000 {
 		return fmt.Errorf("-index-shards must be 1 to 1000, not %d", c.indexShards)

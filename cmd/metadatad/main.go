@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/metadatad/metadatad/internal/diskspace"
 	"google.golang.org/grpc/credentials"
@@ -54,7 +53,8 @@ func run(args []string) error {
 	db := store.tables
 	repos := map[images.Kind]*images.Repository{}
 	for _, kind := range images.Kinds {
-		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards}); err != nil {
+		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
+			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}); err != nil {
 			return err
 		}
 	}
@@ -66,7 +66,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	acquisitions, err := acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable})
+	acquisitions, err := acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -74,6 +74,7 @@ func run(args []string) error {
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
 		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, Logger: log,
 		TracerProvider: obs.tracing,
+		Exclusive:      cfg.store == "embedded",
 	})
 	if err != nil {
 		return err
@@ -121,7 +122,7 @@ func run(args []string) error {
 	}()
 	if cfg.retentionDays > 0 {
 		go engine.RunSchedule(purgeCtx, retention.Schedule{
-			Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Interval: cfg.retentionInterval,
+			Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval,
 		})
 	}
 

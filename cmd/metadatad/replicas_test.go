@@ -26,7 +26,11 @@ func TestTwoDaemonsShareOneAzureAccount(t *testing.T) {
 	_, _ = rand.Read(id[:])
 	suffix := hex.EncodeToString(id[:])
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
-	args := []string{"-store", "azure", "-azure-table-prefix", "r" + suffix, "-purge-queue", "purge-" + suffix}
+	// Creates bounded to 1 s: the purge then trusts index rows 1 s after
+	// their create, instead of the default two minutes.
+	const createTimeout, landingMargin = time.Second, time.Millisecond
+	args := []string{"-store", "azure", "-azure-table-prefix", "r" + suffix, "-purge-queue", "purge-" + suffix,
+		"-create-timeout", createTimeout.String(), "-create-landing-margin", landingMargin.String()}
 	a := startDaemon(t, t.TempDir(), append(args, "-replica-id", "replica-a")...)
 	b := startDaemon(t, t.TempDir(), append(args, "-replica-id", "replica-b")...)
 
@@ -41,6 +45,7 @@ func TestTwoDaemonsShareOneAzureAccount(t *testing.T) {
 			}
 		}
 	}
+	time.Sleep(createTimeout + landingMargin)
 	latest, err := b.client(t).GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-2"})
 	if err != nil || !latest.GetMetadata().GetCapturedAt().AsTime().Equal(base.Add(3*time.Minute)) {
 		t.Fatalf("latest of cam-2 through the other daemon: %v, %v", latest, err)

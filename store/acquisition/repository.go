@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,6 +30,8 @@ type Options struct {
 	Table string
 	// Now is the clock for windows and default update times; nil means time.Now.
 	Now func() time.Time
+	// Logger gets the failures a record survives; nil means slog.Default.
+	Logger *slog.Logger
 }
 
 // Repository reads and writes the instance and active tables.
@@ -36,6 +39,7 @@ type Repository struct {
 	instances store.Table
 	active    store.Table
 	now       func() time.Time
+	log       *slog.Logger
 }
 
 // Open opens (creating if needed) the two tables on backend.
@@ -46,6 +50,9 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	instances, err := backend.Table(ctx, opts.Table)
 	if err != nil {
 		return nil, fmt.Errorf("acquisition: open %s: %w", opts.Table, err)
@@ -54,7 +61,7 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 	if err != nil {
 		return nil, fmt.Errorf("acquisition: open %s: %w", ActiveTable(opts.Table), err)
 	}
-	return &Repository{instances: instances, active: active, now: opts.Now}, nil
+	return &Repository{instances: instances, active: active, now: opts.Now, log: opts.Logger}, nil
 }
 
 // Record stores in under its id, replacing what was there, and returns it
@@ -120,8 +127,12 @@ func (r *Repository) Record(ctx context.Context, in Instance) (Instance, error) 
 			// The record is durable. The delete is conditional, so it never
 			// removes a row another record wrote since the read; a row it
 			// leaves, failing or not, no longer matches the instance and
-			// ListActive skips it.
-			_ = r.active.Delete(ctx, superseded.PartitionKey, superseded.RowKey, superseded.ETag)
+			// ListActive skips it, but stays in the table: say so.
+			err := r.active.Delete(ctx, superseded.PartitionKey, superseded.RowKey, superseded.ETag)
+			if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+				r.log.Warn("acquisition: dropping an instance's superseded active row failed; listings skip it, the row stays",
+					"instance", in.ID, "partition", superseded.PartitionKey, "row", superseded.RowKey, "err", err)
+			}
 		}
 		return in, nil
 	}

@@ -1,10 +1,13 @@
 package acquisition_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,7 +130,12 @@ func TestRecordSurvivesFailedWrites(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			backend := &faults{Backend: openDB(t)}
-			repo := open(t, backend)
+			var logged bytes.Buffer
+			repo, err := acquisition.Open(t.Context(), backend, acquisition.Options{Now: func() time.Time { return now },
+				Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
 			stored, err := repo.Record(t.Context(), first)
 			if err != nil {
 				t.Fatal(err)
@@ -140,6 +148,12 @@ func TestRecordSurvivesFailedWrites(t *testing.T) {
 			}
 			backend.failUpdates.Store(false)
 			backend.failDeletes.Store(false)
+			// A failure the record survives is not swallowed: the log names it.
+			warned := strings.Contains(logged.String(), "superseded active row failed") &&
+				strings.Contains(logged.String(), "instance=run-1") && strings.Contains(logged.String(), errInjected.Error())
+			if warned != tc.failDeletes {
+				t.Errorf("log %q; want a warning naming the instance and the error: %t", logged.String(), tc.failDeletes)
+			}
 			var want []acquisition.Instance
 			if tc.listed != nil {
 				in := *tc.listed

@@ -109,7 +109,7 @@ func send(ctx context.Context, c *azqueue.QueueClient, body []byte) error {
 // (rounded up to whole seconds, as Azure counts it).
 func (q *Queue) Receive(ctx context.Context, limit int, visibility time.Duration) ([]queue.Message, error) {
 	n := int32(min(limit, maxReceive))
-	secs := int32(max(1, min(math.Ceil(visibility.Seconds()), maxVisibility.Seconds())))
+	secs := visibilitySeconds(visibility)
 	resp, err := q.main.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
 		NumberOfMessages: &n, VisibilityTimeout: &secs,
 	})
@@ -136,6 +136,29 @@ func (q *Queue) Receive(ctx context.Context, limit int, visibility time.Duration
 		out = append(out, queue.Message{ID: *m.MessageID, Body: body, DequeueCount: count, Receipt: *m.PopReceipt})
 	}
 	return out, nil
+}
+
+// Extend hides a received message for visibility from now (rounded up to
+// whole seconds) and returns it with its new pop receipt. A message
+// received again since, or deleted, fails with queue.ErrLostMessage.
+func (q *Queue) Extend(ctx context.Context, m queue.Message, visibility time.Duration) (queue.Message, error) {
+	resp, err := q.main.UpdateMessage(ctx, m.ID, m.Receipt, base64.StdEncoding.EncodeToString(m.Body),
+		&azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(visibilitySeconds(visibility))})
+	switch {
+	case queueerror.HasCode(err, queueerror.MessageNotFound, queueerror.PopReceiptMismatch):
+		return m, fmt.Errorf("%w: %s", queue.ErrLostMessage, m.ID)
+	case err != nil:
+		return m, fmt.Errorf("azqueue: extend: %w", describe(err))
+	case resp.PopReceipt == nil:
+		return m, errors.New("azqueue: extend: the service answered without a pop receipt")
+	}
+	m.Receipt = *resp.PopReceipt
+	return m, nil
+}
+
+// visibilitySeconds is visibility as Azure takes it: whole seconds, 1 to 7 days.
+func visibilitySeconds(visibility time.Duration) int32 {
+	return int32(max(1, min(math.Ceil(visibility.Seconds()), maxVisibility.Seconds())))
 }
 
 // Delete removes a received message. A message already gone counts as

@@ -99,6 +99,46 @@ func TestRedeliveryAfterVisibilityTimeout(t *testing.T) {
 	}
 }
 
+// TestExtendKeepsAMessageHidden: a receiver extending its message every
+// half second keeps it hidden for three times its 1 s visibility timeout;
+// the receipt before an extension, and a receiver that lost the message,
+// are refused.
+func TestExtendKeepsAMessageHidden(t *testing.T) {
+	q, _, _ := open(t)
+	if err := q.Send(t.Context(), []byte("slow")); err != nil {
+		t.Fatal(err)
+	}
+	first := receiveOne(t, q, time.Second)
+	held := first
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); {
+		time.Sleep(500 * time.Millisecond)
+		extended, err := q.Extend(t.Context(), held, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if extended.Receipt == held.Receipt || extended.ID != held.ID {
+			t.Fatalf("extended %+v from %+v, want the same message with a new receipt", extended, held)
+		}
+		held = extended
+		if msgs, err := q.Receive(t.Context(), 1, time.Minute); err != nil || len(msgs) != 0 {
+			t.Fatalf("an extended message was delivered again: %d, %v", len(msgs), err)
+		}
+	}
+	if err := q.Delete(t.Context(), first); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("delete with the receipt before the extension: %v, want ErrLostMessage", err)
+	}
+	taker := receiveOne(t, q, time.Minute)
+	if taker.ID != first.ID || taker.DequeueCount != 2 {
+		t.Fatalf("after the extensions stopped: %+v, want the message delivered a second time", taker)
+	}
+	if _, err := q.Extend(t.Context(), held, time.Second); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("extension by the receiver that lost it: %v, want ErrLostMessage", err)
+	}
+	if err := q.Delete(t.Context(), taker); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDeadLetter(t *testing.T) {
 	q, conn, name := open(t)
 	if err := q.Send(t.Context(), []byte("poison")); err != nil {

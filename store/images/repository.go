@@ -19,6 +19,16 @@ const maxIndexShards = 1000
 // DefaultBatchConcurrency bounds the cameras BatchLatest reads at once.
 const DefaultBatchConcurrency = 16
 
+// Defaults of the bound on a create's primary write without a transaction;
+// see Options.CreateTimeout and Options.LandingMargin.
+const (
+	DefaultCreateTimeout = 30 * time.Second
+	// DefaultLandingMargin covers Azure Table Storage's server timeout (30
+	// seconds: a request it has not finished by then fails) and the transit
+	// of a request already sent, with room to spare.
+	DefaultLandingMargin = 90 * time.Second
+)
+
 // Options configures Open.
 type Options struct {
 	// Kind is the image kind the repository serves; required.
@@ -37,6 +47,16 @@ type Options struct {
 	// no change: "202601010000_3" sorts before "202601010001", so the
 	// expired partitions stay one range.
 	IndexShards int
+	// CreateTimeout bounds a create on a backend without transactions
+	// (Azure): it writes its index row, then its primary row, and gives up
+	// the primary write this long after it started, so that the purge knows
+	// when a primary row can no longer appear behind its index row (see
+	// IndexLag). 0 means DefaultCreateTimeout.
+	CreateTimeout time.Duration
+	// LandingMargin is how long after a create gave up a primary write it
+	// had already sent may still land at the backend. 0 means
+	// DefaultLandingMargin.
+	LandingMargin time.Duration
 }
 
 // Repository reads and writes one image kind's primary and index tables.
@@ -47,6 +67,8 @@ type Repository struct {
 	transactor  store.Transactor
 	concurrency int
 	shards      int
+	timeout     time.Duration
+	lag         time.Duration
 }
 
 // Open opens (creating if needed) the kind's two tables on backend.
@@ -71,10 +93,27 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 	if opts.IndexShards < 0 || opts.IndexShards > maxIndexShards {
 		return nil, fmt.Errorf("images: IndexShards %d outside 0 to %d", opts.IndexShards, maxIndexShards)
 	}
-	r := &Repository{kind: opts.Kind, primary: primary, index: index, concurrency: opts.BatchConcurrency, shards: opts.IndexShards}
+	if opts.CreateTimeout <= 0 {
+		opts.CreateTimeout = DefaultCreateTimeout
+	}
+	if opts.LandingMargin <= 0 {
+		opts.LandingMargin = DefaultLandingMargin
+	}
+	r := &Repository{kind: opts.Kind, primary: primary, index: index, concurrency: opts.BatchConcurrency,
+		shards: opts.IndexShards, timeout: opts.CreateTimeout}
 	r.transactor, _ = backend.(store.Transactor)
+	if r.transactor == nil {
+		r.lag = opts.CreateTimeout + opts.LandingMargin
+	}
 	return r, nil
 }
+
+// IndexLag is the longest a primary row may land after its index row was
+// written, by the backend's clock: 0 where a transaction writes both, else
+// CreateTimeout plus LandingMargin. An index row older than IndexLag whose
+// primary row is not there now will never get it, so the purge may delete
+// it; a younger one may still be waiting for its primary row.
+func (r *Repository) IndexLag() time.Duration { return r.lag }
 
 // Kind is the image kind the repository serves.
 func (r *Repository) Kind() Kind { return r.kind }
@@ -107,9 +146,7 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 		if err = store.ValidateEntity(primary); err != nil {
 			return Image{}, err
 		}
-		if _, err = r.index.Upsert(ctx, index, store.Replace); err == nil {
-			_, err = r.primary.Insert(ctx, primary)
-		}
+		err = r.createIndexFirst(ctx, index, primary)
 	}
 	if errors.Is(err, store.ErrAlreadyExists) {
 		return r.resolveDuplicate(ctx, primary)
@@ -118,6 +155,25 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 		return Image{}, err
 	}
 	return img, nil
+}
+
+// createIndexFirst writes the index row, then the primary row, within
+// CreateTimeout of its start: past it the primary write is abandoned (a
+// write already sent lands within LandingMargin or not at all), so the
+// primary row lands no later than IndexLag after the index row, whatever the
+// backend's retries and backoffs. The deadline is measured from before the
+// index write, so it bounds the lag from the index row's own timestamp too.
+func (r *Repository) createIndexFirst(ctx context.Context, index, primary store.Entity) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if _, err := r.index.Upsert(ctx, index, store.Replace); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("images: create of camera %s gave up before its primary row: %w", primary.PartitionKey, err)
+	}
+	_, err := r.primary.Insert(ctx, primary)
+	return err
 }
 
 // resolveDuplicate tells a retried create from a conflicting one.

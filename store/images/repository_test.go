@@ -123,6 +123,61 @@ func TestCreateWithoutTransactorNeverOrphansPrimary(t *testing.T) {
 	}
 }
 
+// slowInserts holds every Insert back as a backend retrying with backoff
+// would: until the caller's context ends, or else for stall, after which the
+// write lands.
+type slowInserts struct {
+	store.Table
+	stall time.Duration
+}
+
+func (s slowInserts) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+	select {
+	case <-ctx.Done():
+		return store.Entity{}, ctx.Err()
+	case <-time.After(s.stall):
+	}
+	return s.Table.Insert(ctx, e)
+}
+
+// TestCreateWithoutTransactorGivesUpInTime shows the bound the purge relies
+// on: a create whose primary write the backend keeps retrying gives up at
+// CreateTimeout and never writes the primary row later, leaving only the
+// harmless index row; IndexLag states the bound.
+func TestCreateWithoutTransactorGivesUpInTime(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	const timeout, margin = 100 * time.Millisecond, 50 * time.Millisecond
+	slow, err := images.Open(ctx, plainBackend{Backend: db, wrap: func(t store.Table) store.Table { return slowInserts{t, 2 * time.Second} }},
+		images.Options{Kind: images.Single, CreateTimeout: timeout, LandingMargin: margin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slow.IndexLag(); got != timeout+margin {
+		t.Fatalf("IndexLag %s, want CreateTimeout + LandingMargin = %s", got, timeout+margin)
+	}
+	img := images.Image{CameraID: "cam-1", CapturedAt: capture, BlobURI: "b"}
+	if _, err := slow.Create(ctx, img); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("create with a primary write stalled past CreateTimeout: %v, want context.DeadlineExceeded", err)
+	}
+	time.Sleep(2 * time.Second) // the stalled write would have landed by now
+	primary, index := slow.Tables()
+	rowKey := store.InvertedTicksRowKey(capture)
+	if _, err := primary.Get(ctx, "cam-1", rowKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("primary row after an abandoned create: %v, want ErrNotFound", err)
+	}
+	if _, err := index.Get(ctx, "202601010002", rowKey+"_cam-1"); err != nil {
+		t.Fatalf("index row after an abandoned create: %v, want it written first", err)
+	}
+	atomic, err := images.Open(ctx, db, images.Options{Kind: images.Single, CreateTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := atomic.IndexLag(); got != 0 {
+		t.Fatalf("IndexLag with a transaction %s, want 0", got)
+	}
+}
+
 func TestCreateRetryAndConflict(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,11 +17,6 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 )
-
-// lockStripes bounds how many conditional writes can be in flight at once
-// on distinct keys; two keys rarely share a stripe, so writes rarely wait for
-// a sync that is not their own.
-const lockStripes = 1024
 
 // Options configures Open. The zero value of every field but Dir is usable.
 type Options struct {
@@ -61,11 +54,10 @@ func (o Options) withDefaults() Options {
 // DB is an open embedded store. It implements store.Backend and
 // store.Transactor.
 type DB struct {
-	db      *pebbledb.DB
-	now     func() time.Time
-	admit   func(ctx context.Context) error
-	seed    maphash.Seed
-	stripes [lockStripes]sync.Mutex
+	db    *pebbledb.DB
+	now   func() time.Time
+	admit func(ctx context.Context) error
+	locks *locks
 	// etags counts writes; seeded from the clock so ETags stay unique across restarts.
 	etags atomic.Uint64
 }
@@ -84,7 +76,7 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
-	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, seed: maphash.MakeSeed()}
+	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks()}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	return d, nil
 }
@@ -140,21 +132,12 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 		return nil, err
 	}
 	keys := make([][]byte, len(writes))
-	stripes := make([]int, len(writes))
+	partitions := make([][]byte, len(writes))
 	for i, w := range writes {
 		keys[i] = encodeKey(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey)
-		stripes[i] = int(maphash.Bytes(d.seed, keys[i]) % lockStripes)
+		partitions[i] = partitionPrefix(w.table, w.op.Entity.PartitionKey)
 	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, s := range stripes {
-		d.stripes[s].Lock()
-	}
-	defer func() {
-		for _, s := range stripes {
-			d.stripes[s].Unlock()
-		}
-	}()
+	defer d.locks.lockKeys(partitions, keys)()
 
 	batch := d.db.NewBatch()
 	defer batch.Close()

@@ -189,7 +189,8 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 }
 
 // DeleteRanges removes the rows in the ranges with one range tombstone
-// each, in one synced commit, however many rows they hold.
+// each, in one synced commit, however many rows they hold. It holds the
+// ranges' partitions against every other write meanwhile (see locks).
 func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
 	for _, r := range ranges {
 		if err := store.ValidateKey(r.PartitionKey); err != nil {
@@ -199,6 +200,11 @@ func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	partitions := make([][]byte, len(ranges))
+	for i, r := range ranges {
+		partitions[i] = partitionPrefix(t.key, r.PartitionKey)
+	}
+	defer t.db.locks.lockPartitions(partitions)()
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
 	for _, r := range ranges {
@@ -249,7 +255,8 @@ func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.R
 }
 
 // DeleteKeys removes the entities with the keys in one synced commit;
-// missing keys are ignored.
+// missing keys are ignored. It holds the keys' locks as a conditional write
+// does, so none slips between its check and its commit.
 func (t *Table) DeleteKeys(ctx context.Context, keys []store.Key) error {
 	for _, k := range keys {
 		if err := store.ValidateAddress(k.PartitionKey, k.RowKey); err != nil {
@@ -259,10 +266,16 @@ func (t *Table) DeleteKeys(ctx context.Context, keys []store.Key) error {
 	if err := ctx.Err(); err != nil || len(keys) == 0 {
 		return err
 	}
+	encoded, partitions := make([][]byte, len(keys)), make([][]byte, len(keys))
+	for i, k := range keys {
+		encoded[i] = encodeKey(t.key, k.PartitionKey, k.RowKey)
+		partitions[i] = partitionPrefix(t.key, k.PartitionKey)
+	}
+	defer t.db.locks.lockKeys(partitions, encoded)()
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
-	for _, k := range keys {
-		if err := batch.Delete(encodeKey(t.key, k.PartitionKey, k.RowKey), nil); err != nil {
+	for _, key := range encoded {
+		if err := batch.Delete(key, nil); err != nil {
 			return fmt.Errorf("pebble: delete: %w", err)
 		}
 	}

@@ -119,6 +119,57 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	return out, nil
 }
 
+// Extend hides a received message for visibility from now, so that a
+// receiver still working on it keeps it, and returns it with its new
+// receipt. A message received again since, or deleted, fails with
+// ErrLostMessage.
+func (q *Queue) Extend(ctx context.Context, m Message, visibility time.Duration) (Message, error) {
+	e := store.Entity{PartitionKey: readyPartition, RowKey: m.ID, Properties: store.Properties{propVisibleAt: q.now().UTC().Add(visibility)}}
+	written, err := q.table.Update(ctx, e, store.Merge, m.Receipt)
+	switch {
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		return m, fmt.Errorf("%w: %s", ErrLostMessage, m.ID)
+	case err != nil:
+		return m, fmt.Errorf("queue: extend: %w", err)
+	}
+	m.Receipt = written.ETag
+	return m, nil
+}
+
+// ReleaseAll makes every message in flight visible again at once and
+// returns how many it released. Only for a queue no other receiver uses: a
+// process restarting finds the messages its previous run held, which nobody
+// else can be working on, and need not wait out their visibility timeout.
+func (q *Queue) ReleaseAll(ctx context.Context) (int, error) {
+	now := q.now().UTC()
+	released := 0
+	query := store.Query{PartitionKey: readyPartition}
+	for {
+		page, err := q.table.Query(ctx, query)
+		if err != nil {
+			return released, fmt.Errorf("queue: release: %w", err)
+		}
+		for _, e := range page.Entities {
+			if visibleAt, _ := e.Properties[propVisibleAt].(time.Time); !visibleAt.After(now) {
+				continue
+			}
+			release := store.Entity{PartitionKey: readyPartition, RowKey: e.RowKey, Properties: store.Properties{propVisibleAt: now}}
+			_, err := q.table.Update(ctx, release, store.Merge, e.ETag)
+			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+				continue // received or deleted since: not left behind
+			}
+			if err != nil {
+				return released, fmt.Errorf("queue: release: %w", err)
+			}
+			released++
+		}
+		if page.Next == nil {
+			return released, nil
+		}
+		query.Resume = page.Next
+	}
+}
+
 // Delete removes a received message for good. Deleting a message already
 // gone succeeds; deleting one that was received again since fails with
 // ErrLostMessage, since its new receiver now owns it.

@@ -117,6 +117,73 @@ func TestDeleteAfterRedeliveryIsLost(t *testing.T) {
 	}
 }
 
+// TestExtendKeepsAMessageHidden: a receiver extending its message keeps it
+// past the first timeout, with a new receipt; the old one and a stale
+// receiver's extension are refused.
+func TestExtendKeepsAMessageHidden(t *testing.T) {
+	q, _, c := open(t)
+	if err := q.Send(t.Context(), []byte("slow")); err != nil {
+		t.Fatal(err)
+	}
+	first := receive(t, q, 1)[0]
+	held := first
+	for range 3 {
+		c.Advance(40 * time.Second)
+		extended, err := q.Extend(t.Context(), held, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if extended.Receipt == held.Receipt || extended.ID != held.ID || string(extended.Body) != "slow" {
+			t.Fatalf("extended %+v from %+v, want the same message with a new receipt", extended, held)
+		}
+		held = extended
+		if got := receive(t, q, 1); len(got) != 0 {
+			t.Fatalf("an extended message was delivered again %s after its first receive", 40*time.Second)
+		}
+	}
+	if err := q.Delete(t.Context(), first); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("delete with the receipt before the extension: %v, want ErrLostMessage", err)
+	}
+	c.Advance(2 * time.Minute)
+	taker := receive(t, q, 1)
+	if len(taker) != 1 || taker[0].DequeueCount != 2 {
+		t.Fatalf("after the extension ran out: %+v, want the message delivered a second time", taker)
+	}
+	if _, err := q.Extend(t.Context(), held, time.Minute); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("extension by the receiver that lost it: %v, want ErrLostMessage", err)
+	}
+	if err := q.Delete(t.Context(), taker[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReleaseAllMakesInFlightVisible: a restarted sole receiver gets back
+// at once the messages its previous run held, and only those.
+func TestReleaseAllMakesInFlightVisible(t *testing.T) {
+	q, _, c := open(t)
+	for _, body := range []string{"held", "also held", "waiting"} {
+		if err := q.Send(t.Context(), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Millisecond)
+	}
+	held := receive(t, q, 2)
+	n, err := q.ReleaseAll(t.Context())
+	if err != nil || n != 2 {
+		t.Fatalf("ReleaseAll: %d, %v; want the 2 in flight", n, err)
+	}
+	again := receive(t, q, 5)
+	if got := fmt.Sprint(bodies(again)); got != "[held also held waiting]" {
+		t.Fatalf("after ReleaseAll %s, want every message at once", got)
+	}
+	if err := q.Delete(t.Context(), held[0]); !errors.Is(err, queue.ErrLostMessage) {
+		t.Fatalf("delete with a receipt from before the release: %v, want ErrLostMessage", err)
+	}
+	if n, err := q.ReleaseAll(t.Context()); err != nil || n != 3 {
+		t.Fatalf("second ReleaseAll: %d, %v; want 3", n, err)
+	}
+}
+
 func TestDeadLetter(t *testing.T) {
 	q, tbl, _ := open(t)
 	if err := q.Send(t.Context(), []byte("poison")); err != nil {

@@ -32,6 +32,9 @@ const (
 type Queue interface {
 	Send(ctx context.Context, body []byte) error
 	Receive(ctx context.Context, max int, visibility time.Duration) ([]queue.Message, error)
+	// Extend hides a received message for visibility from now and returns
+	// it with its new receipt; queue.ErrLostMessage if another receiver has it.
+	Extend(ctx context.Context, m queue.Message, visibility time.Duration) (queue.Message, error)
 	Delete(ctx context.Context, m queue.Message) error
 	DeadLetter(ctx context.Context, m queue.Message) error
 }
@@ -52,7 +55,9 @@ type Options struct {
 	Workers int
 	// GroupSize is how many cameras one task deletes; default 100.
 	GroupSize int
-	// VisibilityTimeout hides a task being worked on; default 2 minutes.
+	// VisibilityTimeout hides a task being worked on; default 2 minutes. A
+	// worker extends it every third of it while the task runs, so only a
+	// worker that stopped (crashed, or cut off from the queue) loses its task.
 	VisibilityTimeout time.Duration
 	// MaxAttempts is how many deliveries a task gets before its failing
 	// cameras are counted failed; default 5.
@@ -69,6 +74,12 @@ type Options struct {
 	// ReplicaID names this engine among the engines sharing the store;
 	// default a random id.
 	ReplicaID string
+	// Exclusive says no other process uses the store (the embedded one):
+	// the tasks Run finds in flight at its start were left by a crashed run
+	// of this process and are released at once, rather than after their
+	// visibility timeout. Takes effect with a queue that can release
+	// (the default table queue).
+	Exclusive bool
 	// LeaseDuration is how long a job stays with the engine running it
 	// without a renewal: after a crash, another engine takes it over this
 	// long after the last renewal. Default 30 seconds.
@@ -201,7 +212,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	if req.Cutoff.After(now) {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now}
+	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true}
 	for _, k := range req.Kinds {
 		if _, ok := e.repos[k]; !ok {
 			return nil, fmt.Errorf("retention: no repository for kind %s", k)
@@ -210,20 +221,53 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 			j.Kinds = append(j.Kinds, &KindProgress{Kind: k, Phase: phasePlan})
 		}
 	}
-	if err := e.jobs.create(ctx, j); err != nil {
-		return nil, err
-	}
-	if !j.DryRun {
-		if err := e.jobs.lock(ctx, j); err != nil {
-			if derr := e.jobs.remove(ctx, j.ID); derr != nil {
-				e.log.Error("purge: removing a job that could not start", "job", j.ID, "err", derr)
-			}
-			return nil, err
+	// The job is recorded unconfirmed, so that it never runs unless this
+	// Start reaches its last write, whatever happens before: the caller
+	// going away, a store error, a crash. The writes run on their own
+	// deadline, not the caller's: a caller cancelling halfway must not leave
+	// the cleanup unable to run.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	err := e.start(wctx, ctx, j)
+	if err != nil {
+		if derr := e.jobs.remove(wctx, j.ID); derr != nil {
+			e.log.Warn("purge: removing a job that could not start failed; it never runs and ends failed later",
+				"job", j.ID, "err", derr)
 		}
+		return nil, err
 	}
 	e.notify()
 	e.launch(j.ID)
 	return j, nil
+}
+
+// startTimeout bounds Start's writes; an unconfirmed job older than
+// abandonAfter was left by a Start that will never confirm it.
+const (
+	startTimeout = 30 * time.Second
+	abandonAfter = 2 * startTimeout
+)
+
+// start records j, takes its locks and confirms it. A caller gone before
+// the confirmation fails the start; after it, the job is started for good.
+func (e *Engine) start(ctx, caller context.Context, j *Job) error {
+	if err := e.jobs.create(ctx, j); err != nil {
+		return err
+	}
+	if !j.DryRun {
+		if err := e.jobs.lock(ctx, j); err != nil {
+			return err
+		}
+	}
+	if err := caller.Err(); err != nil {
+		return err
+	}
+	_, err := e.jobs.update(ctx, j.ID, func(j *Job) error {
+		j.Unconfirmed = false
+		return nil
+	})
+	j.Unconfirmed = err != nil
+	return err
 }
 
 // Get returns one job; store.ErrNotFound for an unknown id.
@@ -260,6 +304,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
+	e.releaseLeftTasks(ctx)
 	if err := e.resume(ctx); err != nil && ctx.Err() == nil {
 		e.log.Warn("purge: looking for unfinished jobs failed; retrying", "err", err)
 	}
@@ -278,6 +323,28 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.log.Warn("purge: looking for unfinished jobs failed", "err", err)
 			}
 		}
+	}
+}
+
+// releaser is a queue that can make its messages in flight visible at once.
+type releaser interface {
+	ReleaseAll(ctx context.Context) (int, error)
+}
+
+// releaseLeftTasks makes the tasks a previous run left in flight visible
+// again, on a store no other process uses. Failing is harmless: they come
+// back after their visibility timeout.
+func (e *Engine) releaseLeftTasks(ctx context.Context) {
+	r, ok := e.queue.(releaser)
+	if !e.opts.Exclusive || !ok {
+		return
+	}
+	n, err := r.ReleaseAll(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		e.log.Warn("purge: releasing the tasks a previous run left failed; they come back after their visibility timeout", "err", err)
+	case n > 0:
+		e.log.Info("purge: released the tasks a previous run left in flight", "tasks", n)
 	}
 }
 
@@ -422,9 +489,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	}
 	e.countEnded(j)
 	e.notify()
-	if err := e.jobs.deactivate(ctx, id); err != nil {
-		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
-	}
+	e.dropMarker(ctx, id)
 	// The job holds its final counts; its tasks (one per GroupSize cameras,
 	// every purge) would otherwise pile up forever.
 	if err := e.tasks.deleteAll(ctx, id); err != nil {

@@ -204,7 +204,7 @@ func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
 	a := newFaultyAzure(t)
 
 	want := map[images.Kind][]images.Image{}
-	for _, r := range a.repos {
+	for _, r := range a.seeders(t) {
 		for c := range cameras {
 			for i := range expiredPerCamera + keptPerCamera {
 				img, err := r.Create(t.Context(), richImage(r.Kind(), fmt.Sprintf("cam-%03d", c), i))
@@ -215,6 +215,8 @@ func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
 			}
 		}
 	}
+	a.lastCreate = time.Now()
+	a.settle()
 	created := a.table.Counts()
 	requireEveryFault(t, "table service, creating", created)
 	// The creates run one at a time, so their faults fall on the same

@@ -76,6 +76,10 @@ type Job struct {
 	// sharing the store takes the job over once the lease has run out.
 	Owner      string    `json:"owner,omitempty"`
 	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
+	// Unconfirmed marks a job whose Start has not finished: it never runs.
+	// Start's last write clears it; a job left unconfirmed by a Start that
+	// failed, was cancelled or crashed ends failed (see abandonStart).
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

@@ -130,24 +130,32 @@ func (s *jobStore) get(ctx context.Context, id string) (*Job, string, error) {
 // update applies change to the stored job with optimistic concurrency,
 // retrying on conflicting writers, and returns the job as written.
 func (s *jobStore) update(ctx context.Context, id string, change func(*Job) error) (*Job, error) {
+	j, _, err := s.updateStamped(ctx, id, change)
+	return j, err
+}
+
+// updateStamped is update that also returns the backend's timestamp of the
+// write: the backend's clock, read without trusting this process's.
+func (s *jobStore) updateStamped(ctx context.Context, id string, change func(*Job) error) (*Job, time.Time, error) {
 	for range casAttempts {
 		j, etag, err := s.get(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if err := change(j); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		e, err := jobEntity(j)
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
-		if _, err = s.table.Update(ctx, e, store.Replace, etag); errors.Is(err, store.ErrConflict) {
+		written, err := s.table.Update(ctx, e, store.Replace, etag)
+		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
-		return j, err
+		return j, written.Timestamp, err
 	}
-	return nil, fmt.Errorf("retention: job %s: too many concurrent updates: %w", id, store.ErrConflict)
+	return nil, time.Time{}, fmt.Errorf("retention: job %s: too many concurrent updates: %w", id, store.ErrConflict)
 }
 
 // list returns one page of jobs, newest first.

@@ -14,6 +14,20 @@ import (
 // errLeased reports a job another live engine runs.
 var errLeased = errors.New("retention: job is leased by another engine")
 
+// errStarting reports a job whose Start may still confirm it.
+var errStarting = errors.New("retention: job is being started")
+
+// abandonStart ends a job its Start never confirmed, once that Start is
+// surely over: it failed (and its cleanup too), was cancelled or crashed.
+// Such a job never runs; its locks are free once it has ended.
+func (e *Engine) abandonStart(j *Job, now time.Time) error {
+	if now.Before(j.Created.Add(abandonAfter)) {
+		return errStarting
+	}
+	j.State, j.Error, j.Ended = Failed, "the purge did not finish starting; nothing was deleted", now
+	return nil
+}
+
 // runJob takes a job through every kind's phases to its end, holding its
 // lease throughout.
 func (e *Engine) runJob(ctx context.Context, id string) {
@@ -22,6 +36,9 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	j, err := e.updateJob(ctx, id, func(j *Job) error {
 		if j.State.Terminal() {
 			return nil
+		}
+		if j.Unconfirmed {
+			return e.abandonStart(j, now)
 		}
 		if j.Owner != "" && j.Owner != e.opts.ReplicaID && now.Before(j.LeaseUntil) {
 			return errLeased
@@ -34,10 +51,10 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errLeased):
+	case errors.Is(err, errLeased), errors.Is(err, errStarting):
 		return
 	case errors.Is(err, store.ErrNotFound):
-		_ = e.jobs.deactivate(ctx, id)
+		e.dropMarker(ctx, id)
 		return
 	case err != nil:
 		if ctx.Err() == nil {
@@ -45,7 +62,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 		return
 	case j.State.Terminal():
-		_ = e.jobs.deactivate(ctx, id)
+		e.dropMarker(ctx, id)
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -80,6 +97,15 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 	}
 	e.finish(ctx, id, nil)
+}
+
+// dropMarker drops the active marker of a job that has ended or is gone. A
+// marker left behind only costs the next resume a read, and that resume
+// drops it: a failure is logged, not returned.
+func (e *Engine) dropMarker(ctx context.Context, id string) {
+	if err := e.jobs.deactivate(ctx, id); err != nil && ctx.Err() == nil {
+		e.log.Warn("purge: dropping the marker of an ended job failed; the next resume drops it", "job", id, "err", err)
+	}
 }
 
 // renewLease extends the job's lease until ctx ends, and cancels the job's

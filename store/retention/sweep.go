@@ -34,6 +34,11 @@ type sweeper struct {
 	primary  store.Table
 	index    store.Table
 	outcomes map[string]deviceOutcome
+	// lag is the kind's images.Repository.IndexLag.
+	lag time.Duration
+	// settled is the backend's time at the sweep's start less lag: an
+	// index row written before it has its primary row by now, or never will.
+	settled time.Time
 }
 
 func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
@@ -42,7 +47,15 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	if err != nil {
 		return err
 	}
-	s := &sweeper{e: e, job: j, kind: kind, primary: primary, index: index, outcomes: map[string]deviceOutcome{}}
+	// The backend's own clock, read from a write, dates the start: the
+	// index rows' timestamps are on that clock, whatever this process's says.
+	_, started, err := e.jobs.updateStamped(ctx, j.ID, func(*Job) error { return nil })
+	if err != nil {
+		return err
+	}
+	lag := e.repos[kind].IndexLag()
+	s := &sweeper{e: e, job: j, kind: kind, primary: primary, index: index, outcomes: map[string]deviceOutcome{},
+		lag: lag, settled: started.Add(-lag)}
 	for _, t := range tasks {
 		for _, d := range t.Devices {
 			s.outcomes[d.ID] = deviceOutcome{done: d.State == deviceDone, countedAt: t.CountedAt}
@@ -86,17 +99,27 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 }
 
 // qualifies reports whether an expired index row may go: its camera's
-// primary rows were deleted, and its own primary row is gone. Rows written
-// well before the camera's rows were counted had their primary row in the
-// deleted range; younger ones, which may belong to a primary row written
-// after the count, are checked one by one.
+// primary rows were deleted, and its own primary row is gone for good.
+//
+// Without a transaction a create writes its index row first and its primary
+// row up to IndexLag later (images.Options.CreateTimeout bounds it), so an
+// index row younger than that, by the backend's clock, may still get its
+// primary row: it stays for the next purge, even if its primary row is not
+// there now. Older rows written well before the camera's rows were counted
+// (by IndexGrace, the skew between this process's clock and the backend's)
+// had their primary row land before the count, in the deleted range; the
+// others may belong to a primary row written after the count, and are
+// checked one by one, after the moment their primary row could land.
 func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error) {
 	device, _ := row.Properties[images.PropDeviceID].(string)
 	outcome, ok := s.outcomes[device]
 	if !ok || !outcome.done {
 		return false, nil // a failed camera keeps its index rows for the next purge
 	}
-	if row.Timestamp.Before(outcome.countedAt.Add(-s.e.opts.IndexGrace)) {
+	if !row.Timestamp.Before(s.settled) {
+		return false, nil // its primary row may still land
+	}
+	if row.Timestamp.Before(outcome.countedAt.Add(-s.e.opts.IndexGrace - s.lag)) {
 		return true, nil
 	}
 	rowKey, _ := row.Properties[images.PropMetadataRowKey].(string)

@@ -36,8 +36,8 @@ type task struct {
 	Kind    images.Kind   `json:"kind"`
 	Seq     int           `json:"seq"`
 	Devices []*taskDevice `json:"devices"`
-	// CountedAt is when the rows were counted; index rows written after it
-	// may belong to primary rows the count did not see.
+	// CountedAt is when counting began, by this process's clock; index rows
+	// written after it may belong to primary rows the count did not see.
 	CountedAt time.Time `json:"countedAt,omitzero"`
 	Done      bool      `json:"done,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -34,32 +35,112 @@ func (e *Engine) work(ctx context.Context) {
 	}
 }
 
-// process runs one delivery of a task. It is idempotent: a task delivered
-// twice, or again after a crash, finds its finished cameras recorded and its
-// deleted rows gone, and its counts were fixed before the first delete.
+// What becomes of a task's message once a delivery has run.
+type settlement int
+
+const (
+	settleDelete settlement = iota
+	settleDeadLetter
+)
+
+// process runs one delivery of a task, keeping its message hidden from
+// other workers for as long as it runs. A delivery that fails leaves the
+// message to be delivered again.
 func (e *Engine) process(ctx context.Context, msg queue.Message) error {
+	taskCtx, held, stop := e.keepHidden(ctx, msg)
+	settle, err := e.runTask(taskCtx, msg)
+	stop()
+	if err != nil {
+		return err
+	}
+	if settle == settleDeadLetter {
+		return e.queue.DeadLetter(ctx, held.current())
+	}
+	return e.queue.Delete(ctx, held.current())
+}
+
+// heldMessage is a message being worked on, with its latest receipt.
+type heldMessage struct {
+	mu  sync.Mutex
+	msg queue.Message
+}
+
+func (h *heldMessage) current() queue.Message {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msg
+}
+
+// keepHidden extends msg's visibility every third of the visibility timeout
+// until stop, so that a task slower than the timeout is never delivered to
+// a second worker while this one runs it. If the message is lost anyway
+// (this process stalled past the timeout and another worker took it), the
+// returned context is cancelled: the task is the other worker's now. stop
+// ends the extensions and waits for them.
+func (e *Engine) keepHidden(ctx context.Context, msg queue.Message) (context.Context, *heldMessage, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	held := &heldMessage{msg: msg}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(e.opts.VisibilityTimeout / 3)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			extended, err := e.queue.Extend(ctx, held.current(), e.opts.VisibilityTimeout)
+			switch {
+			case errors.Is(err, queue.ErrLostMessage):
+				e.log.Warn("purge worker: task taken by another worker; stopping it here", "id", msg.ID)
+				cancel()
+				return
+			case err != nil:
+				if ctx.Err() == nil {
+					e.log.Warn("purge worker: extending a task's visibility failed; retrying", "id", msg.ID, "err", err)
+				}
+			default:
+				held.mu.Lock()
+				held.msg = extended
+				held.mu.Unlock()
+			}
+		}
+	}()
+	return ctx, held, func() {
+		cancel()
+		<-done
+	}
+}
+
+// runTask runs one delivery of a task and says what becomes of its message.
+// It is idempotent: a task delivered twice, or again after a crash, finds
+// its finished cameras recorded and its deleted rows gone, and its counts
+// were fixed before the first delete.
+func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, error) {
 	var m taskMessage
 	if err := json.Unmarshal(msg.Body, &m); err != nil {
 		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)
-		return e.queue.DeadLetter(ctx, msg)
+		return settleDeadLetter, nil
 	}
 	t, etag, err := e.tasks.get(ctx, m)
 	if errors.Is(err, store.ErrNotFound) {
-		return e.queue.Delete(ctx, msg)
+		return settleDelete, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	j, _, err := e.jobs.get(ctx, m.JobID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if t.Done || j.State.Terminal() {
-		return e.queue.Delete(ctx, msg)
+		return settleDelete, nil
 	}
 	repo, ok := e.repos[t.Kind]
 	if !ok {
-		return fmt.Errorf("retention: task of unknown kind %d", t.Kind)
+		return 0, fmt.Errorf("retention: task of unknown kind %d", t.Kind)
 	}
 	primary, _ := repo.Tables()
 	rows := expiredRows(j.Boundary())
@@ -67,10 +148,10 @@ func (e *Engine) process(ctx context.Context, msg queue.Message) error {
 	// Count before deleting, and record the counts: a redelivery after a
 	// crash then reports the rows this task deleted, not the ones left.
 	if counted, err := e.count(ctx, t, primary, rows); err != nil {
-		return err
+		return 0, err
 	} else if counted {
 		if etag, err = e.tasks.put(ctx, t, etag); err != nil {
-			return err
+			return 0, err
 		}
 	}
 
@@ -94,21 +175,23 @@ func (e *Engine) process(ctx context.Context, msg queue.Message) error {
 		}
 	}
 	if _, err := e.tasks.put(ctx, t, etag); err != nil {
-		return err
+		return 0, err
 	}
 	e.notify()
 	switch {
 	case !t.Done:
-		return fmt.Errorf("retention: task %s/%s: %d cameras failed this attempt", t.JobID, taskRowKey(t.Kind, t.Seq), len(failures))
+		return 0, fmt.Errorf("retention: task %s/%s: %d cameras failed this attempt", t.JobID, taskRowKey(t.Kind, t.Seq), len(failures))
 	case anyFailed:
-		return e.queue.DeadLetter(ctx, msg)
+		return settleDeadLetter, nil
 	}
-	return e.queue.Delete(ctx, msg)
+	return settleDelete, nil
 }
 
 // count fills in the expired row counts of the cameras not yet counted and
 // reports whether it counted any.
 func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (bool, error) {
+	// Taken before counting: a primary row that landed before it was counted.
+	started := e.opts.Now().UTC()
 	counted := false
 	for _, d := range t.Devices {
 		if d.Counted {
@@ -121,7 +204,7 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows s
 		d.Rows, d.Counted, counted = n, true, true
 	}
 	if counted {
-		t.CountedAt = e.opts.Now().UTC()
+		t.CountedAt = started
 	}
 	return counted, nil
 }

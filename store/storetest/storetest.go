@@ -35,6 +35,7 @@ func Run(t *testing.T, newBackend Harness) {
 		{"Counter", testCounter},
 		{"CancelledContext", testCancelledContext},
 		{"Concurrency", testConcurrency},
+		{"DeletesAgainstUpdates", testDeletesAgainstUpdates},
 	}
 	for _, p := range parts {
 		t.Run(p.name, func(t *testing.T) { p.test(t, newBackend) })

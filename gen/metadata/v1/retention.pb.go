@@ -496,7 +496,10 @@ type isStartPurgeRequest_Cutoff interface {
 }
 
 type StartPurgeRequest_RetentionDays struct {
-	// Retire rows older than this many days (at least the server's floor, 1 by default).
+	// Retire rows older than this many days (at least the server's floor, 1 by default):
+	// the cutoff is the server's now minus N x 24 hours, in UTC. A day is always 24 hours,
+	// never a calendar day, so a daylight-saving change in any time zone moves nothing;
+	// the server's built-in schedule (-retention-days) uses the same definition.
 	RetentionDays int32 `protobuf:"varint,2,opt,name=retention_days,json=retentionDays,proto3,oneof"`
 }
 
