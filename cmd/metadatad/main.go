@@ -107,7 +107,11 @@ func run(args []string) error {
 		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval}
 	}
 	purges := startPurges(engine, schedule, log)
-	defer purges.stop(context.Background())
+	defer func() {
+		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
+			purges.stop(context.Background())
+		}
+	}()
 
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
