@@ -26,6 +26,7 @@ var errorCodes = []struct {
 	{store.ErrInvalidEntity, codes.InvalidArgument, "invalid entity"},
 	{store.ErrTooLarge, codes.InvalidArgument, "too large"},
 	{store.ErrInvalidQuery, codes.InvalidArgument, "invalid query"},
+	{store.ErrCorrupt, codes.DataLoss, "stored data is damaged"},
 	{store.ErrInsufficientStorage, codes.ResourceExhausted, "storage nearly full; writes resume once space is freed"},
 	{context.Canceled, codes.Canceled, "canceled"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded"},

@@ -48,7 +48,7 @@ func (c *healthChecker) run(ctx context.Context) {
 
 // check runs both checks once and sets the statuses they call for.
 func (c *healthChecker) check(ctx context.Context) {
-	reachable, writable := true, true
+	reachable := true
 	if c.store != nil {
 		// A probe must not outlive its interval, or a store that hangs
 		// rather than fails would keep the last verdict forever.
@@ -66,7 +66,9 @@ func (c *healthChecker) check(ctx context.Context) {
 			}
 		}
 	}
-	if c.writes != nil && reachable {
+	// Writes need the store as much as reads do.
+	writable := reachable
+	if c.writes != nil && writable {
 		writable = c.writes() == nil
 	}
 	c.reachable = reachable

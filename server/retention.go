@@ -58,6 +58,8 @@ type retentionService struct {
 	engine  *retention.Engine
 	minDays int32
 	log     *slog.Logger
+	// stopping is closed when the server shuts down: watches end then.
+	stopping <-chan struct{}
 }
 
 func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.StartPurgeRequest) (*metadatav1.StartPurgeResponse, error) {
@@ -181,6 +183,10 @@ func (s *retentionService) WatchPurge(req *metadatav1.WatchPurgeRequest, stream 
 		select {
 		case <-ctx.Done():
 			return toStatus(ctx, s.log, ctx.Err())
+		case <-s.stopping:
+			// A watch could outlast any shutdown timeout; the client
+			// watches again on another replica or after the restart.
+			return status.Error(codes.Unavailable, "server shutting down; watch again")
 		case <-changed:
 		case <-time.After(watchPoll):
 		}

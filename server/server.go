@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -81,6 +82,10 @@ type Server struct {
 	checker *healthChecker
 	// probes serves only health, for probes that speak neither TLS nor tokens.
 	probes *grpc.Server
+	// stopping is closed when Shutdown begins, to end streams that would
+	// otherwise stay open until the client leaves.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // New builds the server and its interceptor chain. It refuses a service
@@ -93,6 +98,8 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// stopping ends open streams when Shutdown begins.
+	stopping := make(chan struct{})
 	services := []service{
 		{&metadatav1.SingleImageMetadataService_ServiceDesc, &singleImageService{
 			h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, fromImage: singleImageFromImage}}},
@@ -106,7 +113,7 @@ func New(opts Options) (*Server, error) {
 			opts.MinRetentionDays = 1
 		}
 		services = append(services, service{&metadatav1.RetentionService_ServiceDesc, &retentionService{
-			engine: opts.Retention, minDays: opts.MinRetentionDays, log: log}})
+			engine: opts.Retention, minDays: opts.MinRetentionDays, log: log, stopping: stopping}})
 	}
 	if opts.Video != nil {
 		services = append(services, service{&metadatav1.VideoMetadataService_ServiceDesc, &videoService{repo: opts.Video, log: log}})
@@ -141,7 +148,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Credentials != nil {
 		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
 	}
-	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), stopping: stopping}
 	if opts.HealthInterval <= 0 {
 		opts.HealthInterval = defaultHealthInterval
 	}
@@ -218,21 +225,54 @@ func (s *Server) Serve(lis net.Listener) error {
 	return err
 }
 
-// Shutdown reports NOT_SERVING to health checks, stops accepting calls and
-// waits for the calls in flight; when ctx ends first it cuts them off.
-func (s *Server) Shutdown(ctx context.Context) {
+// ErrCallsStuck reports calls still running when Shutdown returned: they
+// went on after their context was cancelled, stuck in the store. The caller
+// must not close the store under them.
+var ErrCallsStuck = errors.New("server: calls still running after shutdown cut them off")
+
+// stopGrace is the part of Shutdown's time kept for calls to return once cut
+// off: a call that honours its context returns within it.
+const stopGrace = 250 * time.Millisecond
+
+// Shutdown reports NOT_SERVING to health checks, ends open WatchPurge
+// streams with UNAVAILABLE, stops accepting calls and waits for the calls in
+// flight. Shortly before ctx ends it cuts them off; it returns by the time
+// ctx ends, with ErrCallsStuck if some calls still run.
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.health.Shutdown()
+	// Probes see NOT_SERVING throughout the drain, and stop with it.
+	defer s.probes.Stop()
+	s.stopOnce.Do(func() { close(s.stopping) })
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
 		close(done)
 	}()
+	cut, cancel := ctx, context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		cut, cancel = context.WithDeadline(ctx, deadline.Add(-stopGrace))
+	}
+	defer cancel()
 	select {
 	case <-done:
-	case <-ctx.Done():
-		s.grpc.Stop()
-		<-done
+		return nil
+	case <-cut.Done():
 	}
-	// Probes saw NOT_SERVING throughout the drain.
-	s.probes.Stop()
+	s.grpc.Stop()
+	// GracefulStop returns once every call has: a call that ignores its
+	// cancelled context would hold it, and the process, forever.
+	grace := time.NewTimer(stopGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+		return nil
+	default:
+		return ErrCallsStuck
+	}
 }

@@ -27,6 +27,9 @@ var (
 	// ErrInsufficientStorage reports a write refused because the store is
 	// nearly out of space; it succeeds once space is freed.
 	ErrInsufficientStorage = errors.New("store: insufficient storage")
+	// ErrCorrupt reports stored data that the backend finds damaged: the
+	// operation cannot be served, others may still be.
+	ErrCorrupt = errors.New("store: data damaged")
 )
 
 // BatchError reports which operation of a batch failed. The whole batch was

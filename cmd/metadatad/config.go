@@ -40,6 +40,7 @@ type config struct {
 	logLevel          slog.Level
 	logFormat         string
 	shutdownTimeout   time.Duration
+	purgeLease        time.Duration
 	minFreeMiB        uint64
 	healthInterval    time.Duration
 	metricsListen     string
@@ -74,6 +75,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
+	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
@@ -115,6 +117,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.retentionDays > 0 && c.retentionDays < c.minRetentionDays {
 		return config{}, fmt.Errorf("-retention-days %d is below -min-retention-days %d", c.retentionDays, c.minRetentionDays)
+	}
+	if c.purgeLease <= 0 {
+		return config{}, fmt.Errorf("-purge-lease must be positive, not %s", c.purgeLease)
 	}
 	if c.healthInterval <= 0 {
 		return config{}, fmt.Errorf("-health-interval must be positive, not %s", c.healthInterval)

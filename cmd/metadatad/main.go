@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/metadatad/metadatad/internal/diskspace"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/metadatad/metadatad/server"
@@ -40,7 +39,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	leaveStoreOpen := false
 	defer func() {
+		if leaveStoreOpen {
+			return
+		}
 		if err := store.close(); err != nil {
 			log.Error("closing store", "err", err)
 		}
@@ -72,7 +75,7 @@ func run(args []string) error {
 	}
 	engine, err := retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, Logger: log,
+		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
 		TracerProvider: obs.tracing,
 		Exclusive:      cfg.store == "embedded",
 	})
@@ -109,22 +112,16 @@ func run(args []string) error {
 		return err
 	}
 
-	// Purges run until the server has stopped, then stop before the store
-	// closes. They free space, so they pass the free-space guard.
-	purgeCtx, stopPurges := context.WithCancel(diskspace.Exempt(context.Background()))
-	purgesDone := make(chan error, 1)
-	go func() { purgesDone <- engine.Run(purgeCtx) }()
+	var schedule retention.Schedule
+	if cfg.retentionDays > 0 {
+		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval}
+	}
+	purges := startPurges(engine, schedule, log)
 	defer func() {
-		stopPurges()
-		if err := <-purgesDone; err != nil {
-			log.Error("purge engine", "err", err)
+		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
+			purges.stop(context.Background())
 		}
 	}()
-	if cfg.retentionDays > 0 {
-		go engine.RunSchedule(purgeCtx, retention.Schedule{
-			Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval,
-		})
-	}
 
 	if obs.metrics != nil {
 		// The endpoint outlives the gRPC server, so the last scrape sees the
@@ -164,9 +161,19 @@ func run(args []string) error {
 	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	srv.Shutdown(shutdownCtx)
+	// Purges stop at once (a job cut short resumes at the next start) while
+	// the server finishes its calls; both within the timeout.
+	purges.cancel()
+	stuck := srv.Shutdown(shutdownCtx)
 	if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
+	}
+	if !purges.stop(shutdownCtx) || stuck != nil {
+		// Something still runs in the store: closing it under them could
+		// only fail or crash. Every acknowledged write is already durable,
+		// so the process ends without closing it.
+		leaveStoreOpen = true
+		return fmt.Errorf("shutdown: calls or purges still running after -shutdown-timeout %s; exiting without closing the store", cfg.shutdownTimeout)
 	}
 	log.Info("stopped")
 	return nil

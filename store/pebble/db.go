@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,23 +63,66 @@ type DB struct {
 	etags atomic.Uint64
 }
 
-// Open opens or creates the database in opts.Dir.
+// Open opens or creates the database in opts.Dir. A directory whose files
+// are damaged is an error wrapping store.ErrCorrupt that names it.
 func Open(opts Options) (*DB, error) {
 	opts = opts.withDefaults()
 	if opts.Dir == "" {
 		return nil, errors.New("pebble: Options.Dir is empty")
 	}
-	db, err := pebbledb.Open(opts.Dir, &pebbledb.Options{
-		FS:                 opts.FS,
-		FormatMajorVersion: pebbledb.FormatNewest,
-		Logger:             slogLogger{l: opts.Logger, dir: opts.Dir},
-	})
+	db, err := openEngine(opts)
+	if errors.Is(err, errOpenPanicked) || pebbledb.IsCorruptionError(err) {
+		return nil, fmt.Errorf("%w: the data directory %s is damaged: %v; restore it from a backup, or move it aside to start empty", store.ErrCorrupt, opts.Dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks()}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	return d, nil
+}
+
+// errOpenPanicked reports a panic of the engine while it read the files of
+// an existing directory.
+var errOpenPanicked = errors.New("the engine panicked reading it")
+
+// openEngine opens Pebble, turning a panic on files it cannot make sense of
+// into a corruption error: the operator gets one message, not a stack.
+func openEngine(opts Options) (db *pebbledb.DB, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
+		}
+	}()
+	logger := slogLogger{l: opts.Logger, dir: opts.Dir}
+	return pebbledb.Open(opts.Dir, &pebbledb.Options{
+		FS:                 opts.FS,
+		FormatMajorVersion: pebbledb.FormatNewest,
+		Logger:             logger,
+		EventListener:      &pebbledb.EventListener{DataCorruption: corruptionLog(opts.Logger)},
+	})
+}
+
+// corruptionLog logs each damaged file once. Pebble reports damage as it
+// meets it, on every read of the file; the reads themselves fail with
+// store.ErrCorrupt and the rest of the data goes on being served.
+func corruptionLog(log *slog.Logger) func(pebbledb.DataCorruptionInfo) {
+	var logged sync.Map
+	return func(info pebbledb.DataCorruptionInfo) {
+		if _, seen := logged.LoadOrStore(info.Path, true); !seen {
+			log.Error("damaged data file: reads of its keys fail with DATA_LOSS; restore it from a backup",
+				"file", info.Path, "err", info.Details)
+		}
+	}
+}
+
+// engineError wraps an engine error, as store.ErrCorrupt when it reports
+// damaged data.
+func engineError(op string, err error) error {
+	if pebbledb.IsCorruptionError(err) {
+		return fmt.Errorf("%w: pebble: %s: %v", store.ErrCorrupt, op, err)
+	}
+	return fmt.Errorf("pebble: %s: %w", op, err)
 }
 
 // Close flushes nothing it has not already synced and releases the database.
@@ -234,7 +278,7 @@ func (d *DB) get(key []byte, partitionKey, rowKey string) (e store.Entity, found
 		return store.Entity{}, false, nil
 	}
 	if err != nil {
-		return store.Entity{}, false, fmt.Errorf("pebble: get: %w", err)
+		return store.Entity{}, false, engineError("get", err)
 	}
 	defer closer.Close()
 	e, err = decodeValue(partitionKey, rowKey, value)

@@ -152,7 +152,7 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 	}
 	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return page, fmt.Errorf("pebble: iterate: %w", err)
+		return page, engineError("iterate", err)
 	}
 	defer iter.Close()
 	visited := 0
@@ -172,7 +172,7 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 		}
 		value, err := iter.ValueAndErr()
 		if err != nil {
-			return store.Page{}, fmt.Errorf("pebble: read: %w", err)
+			return store.Page{}, engineError("read", err)
 		}
 		e, err := decodeValue(pk, rk, value)
 		if err != nil {
@@ -183,7 +183,7 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 		}
 	}
 	if err := iter.Error(); err != nil {
-		return store.Page{}, fmt.Errorf("pebble: iterate: %w", err)
+		return store.Page{}, engineError("iterate", err)
 	}
 	return page, ctx.Err()
 }
@@ -237,7 +237,7 @@ func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.R
 	}
 	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return 0, fmt.Errorf("pebble: iterate: %w", err)
+		return 0, engineError("iterate", err)
 	}
 	defer iter.Close()
 	var n int64
@@ -249,7 +249,7 @@ func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.R
 		}
 	}
 	if err := iter.Error(); err != nil {
-		return 0, fmt.Errorf("pebble: iterate: %w", err)
+		return 0, engineError("iterate", err)
 	}
 	return n, ctx.Err()
 }

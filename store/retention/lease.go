@@ -65,13 +65,22 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		e.dropMarker(ctx, id)
 		return
 	}
+	// The renewal writes to the store: it ends and is waited for before the
+	// job returns, so nothing of it outlives Run and meets a closed store.
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	ctx, endSpan := e.startSpan(ctx, "purge.job", attribute.String("purge.job_id", id),
 		attribute.Bool("purge.dry_run", j.DryRun), attribute.Bool("purge.resumed", resumed))
 	var failure error
 	defer func() { endSpan(failure) }()
-	go e.renewLease(ctx, cancel, id)
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		e.renewLease(ctx, cancel, id)
+	}()
+	defer func() {
+		cancel()
+		<-renewing
+	}()
 
 	if !j.DryRun {
 		// A job resumed after a crash may have been recorded without its locks.
