@@ -86,11 +86,11 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 				primary, index := f.repo(images.Single).Tables()
 				indexDeletes := 0
 				late := images.Image{CameraID: "cam-000", CapturedAt: base.Add(10 * time.Second)}
-				lateWritten := false
+				// The job is updated by the purge and by its lease renewal at once.
+				var lateWritten atomic.Bool
 				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
-					if table == retention.DefaultJobsTable && !lateWritten && allTasksDone(t, f.base) {
+					if table == retention.DefaultJobsTable && !lateWritten.Load() && allTasksDone(t, f.base) && lateWritten.CompareAndSwap(false, true) {
 						// Every camera's primary rows are deleted; the sweep has not begun.
-						lateWritten = true
 						direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
 						if err == nil {
 							_, err = direct.Create(t.Context(), late)
@@ -122,7 +122,7 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 				if j.State != retention.Succeeded || indexDeletes != cameras*expiredPerCamera {
 					t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes, cameras*expiredPerCamera)
 				}
-				if !lateWritten {
+				if !lateWritten.Load() {
 					t.Fatal("the late image was never written")
 				}
 				rk := store.InvertedTicksRowKey(late.CapturedAt)
