@@ -16,7 +16,7 @@ import (
 )
 
 func main() {
-	race := flag.Bool("race", false, "run the suites with the race detector")
+	race := flag.Bool("race", true, "run the suites with the race detector")
 	fuzzTime := flag.Duration("fuzztime", 10*time.Second, "how long each fuzz target runs; 0 runs only their seed corpora, as the suites do")
 	timeout := flag.Duration("timeout", 60*time.Minute, "the go test -timeout of each package")
 	flag.Parse()
