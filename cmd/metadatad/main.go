@@ -106,6 +106,9 @@ func run(args []string) error {
 	}
 	if obs.metrics != nil {
 		serverOpts.Metrics = obs.metrics.GRPC
+		if creds != nil {
+			obs.metrics.WatchCertificate("serving", creds.Certificate)
+		}
 	}
 	srv, err := server.New(serverOpts)
 	if err != nil {

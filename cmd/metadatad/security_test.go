@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +72,8 @@ func TestDaemonWithMutualTLS(t *testing.T) {
 		}
 	}
 	d := startDaemon(t, t.TempDir(), "-tls-cert", filepath.Join(dir, "server.crt"), "-tls-key", filepath.Join(dir, "server.key"),
-		"-tls-client-ca", filepath.Join(dir, "clients.crt"), "-auth-token-file", filepath.Join(dir, "tokens"))
+		"-tls-client-ca", filepath.Join(dir, "clients.crt"), "-auth-token-file", filepath.Join(dir, "tokens"),
+		"-metrics-listen", "127.0.0.1:0")
 	purge := func(cfg *tls.Config) error {
 		conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 		if err != nil {
@@ -92,6 +94,18 @@ func TestDaemonWithMutualTLS(t *testing.T) {
 	purger, purgerKey := clientCA.Client(t, "purger", "spiffe://fleet.test/purger")
 	if err := purge(serverCA.ClientConfig(t, purger, purgerKey)); err != nil {
 		t.Errorf("the purger's certificate: %v", err)
+	}
+	served, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(served.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := `metadatad_tls_certificate_expiry_timestamp_seconds{name="serving"}`
+	if got := scrape(t, d.metricsAddr)[series]; got != float64(leaf.NotAfter.Unix()) {
+		t.Errorf("%s = %v, want the served certificate's NotAfter %d", series, got, leaf.NotAfter.Unix())
 	}
 }
 

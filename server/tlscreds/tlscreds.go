@@ -31,6 +31,7 @@ type Options struct {
 // stops reading them.
 type Credentials struct {
 	credentials.TransportCredentials
+	identity  certprovider.Provider
 	providers []certprovider.Provider
 }
 
@@ -53,6 +54,7 @@ func New(o Options) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tlscreds: %w", err)
 	}
+	c.identity = identity
 	c.providers = append(c.providers, identity)
 	opts := &advancedtls.Options{
 		IdentityOptions:  advancedtls.IdentityCertificateOptions{IdentityProvider: identity},
@@ -93,6 +95,23 @@ func New(o Options) (*Credentials, error) {
 		return nil, fmt.Errorf("tlscreds: %w", err)
 	}
 	return c, nil
+}
+
+// Certificate is the serving certificate as last read from its file, for
+// the expiry gauge; nil if it cannot be had at once.
+func (c *Credentials) Certificate() *x509.Certificate {
+	// The first load finished in New: a later call never waits on a file.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	km, err := c.identity.KeyMaterial(ctx)
+	if err != nil || len(km.Certs) == 0 || len(km.Certs[0].Certificate) == 0 {
+		return nil
+	}
+	leaf, err := x509.ParseCertificate(km.Certs[0].Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
 }
 
 // Close stops reading the files.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metadatad/metadatad/internal/testcerts"
 	"github.com/metadatad/metadatad/server/tlscreds"
@@ -51,4 +52,36 @@ func TestNewRefusesBadFiles(t *testing.T) {
 		t.Fatalf("good files: %v", err)
 	}
 	c.Close()
+}
+
+// TestCertificateFollowsItsFile: the certificate the expiry gauge reads is
+// the one on disk, also after a rotation.
+func TestCertificateFollowsItsFile(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewAuthority(t, "CA")
+	write := func(cn string) {
+		crt, key := ca.Server(t, cn)
+		for name, content := range map[string][]byte{"server.crt": crt, "server.key": key} {
+			if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("first")
+	c, err := tlscreds.New(tlscreds.Options{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), RefreshInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Certificate(); got == nil || got.Subject.CommonName != "first" {
+		t.Fatalf("certificate %v, want the one named first", got)
+	}
+	write("rotated")
+	deadline := time.Now().Add(10 * time.Second)
+	for got := c.Certificate(); got == nil || got.Subject.CommonName != "rotated"; got = c.Certificate() {
+		if time.Now().After(deadline) {
+			t.Fatalf("certificate %v 10 s after the rotation, want the one named rotated", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
