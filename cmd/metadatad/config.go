@@ -10,10 +10,13 @@ import (
 	"strings"
 	"time"
 
+	units "github.com/docker/go-units"
+
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/video"
 )
 
@@ -42,6 +45,8 @@ type config struct {
 	shutdownTimeout   time.Duration
 	purgeLease        time.Duration
 	minFreeMiB        uint64
+	cacheSize         byteSize
+	memTableSize      byteSize
 	healthInterval    time.Duration
 	metricsListen     string
 	healthListen      string
@@ -79,6 +84,9 @@ func parseConfig(args []string) (config, error) {
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
+	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
+	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
+	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")
@@ -131,6 +139,24 @@ func parseConfig(args []string) (config, error) {
 		return config{}, err
 	}
 	return c, nil
+}
+
+// byteSize is a flag of a size in bytes, written with binary units: 256MiB,
+// 64m, 1g (bare numbers are bytes).
+type byteSize int64
+
+func (b *byteSize) String() string { return units.BytesSize(float64(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := units.RAMInBytes(s)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return fmt.Errorf("size must be positive, not %q", s)
+	}
+	*b = byteSize(n)
+	return nil
 }
 
 // azureConfig is how to reach Azure Storage.

@@ -25,3 +25,34 @@ func TestParseConfigControlPlaneTables(t *testing.T) {
 		})
 	}
 }
+
+func TestParseConfigEngineMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		args            []string
+		cache, memtable byteSize
+		bad             bool
+	}{
+		{"defaults", nil, 256 << 20, 64 << 20, false},
+		{"binary units", []string{"-cache-size", "1GiB", "-memtable-size", "16m"}, 1 << 30, 16 << 20, false},
+		{"bare bytes", []string{"-cache-size", "1048576"}, 1 << 20, 64 << 20, false},
+		{"zero refused", []string{"-memtable-size", "0"}, 0, 0, true},
+		{"words refused", []string{"-cache-size", "lots"}, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args)
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("parseConfig(%q) accepted it", tc.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.cacheSize != tc.cache || c.memTableSize != tc.memtable {
+				t.Fatalf("cache %d, memtable %d; want %d, %d", c.cacheSize, c.memTableSize, tc.cache, tc.memtable)
+			}
+		})
+	}
+}

@@ -154,7 +154,7 @@ func TestFullDiskRefusesWritesKeepsReadsAndRecovers(t *testing.T) {
 	disk := mountSmallDisk(t)
 	ballast := writeBallast(t, disk, 6<<20)
 	dataDir := filepath.Join(disk, "data")
-	args := []string{"-min-free-mib", "4", "-health-interval", "50ms"}
+	args := []string{"-min-free-mib", "4", "-health-interval", "50ms", "-memtable-size", smallDiskMemTable}
 	d := startDaemon(t, dataDir, args...)
 	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	requireCode(t, f.fill(t), codes.ResourceExhausted)
@@ -199,7 +199,7 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 	disk := mountSmallDisk(t)
 	ballast := writeBallast(t, disk, 4<<20)
 	dataDir := filepath.Join(disk, "data")
-	d := startDaemon(t, dataDir, "-min-free-mib", "0")
+	d := startDaemon(t, dataDir, "-min-free-mib", "0", "-memtable-size", smallDiskMemTable)
 	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	err := f.fill(t)
 	t.Logf("%d creates acknowledged, then: %v", len(f.acked), err)
@@ -228,10 +228,15 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	d = startDaemon(t, dataDir, "-min-free-mib", "0")
+	d = startDaemon(t, dataDir, "-min-free-mib", "0", "-memtable-size", smallDiskMemTable)
 	requireAllAcknowledged(t, d.client(t), f.acked)
 	stop(t, d)
 }
+
+// smallDiskMemTable fits the memtable to the 20 MB disk: each write-ahead
+// log file reserves 1.1 times the memtable size, so the default (64 MiB)
+// would not open on it at all.
+const smallDiskMemTable = "4MiB"
 
 // exitFatalStatus is the status the daemon exits with after a fatal engine error.
 const exitFatalStatus = 70

@@ -35,7 +35,8 @@ type backend struct {
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, error) {
 	if cfg.store == "embedded" {
 		guard := diskspace.New(diskspace.Options{Dir: cfg.dataDir, MinFree: cfg.minFreeMiB << 20, Logger: log})
-		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log, AdmitWrite: guard.Admit})
+		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log, AdmitWrite: guard.Admit,
+			CacheSize: int64(cfg.cacheSize), MemTableSize: uint64(cfg.memTableSize)})
 		if err != nil {
 			return backend{}, err
 		}

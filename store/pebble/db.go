@@ -37,6 +37,12 @@ type Options struct {
 	// store.ErrInsufficientStorage. Nil admits every write. The daemon
 	// passes a diskspace.Guard's Admit.
 	AdmitWrite func(ctx context.Context) error
+	// CacheSize is the block cache's size in bytes; 0 means DefaultCacheSize.
+	CacheSize int64
+	// MemTableSize is one memtable's size in bytes; 0 means
+	// DefaultMemTableSize. Up to 4 are held while flushes catch up, and
+	// each write-ahead log file reserves 1.1 times it on disk.
+	MemTableSize uint64
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +54,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
 	}
 	return o
 }
@@ -94,13 +106,7 @@ func openEngine(opts Options) (db *pebbledb.DB, err error) {
 			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
 		}
 	}()
-	logger := slogLogger{l: opts.Logger, dir: opts.Dir}
-	return pebbledb.Open(opts.Dir, &pebbledb.Options{
-		FS:                 opts.FS,
-		FormatMajorVersion: pebbledb.FormatNewest,
-		Logger:             logger,
-		EventListener:      &pebbledb.EventListener{DataCorruption: corruptionLog(opts.Logger)},
-	})
+	return pebbledb.Open(opts.Dir, engineOptions(opts))
 }
 
 // corruptionLog logs each damaged file once. Pebble reports damage as it

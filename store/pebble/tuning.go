@@ -1,0 +1,62 @@
+package pebble
+
+import (
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// Defaults of the engine's memory, sized for a metadata service's working
+// set: the index and filter blocks of every sstable, and the newest rows of
+// every camera, which GetLatest and the pre-insert existence read touch.
+const (
+	// DefaultCacheSize is the block cache: 256 MiB.
+	DefaultCacheSize = 256 << 20
+	// DefaultMemTableSize is one memtable: 64 MiB.
+	DefaultMemTableSize = 64 << 20
+)
+
+// memTablesQueued bounds the memtables held at once (the one taking writes
+// and those waiting to be flushed): past it writes wait for a flush. With
+// the default memtable size that bounds memtable memory to 256 MiB.
+const memTablesQueued = 4
+
+// formatVersion is the on-disk format this build writes. It is pinned, not
+// pebbledb.FormatNewest, so that upgrading the library never moves a data
+// directory to a format an older build cannot open: moving it is a decision
+// made here, in a release of its own. Stores created before the pin were
+// created at FormatNewest of this same library version, which is this one.
+const formatVersion = pebbledb.FormatValueSeparation
+
+// engineOptions are Pebble's options for this workload: appends in time
+// order by many cameras, each create preceded by a point read of a key that
+// is almost always absent, reads of a camera's newest rows, and expiry by
+// range. Pebble's defaults suit a test database (8 MB cache, 4 MB memtable).
+//
+// Left at their defaults on purpose: WALMinSyncInterval, which would make a
+// lone create wait for the interval before its fsync (group commit already
+// shares the fsync among concurrent creates); and the L0 and compaction
+// thresholds, which measured no different on this workload.
+func engineOptions(opts Options) *pebbledb.Options {
+	o := &pebbledb.Options{
+		FS:                 opts.FS,
+		FormatMajorVersion: formatVersion,
+		Logger:             slogLogger{l: opts.Logger, dir: opts.Dir},
+		EventListener:      &pebbledb.EventListener{DataCorruption: corruptionLog(opts.Logger)},
+		// Index and filter blocks stay cached, so the existence read of a
+		// create costs no disk read and GetLatest one at most.
+		CacheSize: opts.CacheSize,
+		// A larger memtable means 16x fewer flushes and L0 files for the same
+		// writes, hence less compaction work and shallower reads; the
+		// existence read of a recent key is answered from memory.
+		MemTableSize:                opts.MemTableSize,
+		MemTableStopWritesThreshold: memTablesQueued,
+	}
+	for i := range o.Levels {
+		// A create first reads its key, to refuse a duplicate; the key is
+		// nearly always new. A Bloom filter (10 bits a key, ~1% false
+		// positives) answers "absent" for an sstable without reading its
+		// index or data blocks.
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return o
+}
