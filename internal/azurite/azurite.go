@@ -59,6 +59,11 @@ func ConnectionString(tableURL, queueURL string) string {
 		Account, Key, tableURL, Account, queueURL, Account)
 }
 
+// startTimeout bounds Azurite's start. Node loads some 450 packages first:
+// about a second on an idle machine, but over a minute on 2 cores busy with
+// compiling and racing test binaries (seen at a load average of 30).
+const startTimeout = 3 * time.Minute
+
 var listening = regexp.MustCompile(`Azurite (Table|Queue) service is successfully listening at (http://\S+)`)
 
 func start() {
@@ -105,10 +110,10 @@ func start() {
 	case <-exited:
 		_ = cmd.Wait()
 		why = "azurite exited before it was listening"
-	case <-time.After(60 * time.Second):
+	case <-time.After(startTimeout):
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		why = "azurite did not start listening within 60s"
+		why = fmt.Sprintf("azurite did not start listening within %v", startTimeout)
 	}
 }
 
