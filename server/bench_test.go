@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,10 +24,16 @@ import (
 
 // benchConn serves the image services on an on-disk Pebble store (every
 // create pays a real fsync, shared by concurrent creates) behind the real
-// interceptor chain, logging discarded, and dials it over bufconn.
-func benchConn(b *testing.B) *grpc.ClientConn {
+// interceptor chain, and dials it over bufconn. Log lines at logLevel and
+// above are formatted, as the daemon's are, then discarded; the default
+// (info) writes one line per call.
+func benchConn(b *testing.B, logLevel ...slog.Level) *grpc.ClientConn {
 	b.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	level := slog.LevelInfo
+	if len(logLevel) > 0 {
+		level = logLevel[0]
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 	db, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
@@ -91,19 +98,25 @@ func BenchmarkCreate(b *testing.B) {
 
 // BenchmarkCreateParallel runs creates from many goroutines (-cpu and
 // SetParallelism set how many), as a fleet's acquisition services do:
-// concurrent creates share fsyncs through Pebble's group commit.
+// concurrent creates share fsyncs through Pebble's group commit. It runs
+// with a line per call logged (log=info, the daemon's default) and with
+// successful calls not logged (log=warn).
 func BenchmarkCreateParallel(b *testing.B) {
-	client := metadatav1.NewSingleImageMetadataServiceClient(benchConn(b))
-	var gen nextImage
-	b.SetParallelism(16)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := client.CreateSingleImageMetadata(context.Background(), gen.request()); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelWarn} {
+		b.Run("log="+strings.ToLower(level.String()), func(b *testing.B) {
+			client := metadatav1.NewSingleImageMetadataServiceClient(benchConn(b, level))
+			var gen nextImage
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := client.CreateSingleImageMetadata(context.Background(), gen.request()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkGetLatest reads the newest image of one of 1,000 cameras.

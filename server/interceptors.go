@@ -8,7 +8,6 @@ import (
 	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -33,19 +32,7 @@ import (
 // guard, drops the codec's note of a request the guard refuses.
 func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) []grpc.ServerOption {
 	codec := newRequestCodec()
-	logger := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
-		log.Log(ctx, slog.Level(level), msg, fields...)
-	})
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
-			name := auth.CallerName(ctx)
-			if name == "" {
-				name = "-"
-			}
-			return logging.Fields{"principal", name}
-		}),
-	}
+	calls := callLog{log: log}
 	notHealth := selector.MatchFunc(func(_ context.Context, call interceptors.CallMeta) bool {
 		return call.Service != healthpb.Health_ServiceDesc.ServiceName
 	})
@@ -59,7 +46,7 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) [
 			func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 				return handler(auth.WithCaller(ctx), req)
 			},
-			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), notHealth),
+			calls.unary,
 			codec.forgetUnary,
 			grpcauth.UnaryServerInterceptor(guard.Authorize),
 			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
@@ -73,7 +60,7 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) [
 				wrapped.WrappedContext = auth.WithCaller(ss.Context())
 				return handler(srv, wrapped)
 			},
-			selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), notHealth),
+			calls.stream,
 			grpcauth.StreamServerInterceptor(guard.Authorize),
 			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth),
 			selector.StreamServerInterceptor(limits.stream, notHealth),
