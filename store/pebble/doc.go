@@ -7,6 +7,10 @@
 // partition's rows are one contiguous range: queries are range scans and a
 // device's expired rows can go with one range deletion.
 //
+// A value is the entity's ETag, write time and typed properties in a
+// versioned binary layout (value.go); values written in the older EDM JSON
+// layout are still read.
+//
 // Every write is synced to the WAL before it returns. Pebble's commit
 // pipeline shares one fsync among the writes that arrive while the previous
 // one runs (group commit), so concurrent creates do not pay one sync each.
