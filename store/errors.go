@@ -22,7 +22,8 @@ var (
 	ErrTooLarge = errors.New("store: too large")
 	// ErrInvalidBatch reports a batch that breaks the batch rules.
 	ErrInvalidBatch = errors.New("store: invalid batch")
-	// ErrInvalidQuery reports a query or scan with an invalid limit or cursor.
+	// ErrInvalidQuery reports a query or scan with an invalid limit, bound,
+	// cursor or condition.
 	ErrInvalidQuery = errors.New("store: invalid query")
 	// ErrInsufficientStorage reports a write refused because the store is
 	// nearly out of space; it succeeds once space is freed.

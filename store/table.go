@@ -43,7 +43,8 @@ type Entity struct {
 }
 
 // Range bounds keys to [From, To). An empty From starts at the first key and
-// an empty To runs to the last.
+// an empty To runs to the last; a bound that is not empty must be a valid
+// key (ErrInvalidQuery otherwise).
 type Range struct {
 	From, To string
 }
@@ -56,7 +57,10 @@ type Cursor struct {
 }
 
 // Equal is a condition that a property holds a value, tested with the
-// property's type (an int32 never equals an int64).
+// property's type (an int32 never equals an int64). A condition on a name
+// no property can have, or with a value of a type no property holds, is
+// refused with ErrInvalidQuery; a value of a stored type that no entity can
+// hold (a NaN, a time between 100 ns ticks) meets nothing.
 type Equal struct {
 	Property string
 	Value    any
@@ -139,6 +143,10 @@ type Table interface {
 	// Name is the table's name.
 	Name() string
 	// Insert adds e. It fails with ErrAlreadyExists if e's key is taken.
+	// Insert, Upsert and Update return e as written, stamped with its new
+	// ETag and Timestamp: after a Merge, the properties e named, not the
+	// merged set, which only a Get reads (Azure answers a merge with the
+	// ETag alone).
 	Insert(ctx context.Context, e Entity) (Entity, error)
 	// Upsert adds e or writes over the existing entity per mode.
 	Upsert(ctx context.Context, e Entity, mode WriteMode) (Entity, error)

@@ -195,11 +195,16 @@ func validateOpsIn(tables []string, ops []Op) error {
 	size := 0
 	for i, op := range ops {
 		var err error
-		if op.Kind == OpDelete {
+		switch op.Kind {
+		case OpDelete:
 			err = ValidateAddress(op.Entity.PartitionKey, op.Entity.RowKey)
-		} else if op.Kind >= OpInsert && op.Kind <= OpUpdate {
+		case OpInsert:
 			err = ValidateEntity(op.Entity)
-		} else {
+		case OpUpsert, OpUpdate:
+			if err = checkMode(op.Mode); err == nil {
+				err = ValidateEntity(op.Entity)
+			}
+		default:
 			err = fmt.Errorf("%w: unknown operation kind %d", ErrInvalidBatch, op.Kind)
 		}
 		if err != nil {

@@ -64,19 +64,23 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Backend is a storage account's table service. It implements store.Backend;
-// it does not implement store.Transactor, and its tables implement neither
-// store.RangeDeleter nor store.KeyDeleter: Azure has no transaction across
-// partitions or tables and no range delete, so callers take their fallbacks.
+// Backend is a storage account's table service. It implements store.Backend
+// through the portable layer (store.NewBackend), which checks every call
+// before a request is built. It does not implement store.Transactor, and its
+// tables implement neither store.RangeDeleter nor store.KeyDeleter: Azure
+// has no transaction across partitions or tables and no range delete, so
+// callers take their fallbacks.
 type Backend struct {
+	// tables is the portable layer over this backend's driver.
+	tables  store.Backend
 	service *aztables.ServiceClient
 	prefix  string
 	log     *slog.Logger
 
 	mu sync.Mutex
-	// tables holds one entry per table, keyed by the Azure name in lower
+	// entries holds one entry per table, keyed by the Azure name in lower
 	// case since Azure table names are case-insensitive.
-	tables map[string]*tableEntry
+	entries map[string]*tableEntry
 }
 
 // tableEntry is a table's client, and whether the table is known to exist.
@@ -103,7 +107,8 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{service: service, prefix: opts.TablePrefix, log: opts.Logger, tables: map[string]*tableEntry{}}
+	b := &Backend{service: service, prefix: opts.TablePrefix, log: opts.Logger, entries: map[string]*tableEntry{}}
+	b.tables = store.NewBackend(store.Driver{OpenTable: b.openTable})
 	pager := service.NewListTablesPager(&aztables.ListTablesOptions{Top: to.Ptr[int32](1)})
 	if _, err := pager.NextPage(ctx); err != nil {
 		return nil, serviceError(ctx, "open: list tables", err)
@@ -172,17 +177,19 @@ func checkPrefix(prefix string) error {
 // earlier process, created it, and counts as success. A table once created
 // is remembered, so later calls send no request.
 func (b *Backend) Table(ctx context.Context, name string) (store.Table, error) {
-	if err := store.ValidateTableName(name); err != nil {
-		return nil, err
-	}
+	return b.tables.Table(ctx, name)
+}
+
+// openTable is the driver's side of Table, for a valid name.
+func (b *Backend) openTable(ctx context.Context, name string) (store.Table, error) {
 	azure := azureName(b.prefix, name)
 	b.mu.Lock()
-	entry, ok := b.tables[strings.ToLower(azure)]
+	entry, ok := b.entries[strings.ToLower(azure)]
 	if !ok {
 		// The first spelling opened names the table in every request, so
 		// that differently cased handles address it alike.
 		entry = &tableEntry{client: b.service.NewClient(azure)}
-		b.tables[strings.ToLower(azure)] = entry
+		b.entries[strings.ToLower(azure)] = entry
 	}
 	b.mu.Unlock()
 
@@ -201,7 +208,7 @@ func (b *Backend) Table(ctx context.Context, name string) (store.Table, error) {
 		}
 		entry.created = true
 	}
-	return &Table{name: name, client: entry.client, log: b.log}, nil
+	return &table{name: name, client: entry.client, log: b.log}, nil
 }
 
 // azureName is the name of a table in the account: the prefix and the name.

@@ -24,9 +24,8 @@ import (
 // Batch applies operations on one partition atomically, as one entity group
 // transaction.
 //
-// The batch is checked with store.ValidateBatch first, as the embedded
-// backend checks it: Azurite accepts batches that span partitions, which
-// Azure refuses. A failed transaction answers 202 with the failure inside the
+// The portable layer has checked the batch, its partition rule included:
+// Azurite accepts batches that span partitions, which Azure refuses. A failed transaction answers 202 with the failure inside the
 // multipart body: the failed operation's status, code and a message that
 // starts with its index ("2:The specified entity already exists."); Batch
 // reports it as a *store.BatchError with the sentinel of the status.
@@ -35,15 +34,9 @@ import (
 // (an insert finds its key taken, a delete finds nothing). Such a failure is
 // checked against the table, one read per operation: if the table holds what
 // every operation leaves, the batch counts as applied (see replay.go).
-func (t *Table) Batch(ctx context.Context, ops []store.Op) error {
-	if err := store.ValidateBatch(ops); err != nil {
-		return err
-	}
-	what := fmt.Sprintf("batch of %d operations", len(ops))
-	if len(ops) > 0 {
-		what += fmt.Sprintf(" on partition %q", ops[0].Entity.PartitionKey)
-	}
-	if err := ctxErr(ctx, what); err != nil || len(ops) == 0 {
+func (t *table) Batch(ctx context.Context, ops []store.Op) error {
+	what := fmt.Sprintf("batch of %d operations on partition %q", len(ops), ops[0].Entity.PartitionKey)
+	if err := ctxErr(ctx, what); err != nil {
 		return err
 	}
 	actions := make([]aztables.TransactionAction, len(ops))
@@ -72,7 +65,7 @@ func (t *Table) Batch(ctx context.Context, ops []store.Op) error {
 
 // batchReplayed reports whether the table holds what every operation of a
 // batch leaves.
-func (t *Table) batchReplayed(ctx context.Context, ops []store.Op) bool {
+func (t *table) batchReplayed(ctx context.Context, ops []store.Op) bool {
 	for _, op := range ops {
 		if _, ok := t.replayed(ctx, op); !ok {
 			return false

@@ -17,8 +17,9 @@
 // whose first attempt was applied, its answer lost, is recognised rather than
 // reported as a conflict (replay.go).
 //
-// Keys and entities are checked by the store.Validate* functions before any
-// request, so both backends refuse the same input with the same errors.
+// Every call is checked by the portable layer (store.NewBackend) before a
+// request is built, so both backends refuse the same input with the same
+// errors and the engine here trusts what it gets.
 //
 // The backend is written for Azure Table Storage and tested on Azurite.
 // Cosmos DB for Table speaks the same API but does not return rows in key

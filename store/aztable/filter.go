@@ -38,26 +38,17 @@ func (f filter) keyTo(key, bound string) filter {
 // no key or value can end the literal early and change the query.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// where adds the conditions of a query. ok is false when a condition can
-// match no stored entity: it names a system or invalid property, or holds a
-// value no entity can store (an int, a NaN, a string over the limit, a time
-// finer than 100 ns). The embedded backend finds no match for those either;
-// sending them would let the service match system properties like RowKey,
-// or reject the query.
-func (f filter) where(conditions []store.Equal) (_ filter, ok bool) {
+// where adds the conditions of a query, which the portable layer has
+// checked: each names a property and holds a value an entity can store, so
+// the service never matches a system property like RowKey or refuses the
+// query.
+func (f filter) where(conditions []store.Equal) filter {
 	for _, c := range conditions {
-		probe := store.Entity{PartitionKey: "p", RowKey: "r", Properties: store.Properties{c.Property: c.Value}}
-		if store.ValidateEntity(probe) != nil {
-			return nil, false
-		}
-		if t, isTime := c.Value.(time.Time); isTime && !t.Equal(store.TruncateToTicks(t)) {
-			return nil, false
-		}
 		if lit, sent := literal(c.Value); sent {
 			f = append(f, c.Property+" eq "+lit)
 		}
 	}
-	return f, true
+	return f
 }
 
 // literal is v as an OData literal of its Edm type, so that the service

@@ -13,37 +13,22 @@ import (
 )
 
 // Query reads one partition in row-key order.
-func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	if err := store.ValidateKey(q.PartitionKey); err != nil {
-		return store.Page{}, err
-	}
-	limit, err := store.PageLimit(q.Limit)
-	if err != nil {
-		return store.Page{}, err
-	}
-	if q.Resume != nil && q.Resume.PartitionKey != q.PartitionKey {
-		return store.Page{}, fmt.Errorf("%w: cursor of partition %q resumes a query of %q",
-			store.ErrInvalidQuery, q.Resume.PartitionKey, q.PartitionKey)
-	}
+func (t *table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	what := fmt.Sprintf("query partition %q", q.PartitionKey)
 	f, ok := queryFilter(q)
 	if !ok {
 		return store.Page{}, ctxErr(ctx, what)
 	}
-	return t.page(ctx, what, f, q.Where, limit)
+	return t.page(ctx, what, f, q.Where, q.Limit)
 }
 
 // Scan reads a range of partitions in key order.
-func (t *Table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
-	limit, err := store.PageLimit(s.Limit)
-	if err != nil {
-		return store.Page{}, err
-	}
+func (t *table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
 	f, ok := scanFilter(s)
 	if !ok {
 		return store.Page{}, ctxErr(ctx, "scan")
 	}
-	return t.page(ctx, "scan", f, s.Where, limit)
+	return t.page(ctx, "scan", f, s.Where, s.Limit)
 }
 
 // queryFilter is the $filter of a query: its partition, its row range from
@@ -58,7 +43,7 @@ func queryFilter(q store.Query) (_ filter, ok bool) {
 		return nil, false
 	}
 	f := filter{"PartitionKey eq " + quote(q.PartitionKey)}
-	return f.keyFrom("RowKey", from).keyTo("RowKey", q.Rows.To).where(q.Where)
+	return f.keyFrom("RowKey", from).keyTo("RowKey", q.Rows.To).where(q.Where), true
 }
 
 // scanFilter is the $filter of a scan: its partition range, starting at the
@@ -85,7 +70,7 @@ func scanFilter(s store.Scan) (_ filter, ok bool) {
 		f = append(f, fmt.Sprintf("((PartitionKey eq %s and RowKey ge %s) or PartitionKey gt %s)",
 			quote(r.PartitionKey), quote(r.RowKey), quote(r.PartitionKey)))
 	}
-	return f.keyTo("PartitionKey", to).where(s.Where)
+	return f.keyTo("PartitionKey", to).where(s.Where), true
 }
 
 // page reads up to limit entities matching f, in the service's order, which
@@ -101,7 +86,7 @@ func scanFilter(s store.Scan) (_ filter, ok bool) {
 //
 // where is checked again on each entity, type included: Azurite compares an
 // Int32 property equal to a Double literal, and the contract does not.
-func (t *Table) page(ctx context.Context, what string, f filter, where []store.Equal, limit int) (store.Page, error) {
+func (t *table) page(ctx context.Context, what string, f filter, where []store.Equal, limit int) (store.Page, error) {
 	var entities []store.Entity
 	opts := aztables.ListEntitiesOptions{}
 	if len(f) > 0 {

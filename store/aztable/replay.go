@@ -49,7 +49,7 @@ func (countAttempts) Do(req *policy.Request) (*http.Response, error) {
 
 // replayed reports whether the table holds what op leaves, and returns the
 // stored entity: the check for a write whose error came on a retry.
-func (t *Table) replayed(ctx context.Context, op store.Op) (store.Entity, bool) {
+func (t *table) replayed(ctx context.Context, op store.Op) (store.Entity, bool) {
 	e := op.Entity
 	stored, err := t.Get(ctx, e.PartitionKey, e.RowKey)
 	var ok bool
@@ -67,7 +67,7 @@ func (t *Table) replayed(ctx context.Context, op store.Op) (store.Entity, bool) 
 
 // logReplay records a write taken as applied by an earlier attempt, for the
 // operator who wonders why a retried write succeeded.
-func (t *Table) logReplay(what string) {
+func (t *table) logReplay(what string) {
 	t.log.Info("aztable: a retried write found the table as it leaves it; taking it as applied", "table", t.name, "write", what)
 }
 

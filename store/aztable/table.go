@@ -13,8 +13,10 @@ import (
 	"github.com/metadatad/metadatad/store"
 )
 
-// Table is one table of a Backend. It implements store.Table.
-type Table struct {
+// table is the engine's side of one table of a Backend: store.Table on
+// input that the portable layer has checked (see store.Driver). Callers
+// get it only wrapped in that layer.
+type table struct {
 	// name is the name as the caller gave it, without the prefix.
 	name   string
 	client *aztables.Client
@@ -22,12 +24,12 @@ type Table struct {
 }
 
 // Name is the table's name as given to Backend.Table.
-func (t *Table) Name() string { return t.name }
+func (t *table) Name() string { return t.name }
 
 // Insert adds e; store.ErrAlreadyExists if its key is taken. A retried
 // insert that finds e itself stored, its first attempt's answer lost,
 // succeeds (see replay.go).
-func (t *Table) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+func (t *table) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
 	body, err := t.prepare(ctx, e)
 	if err != nil {
 		return store.Entity{}, err
@@ -48,10 +50,10 @@ func (t *Table) Insert(ctx context.Context, e store.Entity) (store.Entity, error
 	return stamped(e, resp.ETag, raw), nil
 }
 
-// Upsert adds e or writes over the stored entity per mode. For Merge the
-// returned entity holds the properties written, not the merged set: Azure
-// does not send the entity back, and reading it would cost a request.
-func (t *Table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
+// Upsert adds e or writes over the stored entity per mode. Azure sends no
+// entity back, only its ETag: the returned entity is e stamped, which the
+// contract makes every backend's answer.
+func (t *table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
 	body, err := t.prepare(ctx, e)
 	if err != nil {
 		return store.Entity{}, err
@@ -66,10 +68,9 @@ func (t *Table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode
 }
 
 // Update writes over the stored entity per mode, if its ETag matches ifMatch;
-// an empty ifMatch matches any. As with Upsert, a Merge returns the
-// properties written. A retried update whose first attempt moved the ETag
+// an empty ifMatch matches any. A retried update whose first attempt moved the ETag
 // on succeeds if the entity holds what it wrote (see replay.go).
-func (t *Table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
+func (t *table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
 	body, err := t.prepare(ctx, e)
 	if err != nil {
 		return store.Entity{}, err
@@ -93,10 +94,7 @@ func (t *Table) Update(ctx context.Context, e store.Entity, mode store.WriteMode
 }
 
 // Get reads one entity.
-func (t *Table) Get(ctx context.Context, partitionKey, rowKey string) (store.Entity, error) {
-	if err := store.ValidateAddress(partitionKey, rowKey); err != nil {
-		return store.Entity{}, err
-	}
+func (t *table) Get(ctx context.Context, partitionKey, rowKey string) (store.Entity, error) {
 	what := "get " + address(partitionKey, rowKey)
 	if err := ctx.Err(); err != nil {
 		return store.Entity{}, fmt.Errorf("aztable: %s: %w", what, err)
@@ -123,10 +121,7 @@ func (t *Table) Get(ctx context.Context, partitionKey, rowKey string) (store.Ent
 // Delete removes one entity, if its ETag matches ifMatch; an empty ifMatch
 // matches any. A retried delete that finds the entity gone succeeds (see
 // replay.go).
-func (t *Table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
-	if err := store.ValidateAddress(partitionKey, rowKey); err != nil {
-		return err
-	}
+func (t *table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
 	what := "delete " + address(partitionKey, rowKey)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("aztable: %s: %w", what, err)
@@ -144,12 +139,8 @@ func (t *Table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string
 	return nil
 }
 
-// prepare checks e as the embedded backend does, so that both reject the
-// same entities with the same errors before anything is sent, and encodes it.
-func (t *Table) prepare(ctx context.Context, e store.Entity) ([]byte, error) {
-	if err := store.ValidateEntity(e); err != nil {
-		return nil, err
-	}
+// prepare encodes e, which the portable layer has checked.
+func (t *table) prepare(ctx context.Context, e store.Entity) ([]byte, error) {
 	body, err := encodeEntity(e)
 	if err != nil {
 		return nil, err

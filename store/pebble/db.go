@@ -65,12 +65,15 @@ func (o Options) withDefaults() Options {
 }
 
 // DB is an open embedded store. It implements store.Backend and
-// store.Transactor.
+// store.Transactor through the portable layer (store.NewBackend), which
+// checks every call before the engine sees it.
 type DB struct {
-	db    *pebbledb.DB
-	now   func() time.Time
-	admit func(ctx context.Context) error
-	locks *locks
+	// tables is the portable layer over this DB's driver.
+	tables portableBackend
+	db     *pebbledb.DB
+	now    func() time.Time
+	admit  func(ctx context.Context) error
+	locks  *locks
 	// etags counts writes; seeded from the clock so ETags stay unique across restarts.
 	etags atomic.Uint64
 }
@@ -91,7 +94,15 @@ func Open(opts Options) (*DB, error) {
 	}
 	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks()}
 	d.etags.Store(uint64(time.Now().UnixNano()))
+	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
+}
+
+// portableBackend is what store.NewBackend returns over a driver that
+// transacts.
+type portableBackend interface {
+	store.Backend
+	store.Transactor
 }
 
 // errOpenPanicked reports a panic of the engine while it read the files of
@@ -140,25 +151,27 @@ func (d *DB) Metrics() *pebbledb.Metrics { return d.db.Metrics() }
 
 // Table returns a handle on the named table. Tables need no creation: a
 // table is the set of keys under its name.
-func (d *DB) Table(_ context.Context, name string) (store.Table, error) {
-	if err := store.ValidateTableName(name); err != nil {
-		return nil, err
-	}
-	return &Table{db: d, name: name, key: strings.ToLower(name)}, nil
+func (d *DB) Table(ctx context.Context, name string) (store.Table, error) {
+	return d.tables.Table(ctx, name)
 }
 
-// Transact applies operations on several tables atomically.
+// Transact applies operations on several tables of this DB atomically.
 func (d *DB) Transact(ctx context.Context, ops []store.TableOp) error {
-	if err := store.ValidateTransaction(ops); err != nil {
-		return err
-	}
+	return d.tables.Transact(ctx, ops)
+}
+
+// openTable is the driver's side of Table; the name is valid and its lower
+// case keys the table, since table names are case-insensitive.
+func (d *DB) openTable(_ context.Context, name string) (store.Table, error) {
+	return &table{db: d, name: name, key: strings.ToLower(name)}, nil
+}
+
+// transact is the driver's side of Transact: the portable layer has
+// checked the operations and hands over this DB's own tables.
+func (d *DB) transact(ctx context.Context, ops []store.TableOp) error {
 	writes := make([]write, len(ops))
 	for i, op := range ops {
-		t, ok := op.Table.(*Table)
-		if !ok || t.db != d {
-			return &store.BatchError{Index: i, Err: fmt.Errorf("%w: table %s is not of this database", store.ErrInvalidBatch, op.Table.Name())}
-		}
-		writes[i] = write{table: t.key, op: op.Op}
+		writes[i] = write{table: op.Table.(*table).key, op: op.Op}
 	}
 	_, err := d.apply(ctx, writes)
 	return err

@@ -14,9 +14,11 @@ import (
 // ctxCheckEvery is how many rows a read visits between context checks.
 const ctxCheckEvery = 256
 
-// Table is one table of a DB. It implements store.Table, store.RangeDeleter,
-// store.KeyDeleter and store.Counter.
-type Table struct {
+// table is the engine's side of one table of a DB: store.Table,
+// store.RangeDeleter, store.KeyDeleter and store.Counter on input that the
+// portable layer has checked (see store.Driver). Callers get it only
+// wrapped in that layer.
+type table struct {
 	db   *DB
 	name string
 	// key is the table's key prefix: the name in lower case, since table
@@ -25,25 +27,25 @@ type Table struct {
 }
 
 // Name is the table's name.
-func (t *Table) Name() string { return t.name }
+func (t *table) Name() string { return t.name }
 
 // Insert adds e; store.ErrAlreadyExists if its key is taken.
-func (t *Table) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+func (t *table) Insert(ctx context.Context, e store.Entity) (store.Entity, error) {
 	return t.writeOne(ctx, store.Op{Kind: store.OpInsert, Entity: e})
 }
 
 // Upsert adds e or writes over the stored entity per mode.
-func (t *Table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
+func (t *table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
 	return t.writeOne(ctx, store.Op{Kind: store.OpUpsert, Entity: e, Mode: mode})
 }
 
 // Update writes over the stored entity per mode, if its ETag matches ifMatch.
-func (t *Table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
+func (t *table) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
 	return t.writeOne(ctx, store.Op{Kind: store.OpUpdate, Entity: e, Mode: mode, IfMatch: ifMatch})
 }
 
 // Delete removes one entity, if its ETag matches ifMatch.
-func (t *Table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
+func (t *table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string) error {
 	_, err := t.writeOne(ctx, store.Op{Kind: store.OpDelete, IfMatch: ifMatch,
 		Entity: store.Entity{PartitionKey: partitionKey, RowKey: rowKey}})
 	return err
@@ -51,10 +53,7 @@ func (t *Table) Delete(ctx context.Context, partitionKey, rowKey, ifMatch string
 
 // writeOne runs a single operation through the batch path and reports its
 // error unwrapped, as a single call should.
-func (t *Table) writeOne(ctx context.Context, op store.Op) (store.Entity, error) {
-	if err := store.ValidateBatch([]store.Op{op}); err != nil {
-		return store.Entity{}, unwrapBatch(err)
-	}
+func (t *table) writeOne(ctx context.Context, op store.Op) (store.Entity, error) {
 	results, err := t.db.apply(ctx, []write{{table: t.key, op: op}})
 	if err != nil {
 		return store.Entity{}, unwrapBatch(err)
@@ -71,13 +70,7 @@ func unwrapBatch(err error) error {
 }
 
 // Batch applies operations on one partition atomically.
-func (t *Table) Batch(ctx context.Context, ops []store.Op) error {
-	if err := store.ValidateBatch(ops); err != nil {
-		return err
-	}
-	if len(ops) == 0 {
-		return ctx.Err()
-	}
+func (t *table) Batch(ctx context.Context, ops []store.Op) error {
 	writes := make([]write, len(ops))
 	for i, op := range ops {
 		writes[i] = write{table: t.key, op: op}
@@ -87,10 +80,7 @@ func (t *Table) Batch(ctx context.Context, ops []store.Op) error {
 }
 
 // Get reads one entity.
-func (t *Table) Get(ctx context.Context, partitionKey, rowKey string) (store.Entity, error) {
-	if err := store.ValidateAddress(partitionKey, rowKey); err != nil {
-		return store.Entity{}, err
-	}
+func (t *table) Get(ctx context.Context, partitionKey, rowKey string) (store.Entity, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Entity{}, err
 	}
@@ -105,31 +95,16 @@ func (t *Table) Get(ctx context.Context, partitionKey, rowKey string) (store.Ent
 }
 
 // Query reads one partition in row-key order.
-func (t *Table) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	if err := store.ValidateKey(q.PartitionKey); err != nil {
-		return store.Page{}, err
-	}
-	limit, err := store.PageLimit(q.Limit)
-	if err != nil {
-		return store.Page{}, err
-	}
+func (t *table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	lower, upper := t.rowBounds(q.PartitionKey, q.Rows)
 	if q.Resume != nil {
-		if q.Resume.PartitionKey != q.PartitionKey {
-			return store.Page{}, fmt.Errorf("%w: cursor of partition %q resumes a query of %q",
-				store.ErrInvalidQuery, q.Resume.PartitionKey, q.PartitionKey)
-		}
 		lower = maxKey(lower, encodeKey(t.key, q.PartitionKey, q.Resume.RowKey))
 	}
-	return t.page(ctx, lower, upper, q.Where, limit)
+	return t.page(ctx, lower, upper, q.Where, q.Limit)
 }
 
 // Scan reads a range of partitions in key order.
-func (t *Table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
-	limit, err := store.PageLimit(s.Limit)
-	if err != nil {
-		return store.Page{}, err
-	}
+func (t *table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
 	prefix := tablePrefix(t.key)
 	lower := append(prefix, s.Partitions.From...)
 	upper := prefixEnd(prefix)
@@ -140,12 +115,12 @@ func (t *Table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
 	if s.Resume != nil {
 		lower = maxKey(lower, encodeKey(t.key, s.Resume.PartitionKey, s.Resume.RowKey))
 	}
-	return t.page(ctx, lower, upper, s.Where, limit)
+	return t.page(ctx, lower, upper, s.Where, s.Limit)
 }
 
 // page reads up to limit matching entities in [lower, upper). The cursor it
 // returns names the first key it did not look at.
-func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equal, limit int) (store.Page, error) {
+func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equal, limit int) (store.Page, error) {
 	var page store.Page
 	if bytes.Compare(lower, upper) >= 0 {
 		return page, ctx.Err()
@@ -191,12 +166,7 @@ func (t *Table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 // DeleteRanges removes the rows in the ranges with one range tombstone
 // each, in one synced commit, however many rows they hold. It holds the
 // ranges' partitions against every other write meanwhile (see locks).
-func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
-	for _, r := range ranges {
-		if err := store.ValidateKey(r.PartitionKey); err != nil {
-			return err
-		}
-	}
+func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -227,10 +197,7 @@ func (t *Table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error
 
 // CountRows counts a partition's rows in a row-key range by walking their
 // keys, without decoding a value.
-func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.Range) (int64, error) {
-	if err := store.ValidateKey(partitionKey); err != nil {
-		return 0, err
-	}
+func (t *table) CountRows(ctx context.Context, partitionKey string, rows store.Range) (int64, error) {
 	lower, upper := t.rowBounds(partitionKey, rows)
 	if bytes.Compare(lower, upper) >= 0 {
 		return 0, ctx.Err()
@@ -257,13 +224,8 @@ func (t *Table) CountRows(ctx context.Context, partitionKey string, rows store.R
 // DeleteKeys removes the entities with the keys in one synced commit;
 // missing keys are ignored. It holds the keys' locks as a conditional write
 // does, so none slips between its check and its commit.
-func (t *Table) DeleteKeys(ctx context.Context, keys []store.Key) error {
-	for _, k := range keys {
-		if err := store.ValidateAddress(k.PartitionKey, k.RowKey); err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil || len(keys) == 0 {
+func (t *table) DeleteKeys(ctx context.Context, keys []store.Key) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	encoded, partitions := make([][]byte, len(keys)), make([][]byte, len(keys))
@@ -286,7 +248,7 @@ func (t *Table) DeleteKeys(ctx context.Context, keys []store.Key) error {
 }
 
 // rowBounds are the keys [lower, upper) of a partition's row-key range.
-func (t *Table) rowBounds(partitionKey string, rows store.Range) (lower, upper []byte) {
+func (t *table) rowBounds(partitionKey string, rows store.Range) (lower, upper []byte) {
 	lower = encodeKey(t.key, partitionKey, rows.From)
 	if rows.To == "" {
 		return lower, prefixEnd(partitionPrefix(t.key, partitionKey))

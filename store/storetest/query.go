@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,6 +182,10 @@ var whereCases = []struct {
 	{"every condition", []store.Equal{eq("Kind", "a"), eq("N", int32(2))}, []string{"r3"}},
 	{"conditions that exclude each other", []store.Equal{eq("Kind", "a"), eq("Kind", "b")}, nil},
 	{"missing property", []store.Equal{eq("Absent", "a")}, nil},
+	// Values of stored types that no entity can hold meet nothing.
+	{"NaN", []store.Equal{eq("Price", math.NaN())}, nil},
+	{"time finer than 100 ns", []store.Equal{eq("When", whereEarlier.Add(50))}, nil},
+	{"string over 64 KiB", []store.Equal{eq("Kind", strings.Repeat("a", store.MaxValueBytes))}, nil},
 	{"no match", []store.Equal{eq("Kind", "z")}, nil},
 }
 
