@@ -23,10 +23,9 @@ type Options struct {
 }
 
 // Backend returns b with every table it opens instrumented. The result
-// implements store.Transactor when b does, and its tables implement
-// store.Counter, store.KeyDeleter and store.RangeDeleter when b's tables
-// implement all three (as Pebble's do); a table with only some of them is
-// wrapped without them, and its callers take their generic paths.
+// implements store.Transactor when b does, and its tables implement each of
+// store.Counter, store.KeyDeleter and store.RangeDeleter that b's tables
+// implement, and no other: callers choose fast paths by type assertion.
 func Backend(b store.Backend, opts Options) store.Backend {
 	base := &backend{inner: b, opts: opts}
 	if t, ok := b.(store.Transactor); ok {
@@ -45,11 +44,7 @@ func (b *backend) Table(ctx context.Context, name string) (store.Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := &table{inner: t, opts: b.opts}
-	if f, ok := t.(fastPaths); ok {
-		return &fastTable{table: base, fast: f}, nil
-	}
-	return base, nil
+	return withFastPaths(&table{inner: t, opts: b.opts}), nil
 }
 
 // call runs one operation on the table named table (empty for a
@@ -102,11 +97,8 @@ func (b *transactor) Transact(ctx context.Context, ops []store.TableOp) error {
 
 // Unwrap returns the table an instrumented table wraps, or t itself.
 func Unwrap(t store.Table) store.Table {
-	switch w := t.(type) {
-	case *table:
-		return w.inner
-	case *fastTable:
-		return w.inner
+	if w, ok := t.(interface{ instrumented() *table }); ok {
+		return w.instrumented().inner
 	}
 	return t
 }
@@ -115,6 +107,8 @@ type table struct {
 	inner store.Table
 	opts  Options
 }
+
+func (t *table) instrumented() *table { return t }
 
 func (t *table) Name() string { return t.inner.Name() }
 
@@ -159,30 +153,85 @@ func (t *table) Batch(ctx context.Context, ops []store.Op) error {
 	return t.opts.call(ctx, "batch", t.inner.Name(), func(ctx context.Context) error { return t.inner.Batch(ctx, ops) })
 }
 
-// fastPaths are the optional table interfaces the wrapper passes on.
-type fastPaths interface {
-	store.Counter
-	store.KeyDeleter
-	store.RangeDeleter
+// withFastPaths returns t implementing each optional interface its inner
+// table implements, instrumented too.
+func withFastPaths(t *table) store.Table {
+	c, isCounter := t.inner.(store.Counter)
+	k, isKeyDeleter := t.inner.(store.KeyDeleter)
+	r, isRangeDeleter := t.inner.(store.RangeDeleter)
+	counter, keys, ranges := counting{t, c}, keyDeleting{t, k}, rangeDeleting{t, r}
+	switch {
+	case isCounter && isKeyDeleter && isRangeDeleter:
+		return struct {
+			*table
+			counting
+			keyDeleting
+			rangeDeleting
+		}{t, counter, keys, ranges}
+	case isCounter && isKeyDeleter:
+		return struct {
+			*table
+			counting
+			keyDeleting
+		}{t, counter, keys}
+	case isCounter && isRangeDeleter:
+		return struct {
+			*table
+			counting
+			rangeDeleting
+		}{t, counter, ranges}
+	case isKeyDeleter && isRangeDeleter:
+		return struct {
+			*table
+			keyDeleting
+			rangeDeleting
+		}{t, keys, ranges}
+	case isCounter:
+		return struct {
+			*table
+			counting
+		}{t, counter}
+	case isKeyDeleter:
+		return struct {
+			*table
+			keyDeleting
+		}{t, keys}
+	case isRangeDeleter:
+		return struct {
+			*table
+			rangeDeleting
+		}{t, ranges}
+	}
+	return t
 }
 
-type fastTable struct {
-	*table
-	fast fastPaths
+type counting struct {
+	t     *table
+	inner store.Counter
 }
 
-func (t *fastTable) CountRows(ctx context.Context, partitionKey string, rows store.Range) (n int64, err error) {
-	err = t.opts.call(ctx, "count_rows", t.inner.Name(), func(ctx context.Context) error {
-		n, err = t.fast.CountRows(ctx, partitionKey, rows)
+func (c counting) CountRows(ctx context.Context, partitionKey string, rows store.Range) (n int64, err error) {
+	err = c.t.opts.call(ctx, "count_rows", c.t.inner.Name(), func(ctx context.Context) error {
+		n, err = c.inner.CountRows(ctx, partitionKey, rows)
 		return err
 	})
 	return n, err
 }
 
-func (t *fastTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
-	return t.opts.call(ctx, "delete_keys", t.inner.Name(), func(ctx context.Context) error { return t.fast.DeleteKeys(ctx, keys) })
+type keyDeleting struct {
+	t     *table
+	inner store.KeyDeleter
 }
 
-func (t *fastTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
-	return t.opts.call(ctx, "delete_ranges", t.inner.Name(), func(ctx context.Context) error { return t.fast.DeleteRanges(ctx, ranges) })
+func (k keyDeleting) DeleteKeys(ctx context.Context, keys []store.Key) error {
+	return k.t.opts.call(ctx, "delete_keys", k.t.inner.Name(), func(ctx context.Context) error { return k.inner.DeleteKeys(ctx, keys) })
+}
+
+type rangeDeleting struct {
+	t     *table
+	inner store.RangeDeleter
+}
+
+func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+	return r.t.opts.call(ctx, "delete_ranges", r.t.inner.Name(), func(ctx context.Context) error { return r.inner.DeleteRanges(ctx, ranges) })
 }
