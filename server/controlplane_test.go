@@ -45,7 +45,7 @@ type controlPlane struct {
 
 // openControlPlane opens the control plane's repositories on backend, with
 // clock as their clock.
-func openControlPlane(t *testing.T, backend store.Backend, clock *testClock) controlPlane {
+func openControlPlane(t testing.TB, backend store.Backend, clock *testClock) controlPlane {
 	t.Helper()
 	var c controlPlane
 	var err error

@@ -76,7 +76,7 @@ func openMemPebble(t *testing.T) store.Backend {
 
 // openPebble opens a pebble DB and returns it with its close function,
 // which the test may call; the DB is closed when the test ends otherwise.
-func openPebble(t *testing.T, opts pebble.Options) (*pebble.DB, func() error) {
+func openPebble(t testing.TB, opts pebble.Options) (*pebble.DB, func() error) {
 	t.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	db, err := pebble.Open(opts)
@@ -176,7 +176,7 @@ const (
 	testLandingMargin = time.Millisecond
 )
 
-func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness {
+func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness {
 	t.Helper()
 	runPurges := o.runPurges
 	repos := make(map[images.Kind]*images.Repository, len(images.Kinds))
@@ -249,7 +249,7 @@ func startServerOpts(t *testing.T, backend store.Backend, o serverOpts) *harness
 
 // dial opens a new connection to the server with creds, closed when the
 // test ends.
-func (h *harness) dial(t *testing.T, creds credentials.TransportCredentials) *grpc.ClientConn {
+func (h *harness) dial(t testing.TB, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
@@ -262,7 +262,7 @@ func (h *harness) dial(t *testing.T, creds credentials.TransportCredentials) *gr
 }
 
 // shutdown stops the server once and checks that Serve returned cleanly.
-func (h *harness) shutdown(t *testing.T, ctx context.Context) {
+func (h *harness) shutdown(t testing.TB, ctx context.Context) {
 	t.Helper()
 	h.shutdownOnce.Do(func() {
 		h.srv.Shutdown(ctx)
