@@ -177,6 +177,14 @@ func (c *config) checkStore() error {
 			// their lease.
 			c.replicaID = "embedded"
 		}
+		// Pebble reserves 1.1 memtables on disk for each new write-ahead
+		// log file. A floor below that lets the disk fill while the guard
+		// still admits writes, and Pebble's ENOSPC stops the process
+		// instead of the guard refusing the write.
+		if walReserve := uint64(c.memTableSize) * 11 / 10; c.minFreeMiB > 0 && c.minFreeMiB<<20 < walReserve {
+			return fmt.Errorf("-min-free-mib %d is below what one write-ahead log file reserves (1.1 x -memtable-size %s = %d MiB): raise it, or lower -memtable-size",
+				c.minFreeMiB, &c.memTableSize, (walReserve+1<<20-1)>>20)
+		}
 	case "azure":
 		a := c.azure
 		switch {

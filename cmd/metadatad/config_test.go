@@ -38,6 +38,9 @@ func TestParseConfigEngineMemory(t *testing.T) {
 		{"bare bytes", []string{"-cache-size", "1048576"}, 1 << 20, 64 << 20, false},
 		{"zero refused", []string{"-memtable-size", "0"}, 0, 0, true},
 		{"words refused", []string{"-cache-size", "lots"}, 0, 0, true},
+		{"floor below a log file refused", []string{"-memtable-size", "1GiB", "-min-free-mib", "1126"}, 0, 0, true},
+		{"floor above a log file", []string{"-memtable-size", "1GiB", "-min-free-mib", "1127"}, 256 << 20, 1 << 30, false},
+		{"no floor, any memtable", []string{"-memtable-size", "1GiB", "-min-free-mib", "0"}, 256 << 20, 1 << 30, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseConfig(tc.args)

@@ -154,7 +154,7 @@ func TestFullDiskRefusesWritesKeepsReadsAndRecovers(t *testing.T) {
 	disk := mountSmallDisk(t)
 	ballast := writeBallast(t, disk, 6<<20)
 	dataDir := filepath.Join(disk, "data")
-	args := []string{"-min-free-mib", "4", "-health-interval", "50ms", "-memtable-size", smallDiskMemTable}
+	args := []string{"-min-free-mib", "5", "-health-interval", "50ms", "-memtable-size", smallDiskMemTable}
 	d := startDaemon(t, dataDir, args...)
 	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	requireCode(t, f.fill(t), codes.ResourceExhausted)
@@ -235,7 +235,8 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 
 // smallDiskMemTable fits the memtable to the 20 MB disk: each write-ahead
 // log file reserves 1.1 times the memtable size, so the default (64 MiB)
-// would not open on it at all.
+// would not open on it at all, and a free-space floor must exceed one log
+// file's reservation (the guard test uses 5 MiB).
 const smallDiskMemTable = "4MiB"
 
 // exitFatalStatus is the status the daemon exits with after a fatal engine error.
