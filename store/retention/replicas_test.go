@@ -63,7 +63,7 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 				once[me].Do(func() { close(entered[me]) })
 				select {
 				case <-entered[other]:
-				case <-time.After(30 * time.Second):
+				case <-time.After(patience):
 					t.Errorf("replica %s never took a task", other)
 				}
 			}
@@ -136,7 +136,7 @@ func TestReplicaTakesOverAStalledJob(t *testing.T) {
 		}
 		select {
 		case <-stall:
-		case <-time.After(30 * time.Second):
+		case <-time.After(patience):
 			t.Fatal("replica a never reached its deletes")
 		}
 		a.stop()

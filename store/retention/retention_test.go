@@ -366,7 +366,7 @@ func crashAndResume(t *testing.T, newFixture func(*testing.T, retention.Options)
 // waitCrashed waits until the simulated crash happened or the job ended.
 func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(patience)
 	for {
 		crash.mu.Lock()
 		dead := crash.dead
@@ -381,7 +381,7 @@ func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
 		case <-f.engine.Changed():
 		case <-time.After(5 * time.Millisecond):
 		case <-deadline:
-			t.Fatal("no crash and no end after 30s")
+			t.Fatalf("no crash and no end after %v", patience)
 		}
 	}
 }

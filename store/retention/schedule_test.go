@@ -26,7 +26,7 @@ func TestScheduleStartsPurges(t *testing.T) {
 		<-done
 	}()
 
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(patience)
 	for {
 		jobs, _, err := f.engine.List(t.Context(), 10, nil)
 		if err != nil {
@@ -57,7 +57,7 @@ func TestScheduleStartsPurges(t *testing.T) {
 		case <-f.engine.Changed():
 		case <-time.After(10 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("after 30s, %d jobs: want two scheduled purges done", len(jobs))
+			t.Fatalf("after %v, %d jobs: want two scheduled purges done", patience, len(jobs))
 		}
 	}
 }
