@@ -70,6 +70,8 @@ func expectedScope(t *testing.T, service, method string) string {
 	switch {
 	case service == metadatav1.RetentionService_ServiceDesc.ServiceName:
 		return auth.ScopeRetentionAdmin
+	case service == metadatav1.AdminService_ServiceDesc.ServiceName:
+		return auth.ScopeAdmin
 	case strings.HasPrefix(method, "Delete"):
 		return auth.ScopeDelete
 	case strings.HasPrefix(method, "Create"), strings.HasPrefix(method, "Record"), strings.HasPrefix(method, "Update"):

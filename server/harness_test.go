@@ -30,6 +30,7 @@ import (
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
+	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
@@ -166,6 +167,8 @@ type serverOpts struct {
 	limits server.Limits
 	// now is the purge engine's clock; nil means time.Now.
 	now func() time.Time
+	// backups are server.Options' Backups.
+	backups *backup.Source
 }
 
 // Bounds of the creates in these tests, on backends without transactions:
@@ -226,6 +229,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 		OpenReflection:   o.openReflection,
 		Credentials:      o.creds,
 		Limits:           o.limits,
+		Backups:          o.backups,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

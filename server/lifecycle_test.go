@@ -291,6 +291,14 @@ var refusedCalls = map[string]func(ctx context.Context, h *harness) error{
 				RuntimeStatus: metadatav1.RuntimeStatus_RUNTIME_STATUS_RUNNING}})
 		return err
 	},
+	"metadata.v1.AdminService": func(ctx context.Context, h *harness) error {
+		stream, err := metadatav1.NewAdminServiceClient(h.conn).Backup(ctx, &metadatav1.BackupRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	},
 	"metadata.v1.RetentionService": func(ctx context.Context, h *harness) error {
 		_, err := h.retention.StartPurge(ctx, &metadatav1.StartPurgeRequest{
 			Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(minute(1))}})

@@ -25,6 +25,7 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store/acquisition"
+	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -43,6 +44,9 @@ type Options struct {
 	Devices *devices.Repository
 	// Acquisition serves the AcquisitionInstanceService; nil leaves it out.
 	Acquisition *acquisition.Repository
+	// Backups takes the snapshots AdminService.Backup streams; nil (on
+	// Azure) makes Backup fail with FAILED_PRECONDITION saying why.
+	Backups *backup.Source
 	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
 	MinRetentionDays int32
 	// StoreCheck reads from the store; while it fails, health reports
@@ -109,6 +113,7 @@ func New(opts Options) (*Server, error) {
 		{&metadatav1.PreStitchImageMetadataService_ServiceDesc, &preStitchImageService{
 			h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, fromImage: preStitchImageFromImage}}},
 	}
+	services = append(services, service{&metadatav1.AdminService_ServiceDesc, &adminService{backups: opts.Backups, log: log, stopping: stopping}})
 	if opts.Retention != nil {
 		if opts.MinRetentionDays <= 0 {
 			opts.MinRetentionDays = 1

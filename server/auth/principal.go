@@ -17,10 +17,12 @@ const (
 	ScopeDelete = "metadata.delete"
 	// ScopeRetentionAdmin allows every RetentionService RPC.
 	ScopeRetentionAdmin = "retention.admin"
+	// ScopeAdmin allows every AdminService RPC: backups.
+	ScopeAdmin = "metadata.admin"
 )
 
 // Scopes lists every scope a method may require, in the order above.
-var Scopes = []string{ScopeRead, ScopeWrite, ScopeDelete, ScopeRetentionAdmin}
+var Scopes = []string{ScopeRead, ScopeWrite, ScopeDelete, ScopeRetentionAdmin, ScopeAdmin}
 
 // Principal is an authenticated caller.
 type Principal struct {

@@ -42,6 +42,7 @@ var (
 	//	metadata.write   create, record and update
 	//	metadata.delete  delete of device state
 	//	retention.admin  every RetentionService RPC
+	//	metadata.admin   every AdminService RPC (backups)
 	//
 	// optional string required_scope = 50100;
 	E_RequiredScope = &file_metadata_v1_scope_proto_extTypes[0]
