@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/metadatad/metadatad/internal/grpcclient"
 )
 
 // modes are the tool's subcommands; bench is another name for run.
@@ -18,7 +20,7 @@ var modes = []string{"run", "bench", "seed", "history", "purge-during", "soak", 
 // the workload.
 type config struct {
 	mode   string
-	client clientConfig
+	client grpcclient.Config
 	fleet  fleetConfig
 	load   loadConfig
 
@@ -74,14 +76,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	fs := flag.NewFlagSet("metadata-load "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.client.addr, "addr", "localhost:50051", "metadatad address")
-	fs.StringVar(&c.client.caFile, "tls-ca", "", "PEM file of the CA that signed the server's certificate; turns on TLS")
-	fs.StringVar(&c.client.certFile, "tls-cert", "", "PEM client certificate, for mTLS (with -tls-key)")
-	fs.StringVar(&c.client.keyFile, "tls-key", "", "PEM key of -tls-cert")
-	fs.StringVar(&c.client.serverName, "tls-server-name", "", "name to verify in the server's certificate (default the host of -addr)")
-	fs.BoolVar(&c.client.tls, "tls", false, "use TLS with the system's CAs (implied by the other -tls flags)")
-	fs.StringVar(&c.client.token, "token", "", "bearer token sent with every call")
-	fs.StringVar(&c.client.tokenFile, "token-file", "", "file holding the bearer token")
+	fs.StringVar(&c.client.Addr, "addr", "localhost:50051", "metadatad address")
+	c.client.RegisterFlags(fs)
 
 	fs.IntVar(&c.fleet.cameras, "cameras", 1000, "cameras in the simulated fleet")
 	fs.StringVar(&c.fleet.prefix, "camera-prefix", "load-cam-", "prefix of the fleet's camera ids; another prefix is another fleet")

@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer cl.conn.Close()
-	if !cfg.client.secure() && (cfg.client.token != "" || cfg.client.tokenFile != "") {
+	if !cfg.client.Secure() && cfg.client.SendsToken() {
 		fmt.Fprintln(stderr, "metadata-load: warning: the bearer token is sent without TLS")
 	}
 	rep, err := execute(ctx, cfg, cl, progressFor(cfg.progress, stderr))

@@ -30,11 +30,11 @@ func execute(ctx context.Context, cfg config, cl *clients, show *progress) (*rep
 		cfg: cfg, show: show, now: nowAt,
 		w: &workload{cl: cl, fleet: f, callTimeout: cfg.load.callTimeout,
 			live: &timeline{fleet: f, start: nowAt.Add(time.Minute), step: time.Minute}},
-		rep: &report{Mode: cfg.mode, Target: cfg.client.addr, StartedAt: now.UTC(), Config: reportConfig{
+		rep: &report{Mode: cfg.mode, Target: cfg.client.Addr, StartedAt: now.UTC(), Config: reportConfig{
 			Cameras: cfg.fleet.cameras, Mix: cfg.load.mix.weightsByName(), Concurrency: cfg.load.concurrency,
 			Rate: cfg.load.rate, DurationSeconds: cfg.load.duration.Seconds(), Ops: cfg.load.ops, Days: cfg.days,
-			SeedIntervalSecond: cfg.seedInterval.Seconds(), TLS: cfg.client.secure(),
-			Token: cfg.client.token != "" || cfg.client.tokenFile != "",
+			SeedIntervalSecond: cfg.seedInterval.Seconds(), TLS: cfg.client.Secure(),
+			Token: cfg.client.SendsToken(),
 		}},
 		seeded: newRecorder(),
 	}
@@ -131,7 +131,7 @@ func (r *runner) soak(ctx context.Context) error {
 	pid := r.cfg.serverPID
 	if pid == 0 {
 		var err error
-		if pid, err = localServerPID(r.cfg.client.addr); err != nil {
+		if pid, err = localServerPID(r.cfg.client.Addr); err != nil {
 			return fmt.Errorf("finding the server process: %w", err)
 		}
 	}
