@@ -33,8 +33,8 @@ type adminService struct {
 func (s *adminService) Backup(_ *metadatav1.BackupRequest, stream grpc.ServerStreamingServer[metadatav1.BackupResponse]) error {
 	ctx := stream.Context()
 	if s.backups == nil {
-		return status.Error(codes.FailedPrecondition, "backups are of the embedded store, and this server runs on Azure Table Storage: "+
-			"use Azure's own protection of the storage account, or `metadatad copy` to an embedded store")
+		return status.Error(codes.FailedPrecondition, "backups are of the embedded store, and this server runs on Azure Table Storage, "+
+			"whose data lives in the storage account, not in files of this server")
 	}
 	snap, err := s.backups.Take(ctx)
 	if errors.Is(err, backup.ErrBusy) {
@@ -106,4 +106,15 @@ func manifestToProto(m *backup.Manifest) *metadatav1.BackupManifest {
 		FormatVersion: int32(m.FormatVersion), Engine: m.Engine, CreateTime: timestamppb.New(m.Created),
 		Tables: m.Tables, Files: files, TotalBytes: m.TotalBytes(),
 	}
+}
+
+// BackupManifestFromProto is the manifest a Backup stream's first message
+// carries, for the client writing the backup.
+func BackupManifestFromProto(m *metadatav1.BackupManifest) backup.Manifest {
+	out := backup.Manifest{FormatVersion: int(m.GetFormatVersion()), Engine: m.GetEngine(),
+		Created: m.GetCreateTime().AsTime(), Tables: m.GetTables()}
+	for _, f := range m.GetFiles() {
+		out.Files = append(out.Files, backup.File{Name: f.GetName(), Size: f.GetSizeBytes(), SHA256: f.GetSha256()})
+	}
+	return out
 }

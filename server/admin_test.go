@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/pebble"
 )
@@ -22,16 +23,6 @@ func startBackupServer(t *testing.T) (*harness, func() error) {
 	dir := t.TempDir()
 	db, closeDB := openPebble(t, pebble.Options{Dir: dir})
 	return startServerOpts(t, db, serverOpts{runPurges: true, backups: backup.NewSource(db, dir, nil)}), closeDB
-}
-
-// manifestFromProto is the manifest a BackupManifest carries.
-func manifestFromProto(m *metadatav1.BackupManifest) backup.Manifest {
-	out := backup.Manifest{FormatVersion: int(m.GetFormatVersion()), Engine: m.GetEngine(),
-		Created: m.GetCreateTime().AsTime(), Tables: m.GetTables()}
-	for _, f := range m.GetFiles() {
-		out.Files = append(out.Files, backup.File{Name: f.GetName(), Size: f.GetSizeBytes(), SHA256: f.GetSha256()})
-	}
-	return out
 }
 
 // TestBackupStreamsACopyOfTheStore: the Backup stream opens with a manifest
@@ -50,7 +41,7 @@ func TestBackupStreamsACopyOfTheStore(t *testing.T) {
 	if first.GetManifest() == nil || first.GetChunk() != nil {
 		t.Fatalf("first message %v, want the manifest alone", first)
 	}
-	m := manifestFromProto(first.GetManifest())
+	m := server.BackupManifestFromProto(first.GetManifest())
 	if m.FormatVersion != backup.FormatVersion || first.GetManifest().GetTotalBytes() != m.TotalBytes() || m.TotalBytes() == 0 {
 		t.Fatalf("manifest: version %d, total %d for files of %d bytes", m.FormatVersion, first.GetManifest().GetTotalBytes(), m.TotalBytes())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
+	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -27,6 +28,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if ran, err := runCommand(args); ran {
+		return err
+	}
 	cfg, err := parseConfig(args)
 	if err != nil {
 		return err
@@ -103,6 +107,9 @@ func run(args []string) error {
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
 		Limits: cfg.limits.server(),
+	}
+	if store.embedded != nil {
+		serverOpts.Backups = backup.NewSource(store.embedded, cfg.dataDir, nil)
 	}
 	if obs.metrics != nil {
 		serverOpts.Metrics = obs.metrics.GRPC

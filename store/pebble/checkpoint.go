@@ -40,6 +40,7 @@ func Tables(dir string) (names []string, err error) {
 		return nil, engineError("iterate", err)
 	}
 	defer func() { err = errors.Join(err, it.Close()) }()
+	names = []string{}
 	// One seek per table: past the last key of a table (name, 0x00, ...)
 	// comes name followed by 0x01.
 	for valid := it.First(); valid; {

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/backup"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// runRestore is `metadatad restore`: a backup, checked file by file, copied
+// into a new data directory, then the purges it holds unfinished named.
+func runRestore(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("metadatad restore", flag.ContinueOnError)
+	from := fs.String("from", "", "directory of the backup, as `metadatad backup` wrote it (required)")
+	dataDir := fs.String("data-dir", "", "data directory to restore into: new or empty (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || *dataDir == "" {
+		return errors.New("restore: -from and -data-dir are required")
+	}
+	start := time.Now()
+	m, err := backup.Restore(ctx, *from, *dataDir)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	fmt.Fprintf(out, "restored the backup of %s into %s: %d tables, %d files, %d bytes, every file checked, in %s\n",
+		m.Created.Format(time.RFC3339), *dataDir, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
+	jobs, err := unfinishedPurges(ctx, *dataDir)
+	if err != nil {
+		return fmt.Errorf("restore: the store is restored, but listing its purges failed: %w", err)
+	}
+	for _, j := range jobs {
+		what := "resumes where it stopped when metadatad starts on this directory"
+		if j.Unconfirmed {
+			what = "had not been confirmed: it ends failed at the next start, having deleted nothing"
+		}
+		fmt.Fprintf(out, "purge %s (%s, cutoff %s) %s\n", j.ID, j.State, j.Cutoff.Format(time.RFC3339), what)
+	}
+	return nil
+}
+
+// unfinishedPurges lists the purge jobs of the store in dataDir that had
+// not ended at the backup's instant.
+func unfinishedPurges(ctx context.Context, dataDir string) (_ []*retention.Job, err error) {
+	db, err := pebble.Open(pebble.Options{Dir: dataDir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, db.Close()) }()
+	repo, err := images.Open(ctx, db, images.Options{Kind: images.Single})
+	if err != nil {
+		return nil, err
+	}
+	engine, err := retention.Open(ctx, retention.Options{Backend: db, Repositories: []*images.Repository{repo}})
+	if err != nil {
+		return nil, err
+	}
+	var unfinished []*retention.Job
+	var cursor *store.Cursor
+	for {
+		page, next, err := engine.List(ctx, 100, cursor)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range page {
+			if !j.State.Terminal() {
+				unfinished = append(unfinished, j)
+			}
+		}
+		if next == nil {
+			return unfinished, nil
+		}
+		cursor = next
+	}
+}
