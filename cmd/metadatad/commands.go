@@ -11,6 +11,7 @@ import (
 var commands = map[string]func(ctx context.Context, args []string, out io.Writer) error{
 	"backup":  runBackup,
 	"restore": runRestore,
+	"copy":    runCopy,
 }
 
 // runCommand runs the subcommand args names, if it names one.

@@ -60,22 +60,14 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.listen, "listen", "localhost:50051", "gRPC listen address")
 	fs.StringVar(&c.store, "store", "embedded", "where data lives: embedded (Pebble in -data-dir) or azure (Azure Table and Queue Storage)")
 	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded store")
-	fs.StringVar(&c.azure.connectionString, "azure-connection-string", "", "with -store azure: the storage account's full connection string (default $AZURE_STORAGE_CONNECTION_STRING)")
-	fs.StringVar(&c.azure.tableURL, "azure-table-url", "", "with -store azure and no connection string: the table endpoint, e.g. https://ACCOUNT.table.core.windows.net, reached with DefaultAzureCredential")
+	c.azure.register(fs)
 	fs.StringVar(&c.azure.queueURL, "azure-queue-url", "", "with -azure-table-url: the queue endpoint, e.g. https://ACCOUNT.queue.core.windows.net")
-	fs.StringVar(&c.azure.tablePrefix, "azure-table-prefix", "", "with -store azure: prefix of every table name, to share an account between deployments")
 	fs.StringVar(&c.azure.queue, "purge-queue", "metadatad-purge", "with -store azure: the queue purge tasks go through; its poison queue is <name>-poison")
 	fs.IntVar(&c.indexShards, "index-shards", 1, "index partitions per capture minute, yyyyMMddHHmm_<n>; 1 writes the .NET system's exact keys")
 	fs.DurationVar(&c.createTimeout, "create-timeout", images.DefaultCreateTimeout, "with -store azure: a create gives up its primary row this long after it started, so that purges know when an index row's primary row can no longer appear")
 	fs.DurationVar(&c.landingMargin, "create-landing-margin", images.DefaultLandingMargin, "with -store azure: how long a write sent before -create-timeout may still land; purges leave index rows younger than the sum to the next purge")
 	fs.StringVar(&c.replicaID, "replica-id", "", "this process's name among replicas sharing one store (default: hostname and process id; embedded: \"embedded\")")
-	tables := map[images.Kind]*string{}
-	for _, k := range images.Kinds {
-		tables[k] = fs.String(k.String()+"-image-table", k.DefaultTable(), "primary table of "+k.String()+" images; its index is <name>Index")
-	}
-	fs.StringVar(&c.videoTable, "video-table", video.DefaultTable, "table of video metadata")
-	fs.StringVar(&c.deviceStateTable, "device-state-table", devices.DefaultTable, "table of device orchestration state")
-	fs.StringVar(&c.acquisitionTable, "acquisition-instance-table", acquisition.DefaultTable, "table of acquisition instances; active ones are also in <name>Active")
+	applyTables := c.registerTables(fs)
 	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
@@ -111,15 +103,11 @@ func parseConfig(args []string) (config, error) {
 	if envErr != nil {
 		return config{}, envErr
 	}
-	if c.azure.connectionString == "" {
-		c.azure.connectionString = os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
-	}
+	c.azure.defaults()
 	if err := c.checkStore(); err != nil {
 		return config{}, err
 	}
-	for k, name := range tables {
-		c.tables[k] = *name
-	}
+	applyTables()
 	if (c.retentionDays > 0) != (c.retentionInterval > 0) {
 		return config{}, fmt.Errorf("-retention-days and -retention-interval go together")
 	}
@@ -166,6 +154,39 @@ type azureConfig struct {
 	queueURL         string
 	tablePrefix      string
 	queue            string
+}
+
+// register adds the flags that reach Azure Table Storage, as the daemon
+// and `metadatad copy` take them.
+func (a *azureConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.connectionString, "azure-connection-string", "", "with -store azure: the storage account's full connection string (default $AZURE_STORAGE_CONNECTION_STRING)")
+	fs.StringVar(&a.tableURL, "azure-table-url", "", "with -store azure and no connection string: the table endpoint, e.g. https://ACCOUNT.table.core.windows.net, reached with DefaultAzureCredential")
+	fs.StringVar(&a.tablePrefix, "azure-table-prefix", "", "with -store azure: prefix of every table name, to share an account between deployments")
+}
+
+// defaults fills in what the flags left to the environment.
+func (a *azureConfig) defaults() {
+	if a.connectionString == "" {
+		a.connectionString = os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
+	}
+}
+
+// registerTables adds the flags naming the tables, as the daemon and
+// `metadatad copy` take them; the returned function, called after parsing,
+// fills in c.tables.
+func (c *config) registerTables(fs *flag.FlagSet) (apply func()) {
+	tables := map[images.Kind]*string{}
+	for _, k := range images.Kinds {
+		tables[k] = fs.String(k.String()+"-image-table", k.DefaultTable(), "primary table of "+k.String()+" images; its index is <name>Index")
+	}
+	fs.StringVar(&c.videoTable, "video-table", video.DefaultTable, "table of video metadata")
+	fs.StringVar(&c.deviceStateTable, "device-state-table", devices.DefaultTable, "table of device orchestration state")
+	fs.StringVar(&c.acquisitionTable, "acquisition-instance-table", acquisition.DefaultTable, "table of acquisition instances; active ones are also in <name>Active")
+	return func() {
+		for k, name := range tables {
+			c.tables[k] = *name
+		}
+	}
 }
 
 func (c *config) checkStore() error {

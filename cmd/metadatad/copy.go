@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/acquisition"
+	"github.com/metadatad/metadatad/store/aztable"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/transfer"
+)
+
+// runCopy is `metadatad copy`: every table of a deployment from one backend
+// to another, resumable, verified at the end.
+func runCopy(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("metadatad copy", flag.ContinueOnError)
+	from := fs.String("from", "", "source: embedded:DIR (a store no metadatad holds) or azure (required)")
+	to := fs.String("to", "", "target: embedded:DIR or azure (required)")
+	restart := fs.Bool("restart", false, "copy every table again from its start, ignoring the progress the target recorded")
+	c := config{tables: map[images.Kind]string{}}
+	applyTables := c.registerTables(fs)
+	c.azure.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	applyTables()
+	c.azure.defaults()
+	switch {
+	case *from == "" || *to == "":
+		return errors.New("copy: -from and -to are required")
+	case *from == "azure" && *to == "azure":
+		return errors.New("copy: from Azure to Azure is not supported: the Azure flags name one account")
+	case *from == *to || (strings.HasPrefix(*from, "embedded:") && strings.HasPrefix(*to, "embedded:") &&
+		filepath.Clean(strings.TrimPrefix(*from, "embedded:")) == filepath.Clean(strings.TrimPrefix(*to, "embedded:"))):
+		return errors.New("copy: -from and -to are the same store")
+	}
+	src, source, closeSrc, err := openCopyEnd(ctx, *from, c.azure, true)
+	if err != nil {
+		return fmt.Errorf("copy: -from: %w", err)
+	}
+	defer closeSrc()
+	dst, _, closeDst, err := openCopyEnd(ctx, *to, c.azure, false)
+	if err != nil {
+		return fmt.Errorf("copy: -to: %w", err)
+	}
+	defer closeDst()
+
+	opts := transfer.Options{From: src, To: dst, Source: source, Tables: copyTables(c), Restart: *restart}
+	if bar := copyProgress(); bar != nil {
+		defer bar.Finish()
+		var table string
+		var before int64
+		opts.Progress = func(t string, rows int64) {
+			if t != table {
+				table, before = t, 0
+				bar.Describe(t)
+			}
+			_ = bar.Add64(rows - before)
+			before = rows
+		}
+	}
+	report, err := transfer.Run(ctx, opts)
+	if report != nil {
+		printCopyReport(out, *from, *to, report)
+	}
+	if err != nil {
+		return fmt.Errorf("copy: %w; run the same command again to resume", err)
+	}
+	return nil
+}
+
+// copyTables lists every table of the deployment, each index table before
+// its primary table (and the active-instance table after the instance
+// table it follows), so the dual-table invariant holds throughout.
+func copyTables(c config) []string {
+	var tables []string
+	for _, k := range images.Kinds {
+		tables = append(tables, images.IndexTable(c.tables[k]), c.tables[k])
+	}
+	return append(tables, c.videoTable, c.deviceStateTable, c.acquisitionTable,
+		acquisition.ActiveTable(c.acquisitionTable), retention.DefaultJobsTable)
+}
+
+// openCopyEnd opens the backend spec names, and a name of it for the
+// progress records that holds no secret. An embedded source must exist.
+func openCopyEnd(ctx context.Context, spec string, a azureConfig, source bool) (store.Backend, string, func(), error) {
+	if dir, ok := strings.CutPrefix(spec, "embedded:"); ok && dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if _, err := os.Stat(dir); source && err != nil {
+			return nil, "", nil, fmt.Errorf("no store to copy: %w", err)
+		}
+		db, err := pebble.Open(pebble.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("%w (a store a metadatad serves cannot be copied: stop it, or copy a restored backup)", err)
+		}
+		return db, "embedded:" + abs, func() { _ = db.Close() }, nil
+	}
+	if spec != "azure" {
+		return nil, "", nil, fmt.Errorf("%q is neither embedded:DIR nor azure", spec)
+	}
+	opts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: slog.New(slog.DiscardHandler)}
+	account := accountOf(a.connectionString)
+	switch {
+	case a.connectionString == "" && a.tableURL == "":
+		return nil, "", nil, errors.New("azure needs AZURE_STORAGE_CONNECTION_STRING, -azure-connection-string or -azure-table-url")
+	case a.connectionString == "":
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("azure credential: %w", err)
+		}
+		opts.ServiceURL, opts.Credential, account = a.tableURL, cred, a.tableURL
+	}
+	tables, err := aztable.Open(ctx, opts)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return tables, "azure:" + account + "/" + a.tablePrefix, func() {}, nil
+}
+
+// accountOf names the account of a connection string by its table
+// endpoint, else its account name; never by its key.
+func accountOf(connectionString string) string {
+	var name string
+	for part := range strings.SplitSeq(connectionString, ";") {
+		key, value, _ := strings.Cut(part, "=")
+		switch key {
+		case "TableEndpoint":
+			return value
+		case "AccountName":
+			name = value
+		}
+	}
+	return name
+}
+
+// copyProgress is a live count of rows and their rate, on stderr when it
+// is a terminal; nil otherwise.
+func copyProgress() *progressbar.ProgressBar {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions64(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("copy"),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"),
+		progressbar.OptionSpinnerType(14), progressbar.OptionClearOnFinish())
+}
+
+func printCopyReport(out io.Writer, from, to string, r *transfer.Report) {
+	fmt.Fprintf(out, "copy %s -> %s: %d rows in %s (%.0f rows/s), %d reads and %d writes (%.3f storage operations per row)\n",
+		from, to, r.Rows, r.Duration.Round(time.Millisecond), float64(r.Rows)/max(r.Duration.Seconds(), 1e-9),
+		r.Reads, r.Writes, float64(r.Reads+r.Writes)/max(float64(r.Rows), 1))
+	for _, t := range r.Tables {
+		state := "copied"
+		switch {
+		case t.AlreadyDone:
+			state = "already copied"
+		case t.Resumed:
+			state = "resumed"
+		}
+		verified := fmt.Sprintf("verified: %d rows on each side, %d sampled rows equal", t.TargetRows, t.Sampled)
+		if len(t.Mismatches) > 0 {
+			verified = "DIFFERS: " + strings.Join(t.Mismatches, "; ")
+		}
+		fmt.Fprintf(out, "  %-34s %-14s %9d rows  %s\n", t.Table, state, t.Rows, verified)
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+// TestCopyCommandRoundTrip moves a deployment from the embedded store to
+// Azure Table Storage and back with `metadatad copy`: every table, purge
+// history included, comes back with the same keys and properties; a second
+// copy writes nothing; and the copy lists each index table before its
+// primary table.
+func TestCopyCommandRoundTrip(t *testing.T) {
+	connection := azurite.Require(t)
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", connection)
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	prefix := "c" + hex.EncodeToString(id[:])
+
+	first := t.TempDir()
+	d := startDaemon(t, first)
+	clients := newImageClients(d.conn(t))
+	for seq := range 90 {
+		img := written{kind: images.Kinds[seq%3], camera: fmt.Sprintf("copy-%d", seq%2), at: crashBase.Add(time.Duration(seq) * time.Minute)}
+		if err := clients.create(t.Context(), img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := metadatav1.NewRetentionServiceClient(d.conn(t)).StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		DryRun: true, Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the dry run ends
+	stop(t, d)
+
+	var out strings.Builder
+	if err := runCopy(t.Context(), []string{"-from", "embedded:" + first, "-to", "azure", "-azure-table-prefix", prefix}, &out); err != nil {
+		t.Fatalf("copy to Azure: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	last := t.TempDir()
+	if err := runCopy(t.Context(), []string{"-from", "azure", "-azure-table-prefix", prefix, "-to", "embedded:" + last}, &out); err != nil {
+		t.Fatalf("copy back: %v", err)
+	}
+	out.Reset()
+	if err := runCopy(t.Context(), []string{"-from", "embedded:" + first, "-to", "azure", "-azure-table-prefix", prefix}, &out); err != nil {
+		t.Fatalf("second copy: %v", err)
+	}
+	c := config{tables: map[images.Kind]string{}}
+	c.registerTables(flag.NewFlagSet("defaults", flag.ContinueOnError))()
+	tables := copyTables(c)
+	if got := strings.Count(out.String(), "already copied"); got != len(tables) {
+		t.Errorf("second copy: %d tables already copied, want all %d:\n%s", got, len(tables), out.String())
+	}
+	for _, k := range images.Kinds {
+		if slices.Index(tables, images.IndexTable(k.DefaultTable())) > slices.Index(tables, k.DefaultTable()) {
+			t.Errorf("%s is copied before its index table", k.DefaultTable())
+		}
+	}
+
+	want, got := openQuiet(t, first), openQuiet(t, last)
+	for _, name := range tables {
+		w, g := scanAll(t, want, name), scanAll(t, got, name)
+		if !slices.EqualFunc(w, g, func(a, b store.Entity) bool {
+			return a.PartitionKey == b.PartitionKey && a.RowKey == b.RowKey && store.EqualProperties(a.Properties, b.Properties)
+		}) {
+			t.Errorf("table %s: %d rows after the round trip, %d before, or they differ", name, len(g), len(w))
+		}
+		if strings.HasPrefix(name, "PurgeJobs") && len(w) == 0 {
+			t.Error("no purge history to copy")
+		}
+	}
+}
+
+func openQuiet(t *testing.T, dir string) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
