@@ -86,31 +86,33 @@ func TestBackupStreamsACopyOfTheStore(t *testing.T) {
 	startServer(t, db).requireUnchanged(t, before)
 }
 
-// TestBackupOneAtATime: while a backup stream is open, another is refused
-// with FAILED_PRECONDITION; once it ends, backups work again.
+// TestBackupOneAtATime: while a snapshot of the store is held (a backup
+// being sent), Backup is refused with FAILED_PRECONDITION; once it is
+// removed, Backup works again.
 func TestBackupOneAtATime(t *testing.T) {
-	h, _ := startBackupServer(t)
+	dir := t.TempDir()
+	db, _ := openPebble(t, pebble.Options{Dir: dir})
+	source := backup.NewSource(db, dir, nil)
+	h := startServerOpts(t, db, serverOpts{runPurges: true, backups: source})
 	admin := metadatav1.NewAdminServiceClient(h.conn)
-	ctx, cancel := context.WithCancel(t.Context())
-	first, err := admin.Backup(ctx, &metadatav1.BackupRequest{})
+	held, err := source.Take(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := admin.Backup(t.Context(), &metadatav1.BackupRequest{})
 	requireOK(t, err, "Backup")
-	_, err = first.Recv()
-	requireOK(t, err, "first backup's manifest")
-	second, err := admin.Backup(t.Context(), &metadatav1.BackupRequest{})
-	requireOK(t, err, "second Backup")
-	_, err = second.Recv()
+	_, err = stream.Recv()
 	requireCode(t, err, codes.FailedPrecondition)
-	cancel()
-	eventually(t, func() error {
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		again, err := admin.Backup(ctx, &metadatav1.BackupRequest{})
-		if err != nil {
-			return err
+	requireOK(t, held.Remove(), "remove")
+	stream, err = admin.Backup(t.Context(), &metadatav1.BackupRequest{})
+	requireOK(t, err, "Backup")
+	for {
+		_, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		_, err = again.Recv()
-		return err
-	})
+		requireOK(t, err, "backup after the first ended")
+	}
 }
 
 // TestBackupWithoutFilesIsRefused: a server without a snapshot source (on
