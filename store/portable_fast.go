@@ -88,17 +88,17 @@ func (k keyDeleting) DeleteKeys(ctx context.Context, keys []Key) error {
 
 type rangeDeleting struct{ engine RangeDeleter }
 
-func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []RowRange) error {
+func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []RowRange) ([]int64, error) {
 	for i, rr := range ranges {
 		if err := ValidateKey(rr.PartitionKey); err != nil {
-			return fmt.Errorf("range %d: partition key: %w", i, err)
+			return nil, fmt.Errorf("range %d: partition key: %w", i, err)
 		}
 		if err := checkRange(fmt.Sprintf("range %d: rows", i), rr.Rows); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(ranges) == 0 {
-		return ctx.Err()
+		return []int64{}, ctx.Err()
 	}
 	return r.engine.DeleteRanges(ctx, ranges)
 }

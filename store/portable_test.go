@@ -22,7 +22,9 @@ func (deletesKeys) DeleteKeys(context.Context, []store.Key) error { return nil }
 
 type deletesRanges struct{}
 
-func (deletesRanges) DeleteRanges(context.Context, []store.RowRange) error { return nil }
+func (deletesRanges) DeleteRanges(context.Context, []store.RowRange) ([]int64, error) {
+	return nil, nil
+}
 
 // TestFastPathsFollowTheEngine checks that the portable table implements
 // exactly the optional interfaces its engine's table implements: callers

@@ -224,6 +224,9 @@ type RowRange struct {
 // Table and fall back to query and batch deletes without it.
 type RangeDeleter interface {
 	// DeleteRanges removes every entity in the ranges, all or none, in one
-	// durable operation however many rows they hold.
-	DeleteRanges(ctx context.Context, ranges []RowRange) error
+	// durable operation however many rows they hold, and reports how many
+	// entities it removed from each range, in the order of ranges. The
+	// counts are of the deletion itself: a write that lands in a range
+	// while it runs is either removed and counted or kept.
+	DeleteRanges(ctx context.Context, ranges []RowRange) ([]int64, error)
 }

@@ -232,6 +232,10 @@ type rangeDeleting struct {
 	inner store.RangeDeleter
 }
 
-func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
-	return r.t.opts.call(ctx, "delete_ranges", r.t.inner.Name(), func(ctx context.Context) error { return r.inner.DeleteRanges(ctx, ranges) })
+func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []store.RowRange) (removed []int64, err error) {
+	err = r.t.opts.call(ctx, "delete_ranges", r.t.inner.Name(), func(ctx context.Context) error {
+		removed, err = r.inner.DeleteRanges(ctx, ranges)
+		return err
+	})
+	return removed, err
 }

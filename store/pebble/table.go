@@ -165,10 +165,11 @@ func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 
 // DeleteRanges removes the rows in the ranges with one range tombstone
 // each, in one synced commit, however many rows they hold. It holds the
-// ranges' partitions against every other write meanwhile (see locks).
-func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+// ranges' partitions against every other write meanwhile (see locks), so
+// the keys it counts under that hold are exactly the rows it removes.
+func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	partitions := make([][]byte, len(ranges))
 	for i, r := range ranges {
@@ -177,22 +178,30 @@ func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) error
 	defer t.db.locks.lockPartitions(partitions)()
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
-	for _, r := range ranges {
+	removed := make([]int64, len(ranges))
+	for i, r := range ranges {
 		lower, upper := t.rowBounds(r.PartitionKey, r.Rows)
 		if bytes.Compare(lower, upper) >= 0 {
 			continue
 		}
+		n, err := t.countKeys(ctx, lower, upper)
+		if err != nil {
+			return nil, err
+		}
+		if removed[i] = n; n == 0 {
+			continue
+		}
 		if err := batch.DeleteRange(lower, upper, nil); err != nil {
-			return fmt.Errorf("pebble: delete range: %w", err)
+			return nil, fmt.Errorf("pebble: delete range: %w", err)
 		}
 	}
 	if batch.Empty() {
-		return nil
+		return removed, nil
 	}
 	if err := batch.Commit(pebbledb.Sync); err != nil {
-		return fmt.Errorf("pebble: delete range: %w", err)
+		return nil, fmt.Errorf("pebble: delete range: %w", err)
 	}
-	return nil
+	return removed, nil
 }
 
 // CountRows counts a partition's rows in a row-key range by walking their
@@ -202,6 +211,11 @@ func (t *table) CountRows(ctx context.Context, partitionKey string, rows store.R
 	if bytes.Compare(lower, upper) >= 0 {
 		return 0, ctx.Err()
 	}
+	return t.countKeys(ctx, lower, upper)
+}
+
+// countKeys counts the keys in [lower, upper).
+func (t *table) countKeys(ctx context.Context, lower, upper []byte) (int64, error) {
 	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return 0, engineError("iterate", err)

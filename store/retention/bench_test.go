@@ -499,7 +499,7 @@ func (t *countingTable) Scan(ctx context.Context, s store.Scan) (store.Page, err
 // fastCountingTable keeps the wrapped table's range and key deletes.
 type fastCountingTable struct{ *countingTable }
 
-func (t *fastCountingTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+func (t *fastCountingTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
 	pks := make([]string, len(ranges))
 	for i, r := range ranges {
 		pks[i] = r.PartitionKey

@@ -413,13 +413,13 @@ func (h *hookedTable) Batch(ctx context.Context, ops []store.Op) error {
 // fastHookedTable keeps the wrapped table's range and key deletes.
 type fastHookedTable struct{ *hookedTable }
 
-func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) error {
+func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
 	keys := make([]store.Key, len(ranges))
 	for i, r := range ranges {
 		keys[i] = store.Key{PartitionKey: r.PartitionKey}
 	}
 	if err := h.hook("delete-ranges", keys...); err != nil {
-		return err
+		return nil, err
 	}
 	return h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
 }

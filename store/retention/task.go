@@ -21,8 +21,10 @@ const (
 // taskDevice is one camera of a task.
 type taskDevice struct {
 	ID string `json:"id"`
-	// Rows is the count of expired primary rows, fixed before any is
-	// deleted; valid once Counted.
+	// Rows is the count of expired primary rows: fixed before any is
+	// deleted, so that a redelivery after a crash still reports them, then
+	// replaced by what the delete removed (see deletedRows); valid once
+	// Counted.
 	Rows    int64  `json:"rows"`
 	Counted bool   `json:"counted,omitempty"`
 	State   string `json:"state,omitempty"`
@@ -154,5 +156,6 @@ func (s *taskStore) all(ctx context.Context, jobID string, kind images.Kind) ([]
 // partition at a time. A late redelivery of one of their messages finds no
 // task and is dropped.
 func (s *taskStore) deleteAll(ctx context.Context, jobID string) error {
-	return deleteQueried(ctx, s.table, jobID, store.Range{})
+	_, err := deleteQueried(ctx, s.table, jobID, store.Range{})
+	return err
 }

@@ -147,15 +147,17 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 
 	// Count before deleting, and record the counts: a redelivery after a
 	// crash then reports the rows this task deleted, not the ones left.
-	if counted, err := e.count(ctx, t, primary, rows); err != nil {
+	counted, err := e.count(ctx, t, primary, rows)
+	if err != nil {
 		return 0, err
-	} else if counted {
+	}
+	if len(counted) > 0 {
 		if etag, err = e.tasks.put(ctx, t, etag); err != nil {
 			return 0, err
 		}
 	}
 
-	failures := e.deletePrimaries(ctx, primary, t, rows)
+	removed, failures := e.deletePrimaries(ctx, primary, t, rows)
 	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
 	anyFailed := false
 	t.Done = true
@@ -166,6 +168,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		switch err := failures[d.ID]; {
 		case err == nil:
 			d.State = deviceDone
+			d.Rows = deletedRows(d, counted[d.ID], removed[d.ID])
 		case lastAttempt:
 			d.State = deviceFailed
 			anyFailed = true
@@ -188,33 +191,52 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 }
 
 // count fills in the expired row counts of the cameras not yet counted and
-// reports whether it counted any.
-func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (bool, error) {
+// returns the cameras it counted.
+func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (map[string]bool, error) {
 	// Taken before counting: a primary row that landed before it was counted.
 	started := e.opts.Now().UTC()
-	counted := false
+	counted := map[string]bool{}
 	for _, d := range t.Devices {
 		if d.Counted {
 			continue
 		}
 		n, err := countRows(ctx, primary, d.ID, rows)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		d.Rows, d.Counted, counted = n, true, true
+		d.Rows, d.Counted, counted[d.ID] = n, true, true
 	}
-	if counted {
+	if len(counted) > 0 {
 		t.CountedAt = started
 	}
 	return counted, nil
 }
 
+// deletedRows is what a camera's count becomes once its delete succeeded.
+//
+// Creates of already-expired instants go on during a purge, so the delete
+// may remove more rows than were counted before it: the count becomes what
+// the delete removed. A delivery that did not count the camera itself
+// follows one that counted it and then stopped, maybe after its delete:
+// what this delivery removed is then what the first one left, and the
+// camera's count is the larger of the two. That is exact unless the first
+// delivery both deleted and stopped before recording it while creates of
+// expired instants landed between its count and its delete; the count is
+// then short by those rows alone (see Counts.MetadataRows).
+func deletedRows(d *taskDevice, countedNow bool, removed int64) int64 {
+	if countedNow {
+		return removed
+	}
+	return max(d.Rows, removed)
+}
+
 // deletePrimaries deletes the expired primary rows of the task's pending
-// cameras and returns the error of each camera that failed. A backend that
-// deletes ranges does every camera in one operation; others query and
-// delete in batches of up to 100, one partition at a time.
-func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, rows store.Range) map[string]error {
-	failures := map[string]error{}
+// cameras and returns the rows removed and the error of each camera that
+// failed. A backend that deletes ranges does every camera in one
+// operation; others query and delete in batches of up to 100, one
+// partition at a time.
+func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, rows store.Range) (map[string]int64, map[string]error) {
+	removed, failures := map[string]int64{}, map[string]error{}
 	var pending []string
 	for _, d := range t.Devices {
 		if d.State == devicePending {
@@ -226,40 +248,50 @@ func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *ta
 		for i, id := range pending {
 			ranges[i] = store.RowRange{PartitionKey: id, Rows: rows}
 		}
-		if err := rd.DeleteRanges(ctx, ranges); err != nil {
-			for _, id := range pending {
+		n, err := rd.DeleteRanges(ctx, ranges)
+		for i, id := range pending {
+			if err != nil {
 				failures[id] = err
+			} else {
+				removed[id] = n[i]
 			}
 		}
-		return failures
+		return removed, failures
 	}
 	for _, id := range pending {
-		if err := deleteQueried(ctx, primary, id, rows); err != nil {
+		n, err := deleteQueried(ctx, primary, id, rows)
+		if err != nil {
 			failures[id] = err
 		}
+		removed[id] = n
 	}
-	return failures
+	return removed, failures
 }
 
-// deleteQueried deletes every row of a partition's range, a batch at a time.
-// A row already gone fails a whole batch on Azure; it is dropped and the
-// rest retried, so a second run over the same rows succeeds.
-func deleteQueried(ctx context.Context, t store.Table, partitionKey string, rows store.Range) error {
+// deleteQueried deletes every row of a partition's range, a batch at a time,
+// and returns how many rows it found and deleted. A row already gone fails
+// a whole batch on Azure; it is dropped and the rest retried, so a second
+// run over the same rows succeeds. It is counted: it was there when
+// queried, so it is gone by this delete's earlier attempt, whose answer
+// was lost, or by another deleter of the same expired row.
+func deleteQueried(ctx context.Context, t store.Table, partitionKey string, rows store.Range) (int64, error) {
 	q := store.Query{PartitionKey: partitionKey, Rows: rows, Limit: store.MaxBatchOps}
+	var n int64
 	for {
 		page, err := t.Query(ctx, q)
 		if err != nil {
-			return err
+			return n, err
 		}
 		keys := make([]store.Key, len(page.Entities))
 		for i, e := range page.Entities {
 			keys[i] = store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
 		}
 		if err := deleteBatch(ctx, t, keys); err != nil {
-			return err
+			return n, err
 		}
+		n += int64(len(keys))
 		if page.Next == nil {
-			return nil
+			return n, nil
 		}
 		if len(page.Entities) == 0 {
 			q.Resume = page.Next

@@ -24,7 +24,8 @@ func testDeletesAgainstUpdates(t *testing.T, h Harness) {
 	deletes := map[string]func(k key) error{}
 	if rd, ok := tbl.(store.RangeDeleter); ok {
 		deletes["DeleteRanges"] = func(k key) error {
-			return rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: k.PartitionKey}})
+			_, err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: k.PartitionKey}})
+			return err
 		}
 	}
 	if kd, ok := tbl.(store.KeyDeleter); ok {

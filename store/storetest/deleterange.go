@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/metadatad/metadatad/store"
@@ -41,9 +42,11 @@ func testRangeDeleter(t *testing.T, h Harness) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl, rd := newRangeDeleter(t, h)
-			if err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam", Rows: tc.rows}}); err != nil {
+			removed, err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam", Rows: tc.rows}})
+			if err != nil {
 				t.Fatalf("DeleteRanges: %v", err)
 			}
+			wantRemoved(t, removed, int64(len(tc.deleted)))
 			gone := map[key]bool{}
 			for _, k := range rows("cam", tc.deleted...) {
 				gone[k] = true
@@ -60,22 +63,25 @@ func testRangeDeleter(t *testing.T, h Harness) {
 
 	t.Run("EmptyPartition", func(t *testing.T) {
 		tbl, rd := newRangeDeleter(t, h)
-		if err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam0"}}); err != nil {
+		removed, err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam0"}})
+		if err != nil {
 			t.Fatalf("DeleteRanges of an empty partition: %v", err)
 		}
+		wantRemoved(t, removed, 0)
 		wantKeys(t, "Scan after DeleteRanges", scanAll(t, tbl, store.Scan{}), fixture())
 	})
 
 	// A purge deletes the expired rows of many cameras in one call.
 	t.Run("SeveralPartitions", func(t *testing.T) {
 		tbl, rd := newRangeDeleter(t, h)
-		err := rd.DeleteRanges(t.Context(), []store.RowRange{
+		removed, err := rd.DeleteRanges(t.Context(), []store.RowRange{
 			{PartitionKey: "cam", Rows: store.Range{To: "b0"}},
 			{PartitionKey: "camé"},
 		})
 		if err != nil {
 			t.Fatalf("DeleteRanges: %v", err)
 		}
+		wantRemoved(t, removed, 2, int64(len(fixtureRows)))
 		gone := map[key]bool{}
 		for _, k := range append(rows("cam", "a", "b"), rows("camé", fixtureRows...)...) {
 			gone[k] = true
@@ -91,10 +97,18 @@ func testRangeDeleter(t *testing.T, h Harness) {
 
 	t.Run("InvalidPartitionKey", func(t *testing.T) {
 		tbl, rd := newRangeDeleter(t, h)
-		err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam"}, {PartitionKey: "bad/key"}})
+		_, err := rd.DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam"}, {PartitionKey: "bad/key"}})
 		wantIs(t, "DeleteRanges with an invalid partition key", err, store.ErrInvalidKey)
 		wantKeys(t, "Scan after a rejected DeleteRanges", scanAll(t, tbl, store.Scan{}), fixture())
 	})
+}
+
+// wantRemoved checks DeleteRanges' counts of removed entities, one per range.
+func wantRemoved(t *testing.T, got []int64, want ...int64) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("DeleteRanges reported %v entities removed, want %v", got, want)
+	}
 }
 
 func testKeyDeleter(t *testing.T, h Harness) {

@@ -75,6 +75,6 @@ func (u unreachable) CountRows(context.Context, string, store.Range) (int64, err
 
 func (u unreachable) DeleteKeys(context.Context, []store.Key) error { return u.reached("DeleteKeys") }
 
-func (u unreachable) DeleteRanges(context.Context, []store.RowRange) error {
-	return u.reached("DeleteRanges")
+func (u unreachable) DeleteRanges(context.Context, []store.RowRange) ([]int64, error) {
+	return nil, u.reached("DeleteRanges")
 }

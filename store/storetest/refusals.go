@@ -112,7 +112,8 @@ var refusals = []struct {
 		if !ok {
 			return errLacks
 		}
-		return rd.DeleteRanges(ctx, []store.RowRange{{PartitionKey: "p", Rows: store.Range{To: "a/"}}})
+		_, err := rd.DeleteRanges(ctx, []store.RowRange{{PartitionKey: "p", Rows: store.Range{To: "a/"}}})
+		return err
 	}},
 }
 

@@ -1,0 +1,112 @@
+package retention_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// expiredCreator creates images of the fixture's cameras with capture times
+// before the boundary, each at its own instant, and counts them.
+type expiredCreator struct {
+	repo    *images.Repository
+	next    atomic.Int64
+	created atomic.Int64
+}
+
+func (c *expiredCreator) create(ctx context.Context, camera int) error {
+	// Between the seeded images (20 s apart), all before the boundary.
+	at := base.Add(time.Second + time.Duration(c.next.Add(1))*time.Millisecond)
+	if _, err := c.repo.Create(ctx, images.Image{CameraID: fmt.Sprintf("cam-%03d", camera), CapturedAt: at}); err != nil {
+		return err
+	}
+	c.created.Add(1)
+	return nil
+}
+
+// TestCountsIncludeExpiredCreatesDuringThePurge: cameras keep uploading
+// images with expired capture times (a backlog) while a purge runs. Some
+// land between a camera's count and its delete, on purpose: each task's
+// first record after counting creates one for every camera. The job's
+// counts must equal the rows that are gone, primary and index.
+func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, plain := range []bool{false, true} {
+			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
+				f := newFixture(t, quickOptions())
+				direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+				if err != nil {
+					t.Fatal(err)
+				}
+				creator := &expiredCreator{repo: direct}
+				var mu sync.Mutex
+				recorded := map[store.Key]bool{}
+				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
+					if table != retention.DefaultTasksTable || op != "update" {
+						return nil
+					}
+					mu.Lock()
+					first := !recorded[keys[0]]
+					recorded[keys[0]] = true
+					mu.Unlock()
+					if !first {
+						return nil
+					}
+					// The task's cameras are counted and about to be deleted.
+					for c := range cameras {
+						if err := creator.create(t.Context(), c); err != nil {
+							t.Errorf("create between count and delete: %v", err)
+						}
+					}
+					return nil
+				}}
+				f.openEngine(t, hooked)
+				f.seed(t, cameras)
+				before := f.census(t, images.Single, base.Add(2*time.Minute))
+				f.run(t)
+
+				// Stopped between creates, never during one: a create cut
+				// short may land without being counted.
+				var stop atomic.Bool
+				var uploads sync.WaitGroup
+				uploads.Go(func() {
+					for i := 0; !stop.Load(); i++ {
+						if err := creator.create(t.Context(), i%cameras); err != nil {
+							t.Errorf("create during the purge: %v", err)
+						}
+					}
+				})
+				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				stop.Store(true)
+				uploads.Wait()
+				if j.State != retention.Succeeded {
+					t.Fatalf("state %s (%s)", j.State, j.Error)
+				}
+				if len(recorded) == 0 {
+					t.Fatal("no task was recorded after its count: no create landed between a count and a delete")
+				}
+				after := f.census(t, images.Single, j.Boundary())
+				created := creator.created.Load()
+				got := j.Totals()
+				if gone := before.primaryOld + created - after.primaryOld; got.MetadataRows != gone {
+					t.Errorf("metadata_rows_deleted %d, but %d primary rows are gone (%d expired, %d created during the purge, %d left)",
+						got.MetadataRows, gone, before.primaryOld, created, after.primaryOld)
+				}
+				if gone := before.indexOld + created - after.indexOld; got.IndexRows != gone {
+					t.Errorf("index_rows_deleted %d, but %d index rows are gone (%d expired, %d created during the purge, %d left)",
+						got.IndexRows, gone, before.indexOld, created, after.indexOld)
+				}
+				if after.primaryNew != before.primaryNew || after.indexNew != before.indexNew {
+					t.Errorf("young rows touched: %+v, before %+v", after, before)
+				}
+			})
+		}
+	})
+}
