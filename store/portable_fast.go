@@ -74,16 +74,16 @@ func (c counting) CountRows(ctx context.Context, partitionKey string, rows Range
 
 type keyDeleting struct{ engine KeyDeleter }
 
-func (k keyDeleting) DeleteKeys(ctx context.Context, keys []Key) error {
-	for i, key := range keys {
-		if err := ValidateAddress(key.PartitionKey, key.RowKey); err != nil {
+func (k keyDeleting) DeleteKeys(ctx context.Context, deletes []KeyDelete) error {
+	for i, d := range deletes {
+		if err := ValidateAddress(d.PartitionKey, d.RowKey); err != nil {
 			return fmt.Errorf("key %d: %w", i, err)
 		}
 	}
-	if len(keys) == 0 {
+	if len(deletes) == 0 {
 		return ctx.Err()
 	}
-	return k.engine.DeleteKeys(ctx, keys)
+	return k.engine.DeleteKeys(ctx, deletes)
 }
 
 type rangeDeleting struct{ engine RangeDeleter }

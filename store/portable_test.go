@@ -18,7 +18,7 @@ func (counts) CountRows(context.Context, string, store.Range) (int64, error) { r
 
 type deletesKeys struct{}
 
-func (deletesKeys) DeleteKeys(context.Context, []store.Key) error { return nil }
+func (deletesKeys) DeleteKeys(context.Context, []store.KeyDelete) error { return nil }
 
 type deletesRanges struct{}
 

@@ -209,8 +209,20 @@ type Key struct {
 // of any partitions, in one durable operation. Keys already gone are
 // ignored, so a retried call succeeds.
 type KeyDeleter interface {
-	// DeleteKeys removes the entities with the keys, all or none.
-	DeleteKeys(ctx context.Context, keys []Key) error
+	// DeleteKeys removes the entities with the keys, all or none. An
+	// entity whose ETag differs from its delete's IfMatch fails the whole
+	// call with a *BatchError wrapping ErrConflict that names the delete,
+	// and nothing is deleted.
+	DeleteKeys(ctx context.Context, deletes []KeyDelete) error
+}
+
+// KeyDelete is one delete of KeyDeleter.DeleteKeys.
+type KeyDelete struct {
+	Key
+	// IfMatch is the ETag the stored entity must have to be deleted, or
+	// empty for any: a caller that decided from what it read deletes only
+	// what it read, never a version written since.
+	IfMatch string
 }
 
 // RowRange is a contiguous range of rows in one partition.

@@ -111,7 +111,7 @@ func TestKeepsEachFastPathAlone(t *testing.T) {
 	if !ok {
 		t.Fatal("wrapped table lost store.KeyDeleter")
 	}
-	if err := kd.DeleteKeys(t.Context(), []store.Key{{PartitionKey: "p", RowKey: "r"}}); err != nil {
+	if err := kd.DeleteKeys(t.Context(), []store.KeyDelete{{Key: store.Key{PartitionKey: "p", RowKey: "r"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if c := histogramCount(t, reg, "delete_keys"); c != 1 {

@@ -223,8 +223,8 @@ type keyDeleting struct {
 	inner store.KeyDeleter
 }
 
-func (k keyDeleting) DeleteKeys(ctx context.Context, keys []store.Key) error {
-	return k.t.opts.call(ctx, "delete_keys", k.t.inner.Name(), func(ctx context.Context) error { return k.inner.DeleteKeys(ctx, keys) })
+func (k keyDeleting) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
+	return k.t.opts.call(ctx, "delete_keys", k.t.inner.Name(), func(ctx context.Context) error { return k.inner.DeleteKeys(ctx, deletes) })
 }
 
 type rangeDeleting struct {

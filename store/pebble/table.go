@@ -237,20 +237,32 @@ func (t *table) countKeys(ctx context.Context, lower, upper []byte) (int64, erro
 
 // DeleteKeys removes the entities with the keys in one synced commit;
 // missing keys are ignored. It holds the keys' locks as a conditional write
-// does, so none slips between its check and its commit.
-func (t *table) DeleteKeys(ctx context.Context, keys []store.Key) error {
+// does, so none slips between its check of an IfMatch and its commit.
+func (t *table) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	encoded, partitions := make([][]byte, len(keys)), make([][]byte, len(keys))
-	for i, k := range keys {
-		encoded[i] = encodeKey(t.key, k.PartitionKey, k.RowKey)
-		partitions[i] = partitionPrefix(t.key, k.PartitionKey)
+	encoded, partitions := make([][]byte, len(deletes)), make([][]byte, len(deletes))
+	for i, d := range deletes {
+		encoded[i] = encodeKey(t.key, d.PartitionKey, d.RowKey)
+		partitions[i] = partitionPrefix(t.key, d.PartitionKey)
 	}
 	defer t.db.locks.lockKeys(partitions, encoded)()
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
-	for _, key := range encoded {
+	for i, key := range encoded {
+		if d := deletes[i]; d.IfMatch != "" && d.IfMatch != "*" {
+			stored, found, err := t.db.get(key, d.PartitionKey, d.RowKey)
+			if err != nil {
+				return &store.BatchError{Index: i, Err: err}
+			}
+			if !found {
+				continue
+			}
+			if stored.ETag != d.IfMatch {
+				return &store.BatchError{Index: i, Err: store.ErrConflict}
+			}
+		}
 		if err := batch.Delete(key, nil); err != nil {
 			return fmt.Errorf("pebble: delete: %w", err)
 		}

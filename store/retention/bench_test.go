@@ -508,13 +508,13 @@ func (t *fastCountingTable) DeleteRanges(ctx context.Context, ranges []store.Row
 	return t.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
 }
 
-func (t *fastCountingTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
-	pks := make([]string, len(keys))
-	for i, k := range keys {
-		pks[i] = k.PartitionKey
+func (t *fastCountingTable) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
+	pks := make([]string, len(deletes))
+	for i, d := range deletes {
+		pks[i] = d.PartitionKey
 	}
 	t.c.write(pks...)
-	return t.Table.(store.KeyDeleter).DeleteKeys(ctx, keys)
+	return t.Table.(store.KeyDeleter).DeleteKeys(ctx, deletes)
 }
 
 // CountRows keeps the wrapped table's key-only count; one count is one read.

@@ -16,7 +16,9 @@
 //     redelivered task finds its rows already gone.
 //  3. sweep: once every task is done, a second scan of the expired index
 //     partitions deletes the index rows of the cameras whose primary rows
-//     are gone, so no primary row ever loses its index row. Each chunk of
+//     are gone, so no primary row ever loses its index row; each delete
+//     is conditional on the ETag the scan read, so a row rewritten since by
+//     a retried create stays for the next purge. Each chunk of
 //     deletes is announced on the job (an intent) before it runs, so a crash
 //     between the delete and its count neither loses nor doubles the count.
 //

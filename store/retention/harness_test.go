@@ -424,11 +424,15 @@ func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRa
 	return h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
 }
 
-func (h *fastHookedTable) DeleteKeys(ctx context.Context, keys []store.Key) error {
+func (h *fastHookedTable) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
+	keys := make([]store.Key, len(deletes))
+	for i, d := range deletes {
+		keys[i] = d.Key
+	}
 	if err := h.hook("delete-keys", keys...); err != nil {
 		return err
 	}
-	return h.Table.(store.KeyDeleter).DeleteKeys(ctx, keys)
+	return h.Table.(store.KeyDeleter).DeleteKeys(ctx, deletes)
 }
 
 // errDead is what every write returns once a simulated crash happened.

@@ -3,6 +3,7 @@ package retention
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -68,7 +69,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	}
 
 	scan := expiredIndex(j.Boundary())
-	var chunk []store.Key
+	var chunk []store.KeyDelete
 	from := ""
 	flush := func(to string) error {
 		if len(chunk) > 0 {
@@ -88,7 +89,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 		}
 		ok, err := s.qualifies(ctx, row)
 		if ok {
-			chunk = append(chunk, store.Key{PartitionKey: row.PartitionKey, RowKey: row.RowKey})
+			chunk = append(chunk, indexDelete(row))
 		}
 		return err
 	})
@@ -133,15 +134,34 @@ func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error)
 	return false, err
 }
 
-// apply announces, runs and commits one chunk of index deletes.
-func (s *sweeper) apply(ctx context.Context, in sweepIntent, keys []store.Key) error {
-	if _, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
-		j.progress(s.kind).Intent = &in
-		return nil
-	}); err != nil {
+// indexDelete deletes an index row as the sweep read it, never a version
+// written since: a retried create that rewrites the row between the sweep's
+// check of its primary row and the delete keeps it, with the primary row it
+// writes next, for the next purge.
+func indexDelete(row store.Entity) store.KeyDelete {
+	return store.KeyDelete{Key: store.Key{PartitionKey: row.PartitionKey, RowKey: row.RowKey}, IfMatch: row.ETag}
+}
+
+// apply announces, runs and commits one chunk of index deletes. A row
+// rewritten since the sweep read it stays; the intent is announced again
+// without it before the rest are deleted, so its count stays what is
+// deleted.
+func (s *sweeper) apply(ctx context.Context, in sweepIntent, deletes []store.KeyDelete) error {
+	announce := func() error {
+		_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
+			j.progress(s.kind).Intent = &in
+			return nil
+		})
 		return err
 	}
-	if err := deleteKeys(ctx, s.index, keys); err != nil {
+	if err := announce(); err != nil {
+		return err
+	}
+	kept := func() error {
+		in.Rows--
+		return announce()
+	}
+	if err := deleteIndexRows(ctx, s.index, deletes, kept); err != nil {
 		return err
 	}
 	_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
@@ -160,33 +180,48 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, keys []store.Key) e
 // replay finishes an intent a crash interrupted: the rows of its partitions
 // that qualify now are the ones it announced and had not deleted yet.
 func (s *sweeper) replay(ctx context.Context, in sweepIntent) error {
-	var keys []store.Key
+	var deletes []store.KeyDelete
 	scan := store.Scan{Partitions: store.Range{From: in.From, To: in.To}}
 	err := scanAll(ctx, s.index, scan, func(row store.Entity) error {
 		ok, err := s.qualifies(ctx, row)
 		if ok {
-			keys = append(keys, store.Key{PartitionKey: row.PartitionKey, RowKey: row.RowKey})
+			deletes = append(deletes, indexDelete(row))
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return s.apply(ctx, in, keys)
+	return s.apply(ctx, in, deletes)
 }
 
-// deleteKeys deletes index rows: in one operation where the backend can,
-// else in batches of up to 100 per partition.
-func deleteKeys(ctx context.Context, t store.Table, keys []store.Key) error {
+// deleteIndexRows deletes index rows, each at the ETag it was read with: in
+// one operation where the backend can, else in batches of up to 100 per
+// partition. A row rewritten since is left, after kept is told.
+func deleteIndexRows(ctx context.Context, t store.Table, deletes []store.KeyDelete, kept func() error) error {
 	if kd, ok := t.(store.KeyDeleter); ok {
-		return kd.DeleteKeys(ctx, keys)
+		for {
+			err := kd.DeleteKeys(ctx, deletes)
+			var be *store.BatchError
+			if !errors.As(err, &be) || !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+			if err := kept(); err != nil {
+				return err
+			}
+			deletes = slices.Delete(deletes, be.Index, be.Index+1)
+		}
 	}
-	for start := 0; start < len(keys); {
+	for start := 0; start < len(deletes); {
 		end := start
-		for end < len(keys) && end-start < store.MaxBatchOps && keys[end].PartitionKey == keys[start].PartitionKey {
+		for end < len(deletes) && end-start < store.MaxBatchOps && deletes[end].PartitionKey == deletes[start].PartitionKey {
 			end++
 		}
-		if err := deleteBatch(ctx, t, keys[start:end]); err != nil {
+		ops := make([]store.Op, end-start)
+		for i, d := range deletes[start:end] {
+			ops[i] = store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: d.PartitionKey, RowKey: d.RowKey}, IfMatch: d.IfMatch}
+		}
+		if err := deleteOps(ctx, t, ops, kept); err != nil {
 			return err
 		}
 		start = end

@@ -30,7 +30,7 @@ func testDeletesAgainstUpdates(t *testing.T, h Harness) {
 	}
 	if kd, ok := tbl.(store.KeyDeleter); ok {
 		deletes["DeleteKeys"] = func(k key) error {
-			return kd.DeleteKeys(t.Context(), []store.Key{{PartitionKey: k.PartitionKey, RowKey: k.RowKey}})
+			return kd.DeleteKeys(t.Context(), []store.KeyDelete{{Key: store.Key{PartitionKey: k.PartitionKey, RowKey: k.RowKey}}})
 		}
 	}
 	if len(deletes) == 0 {

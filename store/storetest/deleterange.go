@@ -117,7 +117,7 @@ func testKeyDeleter(t *testing.T, h Harness) {
 	if !ok {
 		t.Skipf("table %T does not implement store.KeyDeleter; callers fall back to batch deletes", tbl)
 	}
-	doomed := []store.Key{{PartitionKey: "cam", RowKey: "b"}, {PartitionKey: "camé", RowKey: "a"}, {PartitionKey: "cam", RowKey: "missing"}}
+	doomed := keyDeletes(store.Key{PartitionKey: "cam", RowKey: "b"}, store.Key{PartitionKey: "camé", RowKey: "a"}, store.Key{PartitionKey: "cam", RowKey: "missing"})
 	if err := kd.DeleteKeys(t.Context(), doomed); err != nil {
 		t.Fatalf("DeleteKeys: %v", err)
 	}
@@ -133,9 +133,60 @@ func testKeyDeleter(t *testing.T, h Harness) {
 	}
 	wantKeys(t, "Scan after DeleteKeys", scanAll(t, tbl, store.Scan{}), want)
 
-	err := kd.DeleteKeys(t.Context(), []store.Key{{PartitionKey: "cam", RowKey: "c"}, {PartitionKey: "cam", RowKey: "bad#key"}})
+	err := kd.DeleteKeys(t.Context(), keyDeletes(store.Key{PartitionKey: "cam", RowKey: "c"}, store.Key{PartitionKey: "cam", RowKey: "bad#key"}))
 	wantIs(t, "DeleteKeys with an invalid key", err, store.ErrInvalidKey)
 	wantKeys(t, "Scan after a rejected DeleteKeys", scanAll(t, tbl, store.Scan{}), want)
+
+	// A caller that read a row deletes that version only: a row written
+	// since its read stays, and so does every other row of the call.
+	t.Run("IfMatch", func(t *testing.T) {
+		tbl := newFixture(t, h)
+		kd := tbl.(store.KeyDeleter)
+		read, err := tbl.Get(t.Context(), "cam", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tbl.Update(t.Context(), store.Entity{PartitionKey: "cam", RowKey: "c", Properties: store.Properties{"V": int32(7)}}, store.Merge, ""); err != nil {
+			t.Fatal(err)
+		}
+		other, err := tbl.Get(t.Context(), "cam", "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		deletes := []store.KeyDelete{
+			{Key: store.Key{PartitionKey: "cam", RowKey: "d"}, IfMatch: other.ETag},
+			{Key: store.Key{PartitionKey: "cam", RowKey: "c"}, IfMatch: read.ETag},
+		}
+		err = kd.DeleteKeys(t.Context(), deletes)
+		wantBatchError(t, "DeleteKeys of a row written since its read", err, 1, store.ErrConflict)
+		wantKeys(t, "Scan after a DeleteKeys with a stale ETag", scanAll(t, tbl, store.Scan{}), fixture())
+
+		current, err := tbl.Get(t.Context(), "cam", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		deletes[1].IfMatch = current.ETag
+		deletes = append(deletes, store.KeyDelete{Key: store.Key{PartitionKey: "cam", RowKey: "missing"}, IfMatch: read.ETag})
+		if err := kd.DeleteKeys(t.Context(), deletes); err != nil {
+			t.Fatalf("DeleteKeys with current ETags and a key already gone: %v", err)
+		}
+		var want []key
+		for _, k := range fixture() {
+			if k != (key{"cam", "c"}) && k != (key{"cam", "d"}) {
+				want = append(want, k)
+			}
+		}
+		wantKeys(t, "Scan after DeleteKeys with current ETags", scanAll(t, tbl, store.Scan{}), want)
+	})
+}
+
+// keyDeletes are unconditional deletes of the keys.
+func keyDeletes(keys ...store.Key) []store.KeyDelete {
+	out := make([]store.KeyDelete, len(keys))
+	for i, k := range keys {
+		out[i] = store.KeyDelete{Key: k}
+	}
+	return out
 }
 
 func testCounter(t *testing.T, h Harness) {

@@ -73,7 +73,9 @@ func (u unreachable) CountRows(context.Context, string, store.Range) (int64, err
 	return 0, u.reached("CountRows")
 }
 
-func (u unreachable) DeleteKeys(context.Context, []store.Key) error { return u.reached("DeleteKeys") }
+func (u unreachable) DeleteKeys(context.Context, []store.KeyDelete) error {
+	return u.reached("DeleteKeys")
+}
 
 func (u unreachable) DeleteRanges(context.Context, []store.RowRange) ([]int64, error) {
 	return nil, u.reached("DeleteRanges")

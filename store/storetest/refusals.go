@@ -105,7 +105,7 @@ var refusals = []struct {
 		if !ok {
 			return errLacks
 		}
-		return kd.DeleteKeys(ctx, []store.Key{{PartitionKey: "p", RowKey: "a"}, {PartitionKey: "p", RowKey: "a\\b"}})
+		return kd.DeleteKeys(ctx, keyDeletes(store.Key{PartitionKey: "p", RowKey: "a"}, store.Key{PartitionKey: "p", RowKey: "a\\b"}))
 	}},
 	{"range delete to an invalid bound", store.ErrInvalidQuery, func(ctx context.Context, _ store.Backend, tbl, _ store.Table) error {
 		rd, ok := tbl.(store.RangeDeleter)
