@@ -29,9 +29,10 @@ type Counts struct {
 	// MetadataRows counts deleted primary rows (in a dry run: to delete),
 	// as each delete reports them, so rows created with expired capture
 	// times while the purge runs are counted when it deletes them. One case
-	// stays short: a task interrupted (a crash, a lost store answer) after
-	// a camera's delete and before recording it, while such creates landed
-	// between that camera's count and its delete, reports those rows not.
+	// stays short: a task cut short after a camera's delete and before
+	// recording it (a crash, a lost store answer, a second delivery after
+	// the first lost its visibility), while such creates landed between
+	// that camera's count and its delete, reports those rows not.
 	MetadataRows int64 `json:"metadataRows"`
 	// IndexRows counts deleted index rows (in a dry run: to delete).
 	IndexRows int64 `json:"indexRows"`

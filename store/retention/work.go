@@ -152,7 +152,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	if err != nil {
 		return 0, err
 	}
-	if len(counted) > 0 {
+	if counted {
 		if etag, err = e.tasks.put(ctx, t, etag); err != nil {
 			return 0, err
 		}
@@ -169,7 +169,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		switch err := failures[d.ID]; {
 		case err == nil:
 			d.State = deviceDone
-			d.Rows = deletedRows(d, counted[d.ID], removed[d.ID])
+			d.Rows = deletedRows(d, removed[d.ID])
 		case lastAttempt:
 			d.State = deviceFailed
 			anyFailed = true
@@ -192,42 +192,40 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 }
 
 // count fills in the expired row counts of the cameras not yet counted and
-// returns the cameras it counted.
-func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (map[string]bool, error) {
+// reports whether it counted any.
+func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (bool, error) {
 	// Taken before counting: a primary row that landed before it was counted.
 	started := e.opts.Now().UTC()
-	counted := map[string]bool{}
+	counted := false
 	for _, d := range t.Devices {
 		if d.Counted {
 			continue
 		}
 		n, err := countRows(ctx, primary, d.ID, rows)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		d.Rows, d.Counted, counted[d.ID] = n, true, true
+		d.Rows, d.Counted, counted = n, true, true
 	}
-	if len(counted) > 0 {
+	if counted {
 		t.CountedAt = started
 	}
 	return counted, nil
 }
 
-// deletedRows is what a camera's count becomes once its delete succeeded.
+// deletedRows is what a camera's count becomes once its delete succeeded:
+// the larger of its count before the delete and what the delete removed.
 //
 // Creates of already-expired instants go on during a purge, so the delete
 // may remove more rows than were counted before it: the count becomes what
-// the delete removed. A delivery that did not count the camera itself
-// follows one that counted it and then stopped, maybe after its delete:
-// what this delivery removed is then what the first one left, and the
-// camera's count is the larger of the two. That is exact unless the first
-// delivery both deleted and stopped before recording it while creates of
-// expired instants landed between its count and its delete; the count is
-// then short by those rows alone (see Counts.MetadataRows).
-func deletedRows(d *taskDevice, countedNow bool, removed int64) int64 {
-	if countedNow {
-		return removed
-	}
+// the delete removed. A delivery that follows one that deleted and then
+// stopped before recording it (a crash, or a second delivery after the
+// first lost its visibility) removes only what the first left: the count
+// fixed before the first delete stands. That is exact unless creates of
+// expired instants landed between the first delivery's count and its
+// delete; the count is then short by those rows alone (see
+// Counts.MetadataRows).
+func deletedRows(d *taskDevice, removed int64) int64 {
 	return max(d.Rows, removed)
 }
 
