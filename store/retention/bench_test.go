@@ -113,8 +113,8 @@ type benchStore struct {
 }
 
 // openBenchStore opens a store in a new directory; wrap, if set, is the
-// backend the engine sees.
-func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend) *benchStore {
+// backend the engine sees, and tune changes the engine's options.
+func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune ...func(*retention.Options)) *benchStore {
 	b.Helper()
 	ctx := b.Context()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -145,6 +145,9 @@ func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend) *bench
 		b.Fatal(err)
 	}
 	opts := retention.Options{Backend: backend, Repositories: []*images.Repository{purged}, Logger: logger}
+	for _, f := range tune {
+		f(&opts)
+	}
 	if s.engine, err = retention.Open(ctx, opts); err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,15 @@
 //     deletes is announced on the job (an intent) before it runs, so a crash
 //     between the delete and its count neither loses nor doubles the count.
 //
+// A purge holds a constant in memory, whatever its cameras and rows: at
+// most Options.CameraMemory of camera ids (the plan's set of the cameras
+// of one hash bucket, the sweep's set of failed cameras), one task group,
+// one page of a scan or of tasks, and one sweep chunk of keys
+// (Options.SweepChunk). Planning takes one index scan per bucket, one
+// bucket while the expired cameras fit in CameraMemory (8 MiB by default,
+// about 100,000 cameras). Waiting for the tasks tallies them in order, so
+// it reads each task about once.
+//
 // Jobs, tasks and the queue are tables of the same backend, so GetPurge
 // answers the same from any process sharing it.
 package retention

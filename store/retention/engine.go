@@ -71,6 +71,12 @@ type Options struct {
 	IndexGrace time.Duration
 	// SweepChunk is how many index rows one sweep intent covers; default 10,000.
 	SweepChunk int
+	// CameraMemory bounds the camera ids a purge holds at once, in bytes,
+	// counted as cameraBytes does: planning splits the expired cameras into
+	// as many buckets, one index scan each, as it takes for one bucket's to
+	// fit, and the sweep keeps every index row of the purge if the cameras
+	// that failed do not fit. Default 8 MiB, about 100,000 cameras.
+	CameraMemory int
 	// ReplicaID names this engine among the engines sharing the store;
 	// default a random id.
 	ReplicaID string
@@ -115,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SweepChunk <= 0 {
 		o.SweepChunk = 10_000
+	}
+	if o.CameraMemory <= 0 {
+		o.CameraMemory = 8 << 20
 	}
 	if o.ReplicaID == "" {
 		var id [6]byte
@@ -427,34 +436,52 @@ func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error
 	}
 }
 
-// awaitTasks waits until every task of the kind is done, keeping the job's
-// counts at the sum of its tasks' so watchers see progress. The sum is
-// exact: each task fixed its counts before deleting.
+// awaitTasks waits until every task of the kind is done, adding each done
+// task's counts to the job's so watchers see progress. The sum is exact:
+// each task fixed its counts before deleting. Tasks are tallied in order,
+// from the first not yet tallied, so each wake reads the tasks that ended
+// since and one more: the wait's reads grow with the tasks, not with their
+// square.
 func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error {
-	written := j.progress(kind).Counts
+	p := j.progress(kind)
+	tallied, counts, tasks := p.Tallied, p.Counts, p.Tasks
+	if tallied == 0 {
+		counts = Counts{DevicesTotal: counts.DevicesTotal}
+	}
+	if tasks == 0 {
+		// A job planned before the plan recorded its tasks.
+		if err := e.tasks.each(ctx, j.ID, kind, func(*task) error { tasks++; return nil }); err != nil {
+			return err
+		}
+	}
 	for {
-		tasks, err := e.tasks.all(ctx, j.ID, kind)
+		next, sum := tallied, counts
+		err := e.tasks.from(ctx, j.ID, kind, tallied, func(t *task) (bool, error) {
+			if !t.Done {
+				return false, nil
+			}
+			c := t.counts()
+			c.DevicesTotal = 0 // the plan counted them
+			sum.add(c)
+			next++
+			return true, nil
+		})
 		if err != nil {
 			return err
 		}
-		sum := Counts{IndexRows: written.IndexRows}
-		done := true
-		for _, t := range tasks {
-			sum.add(t.counts())
-			done = done && t.Done
-		}
 		// Write only what changed: this loop polls, and every job write is
 		// a synced write that wakes every watcher.
-		if sum != written {
+		if next != tallied {
 			if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-				j.progress(kind).Counts = sum
+				q := j.progress(kind)
+				q.Counts, q.Tallied = sum, next
 				return nil
 			}); err != nil {
 				return err
 			}
-			written = sum
+			tallied, counts = next, sum
 		}
-		if done {
+		if tallied >= tasks {
 			return nil
 		}
 		e.wait(ctx)

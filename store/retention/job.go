@@ -62,6 +62,16 @@ type KindProgress struct {
 	Phase string `json:"phase"`
 	// Intent announces the sweep chunk being deleted; see sweep.go.
 	Intent *sweepIntent `json:"intent,omitempty"`
+	// PlannedAt is when the plan began, by the planner's clock.
+	PlannedAt time.Time `json:"plannedAt,omitzero"`
+	// Buckets is how many buckets the plan splits cameras into (0 for
+	// one), Bucket the next one to plan; see plan.
+	Buckets int `json:"buckets,omitempty"`
+	Bucket  int `json:"bucket,omitempty"`
+	// Tasks is how many tasks the plan made, once it has ended.
+	Tasks int `json:"tasks,omitempty"`
+	// Tallied is how many tasks, from the first, are done and in Counts.
+	Tallied int `json:"tallied,omitempty"`
 }
 
 // Job is one purge.

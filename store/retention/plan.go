@@ -3,7 +3,9 @@ package retention
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -28,68 +30,201 @@ func expiredRows(boundary time.Time) store.Range {
 	return store.InvertedTicksRows(nil, &boundary)
 }
 
+// cameraBytes is what planning counts against Options.CameraMemory for one
+// camera id held in a set: its bytes plus the set's own overhead.
+func cameraBytes(id string) int { return len(id) + 64 }
+
+// bucketOf assigns a camera to one of n buckets, the same in every process.
+func bucketOf(camera string, n int) int {
+	h := fnv.New64a()
+	h.Write([]byte(camera))
+	return int(h.Sum64() % uint64(n))
+}
+
+// cameraSet is a set of camera ids that reports when it outgrows its limit.
+type cameraSet struct {
+	ids   map[string]struct{}
+	bytes int
+	limit int
+}
+
+func newCameraSet(limit int) *cameraSet {
+	return &cameraSet{ids: map[string]struct{}{}, limit: limit}
+}
+
+// add adds id and reports whether it was new.
+func (s *cameraSet) add(id string) bool {
+	if _, ok := s.ids[id]; ok {
+		return false
+	}
+	s.ids[id] = struct{}{}
+	s.bytes += cameraBytes(id)
+	return true
+}
+
+func (s *cameraSet) full() bool { return s.bytes > s.limit }
+
 // plan scans the expired index, groups the cameras it finds into tasks and
-// sends each through the queue. After a crash it runs again from the start:
-// cameras already in a recorded task are skipped, and the recorded tasks not
-// yet done are sent again, since their first message may never have left.
+// sends each through the queue, holding at most Options.CameraMemory of
+// camera ids (plus one group and one page of the scan), whatever the
+// number of cameras or rows.
+//
+// A camera has expired rows in many minutes, so the scan meets it many
+// times; each camera must be planned once. The cameras are split into
+// hash buckets, planned one scan each: a scan plans the cameras of its
+// bucket, deduplicated by a set of them. One bucket is the rule; when a
+// bucket's cameras outgrow the memory, the plan starts over with twice the
+// buckets, and the cameras already in tasks are skipped. The buckets and
+// the next bucket are kept on the job, so after a crash the plan goes on
+// from its last finished bucket. The recorded tasks not yet done are sent
+// again at the start, since their first message may never have left.
 func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
-	_, index := e.repos[kind].Tables()
-	existing, err := e.tasks.all(ctx, j.ID, kind)
-	if err != nil {
+	p := j.progress(kind)
+	if p.PlannedAt.IsZero() {
+		// Taken before the first scan: an index row written before it
+		// (less IndexGrace, for skew) is met by that scan.
+		planned := e.opts.Now().UTC()
+		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+			if q := j.progress(kind); q.PlannedAt.IsZero() {
+				q.PlannedAt = planned
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	seq := 0
+	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
+		seq++
+		if t.Done {
+			return nil
+		}
+		return e.send(ctx, t)
+	}); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, t := range existing {
-		for _, d := range t.Devices {
-			seen[d.ID] = true
+	pl := &planner{e: e, job: j, kind: kind, seq: seq}
+	_, pl.index = e.repos[kind].Tables()
+	buckets, bucket := max(p.Buckets, 1), p.Bucket
+	for bucket < buckets {
+		fits, err := pl.planBucket(ctx, bucket, buckets)
+		if err != nil {
+			return err
 		}
-		if !t.Done {
-			if err := e.send(ctx, t); err != nil {
-				return err
-			}
+		if fits {
+			bucket++
+		} else {
+			buckets, bucket = 2*buckets, 0
+			e.log.Info("purge: the expired cameras outgrow the plan's memory; planning them in more buckets",
+				"job", j.ID, "kind", kind.String(), "buckets", buckets)
+		}
+		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+			q := j.progress(kind)
+			q.Buckets, q.Bucket = buckets, bucket
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
-	seq := len(existing)
+	// The job's totals are the tasks', read once more now that none is
+	// added: a crash between a task's record and the job's update left the
+	// running total short.
+	var tasks int
+	var devices int64
+	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
+		tasks++
+		devices += int64(len(t.Devices))
+		return nil
+	}); err != nil {
+		return err
+	}
+	_, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+		q := j.progress(kind)
+		q.Tasks, q.Counts.DevicesTotal = tasks, devices
+		return nil
+	})
+	return err
+}
+
+// planner makes the tasks of one kind's plan.
+type planner struct {
+	e     *Engine
+	job   *Job
+	kind  images.Kind
+	index store.Table
+	// seq is the number of the next task.
+	seq int
+}
+
+// planBucket plans the cameras of one bucket of n not yet in a task. It
+// reports false, having planned some of them, if they outgrow the memory.
+func (p *planner) planBucket(ctx context.Context, bucket, n int) (bool, error) {
+	seen := newCameraSet(p.e.opts.CameraMemory)
+	if err := p.e.tasks.each(ctx, p.job.ID, p.kind, func(t *task) error {
+		for _, d := range t.Devices {
+			if bucketOf(d.ID, n) == bucket {
+				seen.add(d.ID)
+			}
+		}
+		if seen.full() {
+			return errOutgrown
+		}
+		return nil
+	}); errors.Is(err, errOutgrown) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
 	var group []*taskDevice
 	groupBytes := 0
 	flush := func() error {
 		if len(group) == 0 {
 			return nil
 		}
-		t := &task{JobID: j.ID, Kind: kind, Seq: seq, Devices: group}
-		if err := e.tasks.create(ctx, t); err != nil {
+		t := &task{JobID: p.job.ID, Kind: p.kind, Seq: p.seq, Devices: group}
+		if err := p.e.tasks.create(ctx, t); err != nil {
 			return err
 		}
-		if err := e.send(ctx, t); err != nil {
+		if err := p.e.send(ctx, t); err != nil {
 			return err
 		}
-		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-			j.progress(kind).Counts.DevicesTotal += int64(len(group))
+		if _, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
+			j.progress(p.kind).Counts.DevicesTotal += int64(len(group))
 			return nil
 		}); err != nil {
 			return err
 		}
-		seq++
+		p.seq++
 		group, groupBytes = nil, 0
 		return nil
 	}
-	err = scanAll(ctx, index, expiredIndex(j.Boundary()), func(row store.Entity) error {
+	err := scanAll(ctx, p.index, expiredIndex(p.job.Boundary()), func(row store.Entity) error {
 		device, _ := row.Properties[images.PropDeviceID].(string)
-		if device == "" || seen[device] {
+		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
 			return nil
 		}
-		seen[device] = true
 		group = append(group, &taskDevice{ID: device})
-		if groupBytes += len(device); len(group) >= e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
-			return flush()
+		if groupBytes += len(device); len(group) >= p.e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if seen.full() {
+			return errOutgrown
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+	if errors.Is(err, errOutgrown) {
+		return false, flush()
 	}
-	return flush()
+	if err != nil {
+		return false, err
+	}
+	return true, flush()
 }
+
+// errOutgrown stops a scan whose cameras outgrow the plan's memory.
+var errOutgrown = errors.New("retention: cameras outgrow the plan's memory")
 
 func (e *Engine) send(ctx context.Context, t *task) error {
 	body, err := json.Marshal(taskMessage{JobID: t.JobID, Kind: t.Kind, Seq: t.Seq})
@@ -103,36 +238,61 @@ func (e *Engine) send(ctx context.Context, t *task) error {
 	return nil
 }
 
-// dryRun counts what a purge of kind would delete, without deleting.
+// dryRun counts what a purge of kind would delete, without deleting, in
+// the plan's bounded memory: one scan per bucket of cameras, with as many
+// buckets as it takes for one bucket's cameras to fit.
 func (e *Engine) dryRun(ctx context.Context, j *Job, kind images.Kind) error {
-	primary, index := e.repos[kind].Tables()
-	var c Counts
-	seen := map[string]bool{}
-	rows := expiredRows(j.Boundary())
-	err := scanAll(ctx, index, expiredIndex(j.Boundary()), func(row store.Entity) error {
-		c.IndexRows++
-		device, _ := row.Properties[images.PropDeviceID].(string)
-		if device == "" || seen[device] {
-			return nil
-		}
-		seen[device] = true
-		n, err := countRows(ctx, primary, device, rows)
+	for buckets := 1; ; buckets *= 2 {
+		c, fits, err := e.dryRunBuckets(ctx, j, kind, buckets)
 		if err != nil {
 			return err
 		}
-		c.DevicesTotal++
-		c.DevicesDone++
-		c.MetadataRows += n
-		return nil
-	})
-	if err != nil {
-		return err
+		if fits {
+			_, err = e.updateJob(ctx, j.ID, func(j *Job) error {
+				j.progress(kind).Counts = c
+				return nil
+			})
+			return err
+		}
 	}
-	_, err = e.updateJob(ctx, j.ID, func(j *Job) error {
-		j.progress(kind).Counts = c
-		return nil
-	})
-	return err
+}
+
+// dryRunBuckets counts with n buckets; false if a bucket outgrows the memory.
+func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n int) (Counts, bool, error) {
+	primary, index := e.repos[kind].Tables()
+	var c Counts
+	rows := expiredRows(j.Boundary())
+	for bucket := range n {
+		seen := newCameraSet(e.opts.CameraMemory)
+		err := scanAll(ctx, index, expiredIndex(j.Boundary()), func(row store.Entity) error {
+			device, _ := row.Properties[images.PropDeviceID].(string)
+			if bucketOf(device, n) != bucket {
+				return nil
+			}
+			c.IndexRows++
+			if device == "" || !seen.add(device) {
+				return nil
+			}
+			if seen.full() {
+				return errOutgrown
+			}
+			count, err := countRows(ctx, primary, device, rows)
+			if err != nil {
+				return err
+			}
+			c.DevicesTotal++
+			c.DevicesDone++
+			c.MetadataRows += count
+			return nil
+		})
+		if errors.Is(err, errOutgrown) {
+			return Counts{}, false, nil
+		}
+		if err != nil {
+			return Counts{}, false, err
+		}
+	}
+	return c, true, nil
 }
 
 // scanAll calls visit for every entity of the scan, page by page.

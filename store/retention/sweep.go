@@ -21,32 +21,52 @@ type sweepIntent struct {
 	Rows int64  `json:"rows"`
 }
 
-// deviceOutcome is what the work phase did to one camera.
-type deviceOutcome struct {
-	done      bool
-	countedAt time.Time
-}
-
 // sweeper deletes the index rows of one kind whose primary rows are gone.
+// It holds a constant: two instants and the cameras that failed, at most
+// Options.CameraMemory of them.
 type sweeper struct {
-	e        *Engine
-	job      *Job
-	kind     images.Kind
-	primary  store.Table
-	index    store.Table
-	outcomes map[string]deviceOutcome
-	// lag is the kind's images.Repository.IndexLag.
-	lag time.Duration
-	// settled is the backend's time at the sweep's start less lag: an
-	// index row written before it has its primary row by now, or never will.
+	e       *Engine
+	job     *Job
+	kind    images.Kind
+	primary store.Table
+	index   store.Table
+	// failed are the cameras the work phase could not purge: they keep
+	// their index rows for the next purge.
+	failed *cameraSet
+	// trusted is the instant before which an index row of an expired
+	// partition, written then, qualifies without a look at its primary
+	// row: the plan met it, and its primary row landed before its camera
+	// was counted, in the range deleted since.
+	trusted time.Time
+	// settled is the backend's time at the sweep's start less the kind's
+	// images.Repository.IndexLag: an index row written before it has its
+	// primary row by now, or never will.
 	settled time.Time
 }
 
 func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	primary, index := e.repos[kind].Tables()
-	tasks, err := e.tasks.all(ctx, j.ID, kind)
+	lag := e.repos[kind].IndexLag()
+	firstCount := j.progress(kind).PlannedAt
+	failed := newCameraSet(e.opts.CameraMemory)
+	err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
+		if !t.CountedAt.IsZero() && (firstCount.IsZero() || t.CountedAt.Before(firstCount)) {
+			firstCount = t.CountedAt
+		}
+		for _, d := range t.Devices {
+			if d.State == deviceFailed {
+				failed.add(d.ID)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
+	}
+	if failed.full() {
+		e.log.Warn("purge: too many cameras failed to tell their index rows apart; the next purge deletes them",
+			"job", j.ID, "kind", kind.String())
+		return nil
 	}
 	// The backend's own clock, read from a write, dates the start: the
 	// index rows' timestamps are on that clock, whatever this process's says.
@@ -54,14 +74,8 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	if err != nil {
 		return err
 	}
-	lag := e.repos[kind].IndexLag()
-	s := &sweeper{e: e, job: j, kind: kind, primary: primary, index: index, outcomes: map[string]deviceOutcome{},
-		lag: lag, settled: started.Add(-lag)}
-	for _, t := range tasks {
-		for _, d := range t.Devices {
-			s.outcomes[d.ID] = deviceOutcome{done: d.State == deviceDone, countedAt: t.CountedAt}
-		}
-	}
+	s := &sweeper{e: e, job: j, kind: kind, primary: primary, index: index, failed: failed,
+		trusted: firstCount.Add(-e.opts.IndexGrace - lag), settled: started.Add(-lag)}
 	if in := j.progress(kind).Intent; in != nil {
 		if err := s.replay(ctx, *in); err != nil {
 			return err
@@ -106,21 +120,24 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 // row up to IndexLag later (images.Options.CreateTimeout bounds it), so an
 // index row younger than that, by the backend's clock, may still get its
 // primary row: it stays for the next purge, even if its primary row is not
-// there now. Older rows written well before the camera's rows were counted
-// (by IndexGrace, the skew between this process's clock and the backend's)
-// had their primary row land before the count, in the deleted range; the
-// others may belong to a primary row written after the count, and are
-// checked one by one, after the moment their primary row could land.
+// there now. Rows written well before the plan began and before any camera
+// was counted (by IndexGrace, the skew between this process's clock and
+// the backend's) were met by the plan, and their primary row landed before
+// their camera's count, in the deleted range; the others may belong to a
+// camera the plan missed or to a primary row written after the count, and
+// are checked one by one, after the moment their primary row could land.
 func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error) {
 	device, _ := row.Properties[images.PropDeviceID].(string)
-	outcome, ok := s.outcomes[device]
-	if !ok || !outcome.done {
+	if device == "" {
+		return false, nil // no primary row to look for
+	}
+	if _, failed := s.failed.ids[device]; failed {
 		return false, nil // a failed camera keeps its index rows for the next purge
 	}
 	if !row.Timestamp.Before(s.settled) {
 		return false, nil // its primary row may still land
 	}
-	if row.Timestamp.Before(outcome.countedAt.Add(-s.e.opts.IndexGrace - s.lag)) {
+	if row.Timestamp.Before(s.trusted) {
 		return true, nil
 	}
 	rowKey, _ := row.Properties[images.PropMetadataRowKey].(string)

@@ -129,24 +129,38 @@ func (s *taskStore) put(ctx context.Context, t *task, etag string) (string, erro
 	return written.ETag, err
 }
 
-// all reads every task of one kind of a job, in order.
-func (s *taskStore) all(ctx context.Context, jobID string, kind images.Kind) ([]*task, error) {
-	var out []*task
-	q := store.Query{PartitionKey: jobID, Rows: taskRows(kind)}
+// taskPage is how many tasks one read of the tasks returns: enough to
+// amortise a read, few enough that a page's documents stay small.
+const taskPage = 50
+
+// each calls visit for every task of one kind of a job, in order, holding
+// one page of them at a time.
+func (s *taskStore) each(ctx context.Context, jobID string, kind images.Kind, visit func(*task) error) error {
+	return s.from(ctx, jobID, kind, 0, func(t *task) (bool, error) { return true, visit(t) })
+}
+
+// from calls visit for the tasks of one kind of a job from seq on, in
+// order, until visit says to stop.
+func (s *taskStore) from(ctx context.Context, jobID string, kind images.Kind, seq int, visit func(*task) (bool, error)) error {
+	rows := taskRows(kind)
+	rows.From = taskRowKey(kind, seq)
+	q := store.Query{PartitionKey: jobID, Rows: rows, Limit: taskPage}
 	for {
 		page, err := s.table.Query(ctx, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, e := range page.Entities {
 			t, err := decodeTask(e)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out = append(out, t)
+			if more, err := visit(t); err != nil || !more {
+				return err
+			}
 		}
 		if page.Next == nil {
-			return out, nil
+			return nil
 		}
 		q.Resume = page.Next
 	}

@@ -1,0 +1,39 @@
+package retention_test
+
+import (
+	"testing"
+
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// TestCamerasBeyondThePlansMemory: with room for two camera ids, the plan
+// splits the expired cameras into buckets, one scan each, and still plans
+// each camera once: the counts are exact, devices included, and a dry run
+// under the same bound agrees.
+func TestCamerasBeyondThePlansMemory(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		opts := quickOptions()
+		opts.CameraMemory = 2 * (len("cam-000") + 64) // two cameras fit, a third does not
+		f := newFixture(t, opts)
+		f.seed(t, cameras)
+		f.run(t)
+		kinds := []images.Kind{images.Single, images.Pano}
+		dry := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: true})
+		wantCounts(t, "dry run", dry.Totals(), expiredCounts(2))
+		j := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+		if j.State != retention.Succeeded {
+			t.Fatalf("state %s (%s)", j.State, j.Error)
+		}
+		wantCounts(t, "purge", j.Totals(), expiredCounts(2))
+		for _, p := range j.Kinds {
+			if p.Buckets < 2 {
+				t.Errorf("%s planned in %d buckets; %d cameras cannot fit in one", p.Kind, p.Buckets, cameras)
+			}
+			got := f.census(t, p.Kind, j.Boundary())
+			if want := (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}); got != want {
+				t.Errorf("%s after purge: %+v, want %+v", p.Kind, got, want)
+			}
+		}
+	})
+}
