@@ -65,9 +65,13 @@ type KindProgress struct {
 	// PlannedAt is when the plan began, by the planner's clock.
 	PlannedAt time.Time `json:"plannedAt,omitzero"`
 	// Buckets is how many buckets the plan splits cameras into (0 for
-	// one), Bucket the next one to plan; see plan.
-	Buckets int `json:"buckets,omitempty"`
-	Bucket  int `json:"bucket,omitempty"`
+	// one), Bucket the next one to plan; BucketsSeq is the first task made
+	// with that many buckets, BucketSeq the first made by the pass of
+	// Bucket. See plan.
+	Buckets    int `json:"buckets,omitempty"`
+	Bucket     int `json:"bucket,omitempty"`
+	BucketsSeq int `json:"bucketsSeq,omitempty"`
+	BucketSeq  int `json:"bucketSeq,omitempty"`
 	// Tasks is how many tasks the plan made, once it has ended.
 	Tasks int `json:"tasks,omitempty"`
 	// Tallied is how many tasks, from the first, are done and in Counts.

@@ -106,21 +106,23 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	pl := &planner{e: e, job: j, kind: kind, seq: seq}
 	_, pl.index = e.repos[kind].Tables()
 	buckets, bucket := max(p.Buckets, 1), p.Bucket
+	before, started := p.BucketsSeq, p.BucketSeq
 	for bucket < buckets {
-		fits, err := pl.planBucket(ctx, bucket, buckets)
+		fits, err := pl.planBucket(ctx, bucket, buckets, before, started)
 		if err != nil {
 			return err
 		}
 		if fits {
 			bucket++
 		} else {
-			buckets, bucket = 2*buckets, 0
+			buckets, bucket, before = 2*buckets, 0, pl.seq
 			e.log.Info("purge: the expired cameras outgrow the plan's memory; planning them in more buckets",
 				"job", j.ID, "kind", kind.String(), "buckets", buckets)
 		}
+		started = pl.seq
 		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
 			q := j.progress(kind)
-			q.Buckets, q.Bucket = buckets, bucket
+			q.Buckets, q.Bucket, q.BucketsSeq, q.BucketSeq = buckets, bucket, before, started
 			return nil
 		}); err != nil {
 			return err
@@ -158,21 +160,41 @@ type planner struct {
 
 // planBucket plans the cameras of one bucket of n not yet in a task. It
 // reports false, having planned some of them, if they outgrow the memory.
-func (p *planner) planBucket(ctx context.Context, bucket, n int) (bool, error) {
+//
+// With n buckets since task before, a camera of the bucket can be in a
+// task made before that (under fewer buckets) or by this pass before a
+// crash (from task started on); the passes of other buckets in between
+// planned other cameras. Only those tasks are read, so that a plan of many
+// buckets does not read every task in each.
+func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int) (bool, error) {
 	seen := newCameraSet(p.e.opts.CameraMemory)
-	if err := p.e.tasks.each(ctx, p.job.ID, p.kind, func(t *task) error {
+	remember := func(t *task) (bool, error) {
 		for _, d := range t.Devices {
 			if bucketOf(d.ID, n) == bucket {
 				seen.add(d.ID)
 			}
 		}
 		if seen.full() {
-			return errOutgrown
+			return false, errOutgrown
 		}
-		return nil
-	}); errors.Is(err, errOutgrown) {
+		return true, nil
+	}
+	var err error
+	if before > 0 {
+		err = p.e.tasks.from(ctx, p.job.ID, p.kind, 0, func(t *task) (bool, error) {
+			if t.Seq >= before {
+				return false, nil
+			}
+			return remember(t)
+		})
+	}
+	if err == nil {
+		err = p.e.tasks.from(ctx, p.job.ID, p.kind, max(started, before), remember)
+	}
+	if errors.Is(err, errOutgrown) {
 		return false, nil
-	} else if err != nil {
+	}
+	if err != nil {
 		return false, err
 	}
 	var group []*taskDevice
@@ -198,7 +220,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n int) (bool, error) {
 		group, groupBytes = nil, 0
 		return nil
 	}
-	err := scanAll(ctx, p.index, expiredIndex(p.job.Boundary()), func(row store.Entity) error {
+	err = scanAll(ctx, p.index, expiredIndex(p.job.Boundary()), func(row store.Entity) error {
 		device, _ := row.Properties[images.PropDeviceID].(string)
 		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
 			return nil
