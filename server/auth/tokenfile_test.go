@@ -120,7 +120,7 @@ func TestTokenFileErrors(t *testing.T) {
 		{"fields", "tok,cron\n", "line 1"},
 		{"no principal", "tok,,metadata.read\n", "no principal"},
 		{"no scopes", "tok,cron,\n", "no scopes"},
-		{"unknown scope", "# c\ntok,cron,metadata.admin\n", "line 2: unknown scope \"metadata.admin\""},
+		{"unknown scope", "# c\ntok,cron,metadata.everything\n", "line 2: unknown scope \"metadata.everything\""},
 		{"repeated token", "tok,a,metadata.read\ntok,b,metadata.write\n", "line 2"},
 		{"empty", "# nothing\n", "no tokens"},
 	} {
