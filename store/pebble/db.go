@@ -76,6 +76,10 @@ type DB struct {
 	locks  *locks
 	// etags counts writes; seeded from the clock so ETags stay unique across restarts.
 	etags atomic.Uint64
+	// rangeDels counts the range tombstones written since the last flush
+	// this DB asked for (see flushRangeDels).
+	rangeDels atomic.Int64
+	log       *slog.Logger
 }
 
 // Open opens or creates the database in opts.Dir. A directory whose files
@@ -92,7 +96,7 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
-	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks()}
+	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil

@@ -198,9 +198,11 @@ func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]in
 	if batch.Empty() {
 		return removed, nil
 	}
+	tombstones := int64(batch.Count())
 	if err := batch.Commit(pebbledb.Sync); err != nil {
 		return nil, fmt.Errorf("pebble: delete range: %w", err)
 	}
+	t.db.flushRangeDels(tombstones)
 	return removed, nil
 }
 

@@ -1,0 +1,4 @@
+package pebble
+
+// MemTableRangeDels exposes the cap on a memtable's range tombstones.
+const MemTableRangeDels = memTableRangeDels
