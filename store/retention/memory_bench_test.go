@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,18 +16,15 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// benchMemoryCameras are the fleets BenchmarkPurgeMemory compares, and
-// benchMemoryExpired the expired rows of each; -purge-memory-large adds the
-// issue's full size, too slow for a routine run on two cores.
+// The fleets BenchmarkPurgeMemory compares, as cameras x expired rows, and
+// the engine's Options.CameraMemory: by default below both fleets, so that
+// both show the bound. The flags run other sizes, such as the issue's
+// 100,000 cameras under the default bound (-purge-memory-bound 8388608),
+// too slow for a routine run on two cores.
 var (
-	benchMemoryCameras = []int{1_000, 20_000}
-	benchMemoryExpired = 20_000
-	purgeMemoryLarge   = flag.Bool("purge-memory-large", false, "BenchmarkPurgeMemory also purges 10,000,000 rows of 100,000 cameras")
+	purgeMemorySizes = flag.String("purge-memory-sizes", "1000x20000,20000x20000", "BenchmarkPurgeMemory's fleets, as comma-separated CAMERASxROWS")
+	purgeMemoryBound = flag.Int("purge-memory-bound", 64<<10, "BenchmarkPurgeMemory's Options.CameraMemory, in bytes")
 )
-
-// benchCameraMemory is the engine's Options.CameraMemory in
-// BenchmarkPurgeMemory: below both fleets, so that both show the bound.
-const benchCameraMemory = 64 << 10
 
 // BenchmarkPurgeMemory purges the same expired volume spread over fleets of
 // different sizes and reports the purge's peak live heap above the heap
@@ -38,11 +36,12 @@ const benchCameraMemory = 64 << 10
 func BenchmarkPurgeMemory(b *testing.B) {
 	type size struct{ cameras, expired int }
 	var sizes []size
-	for _, c := range benchMemoryCameras {
-		sizes = append(sizes, size{c, benchMemoryExpired})
-	}
-	if *purgeMemoryLarge {
-		sizes = append(sizes, size{100_000, 10_000_000})
+	for _, f := range strings.Split(*purgeMemorySizes, ",") {
+		var sz size
+		if _, err := fmt.Sscanf(f, "%dx%d", &sz.cameras, &sz.expired); err != nil {
+			b.Fatalf("-purge-memory-sizes: %q is not CAMERASxROWS", f)
+		}
+		sizes = append(sizes, sz)
 	}
 	for _, sz := range sizes {
 		b.Run(fmt.Sprintf("cameras=%d/rows=%d", sz.cameras, sz.expired), func(b *testing.B) {
@@ -52,7 +51,7 @@ func BenchmarkPurgeMemory(b *testing.B) {
 			var peak, tasks, buckets float64
 			for range b.N {
 				b.StopTimer()
-				s := openBenchStore(b, wrap, func(o *retention.Options) { o.CameraMemory = benchCameraMemory })
+				s := openBenchStore(b, wrap, func(o *retention.Options) { o.CameraMemory = *purgeMemoryBound })
 				now := time.Now().UTC()
 				s.seed(b, l, now)
 				s.run(b)
