@@ -12,6 +12,7 @@ var commands = map[string]func(ctx context.Context, args []string, out io.Writer
 	"backup":  runBackup,
 	"restore": runRestore,
 	"copy":    runCopy,
+	"compact": runCompact,
 }
 
 // runCommand runs the subcommand args names, if it names one.

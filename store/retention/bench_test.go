@@ -102,6 +102,7 @@ func (c *writeClock) now() time.Time { return time.Now().Add(-time.Duration(c.la
 // engine over it.
 type benchStore struct {
 	clock *writeClock
+	db    *pebble.DB
 	// repo writes and reads on the bare store, as the server does.
 	repo *images.Repository
 	// engine runs on the backend under test; watcher reads its jobs on the
@@ -123,6 +124,7 @@ func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune .
 	if err != nil {
 		b.Fatal(err)
 	}
+	s.db = db
 	s.close = sync.OnceFunc(func() {
 		if s.cancel != nil {
 			s.cancel()

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/metadatad/metadatad/store/pebble"
+)
+
+// runCompact is `metadatad compact`: the embedded store of a stopped
+// server rewritten whole, so that the space of rows a purge deleted goes
+// back to the filesystem at once rather than as the engine's own
+// compactions get to it.
+func runCompact(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("metadatad compact", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", "", "data directory of a stopped metadatad (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dataDir == "" {
+		return errors.New("compact: -data-dir is required")
+	}
+	// Opening a missing directory would create an empty store there.
+	if _, err := os.Stat(*dataDir); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	db, err := pebble.Open(pebble.Options{Dir: *dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return fmt.Errorf("compact: cannot open the store in %s for itself alone (%w); stop the metadatad that serves it first", *dataDir, err)
+	}
+	start, before := time.Now(), db.DataBytes()
+	if err := db.Compact(ctx); err != nil {
+		return errors.Join(fmt.Errorf("compact: %w", err), db.Close())
+	}
+	after := db.DataBytes()
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	fmt.Fprintf(out, "compacted %s: data %d bytes before, %d after, in %s\n", *dataDir, before, after, time.Since(start).Round(time.Millisecond))
+	return nil
+}
