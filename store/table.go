@@ -85,6 +85,13 @@ type Scan struct {
 	Partitions Range
 	// Where keeps only the entities that meet every condition.
 	Where []Equal
+	// Select, when not nil, names the properties the page's entities carry:
+	// the others are left unread (Azure's $select), so a scan that needs
+	// keys alone, or a few small properties, does not pay for whole rows.
+	// An empty, non-nil Select reads keys, ETag and Timestamp only. Where
+	// may name only selected properties; a selected name an entity lacks
+	// is simply missing from it.
+	Select []string
 	// Limit caps the entities of the page: 1 to MaxPageSize; 0 means MaxPageSize.
 	Limit int
 	// Resume continues a previous page of the same scan; nil starts at the beginning.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -39,7 +40,29 @@ func checkScan(s Scan) (limit int, matchable bool, err error) {
 			return 0, false, err
 		}
 	}
+	if err := checkSelect(s.Select, s.Where); err != nil {
+		return 0, false, err
+	}
 	return checkPage(s.Limit, s.Where)
+}
+
+// checkSelect checks a scan's selection: property names, and every
+// condition's property among them, since an unread property meets nothing.
+func checkSelect(sel []string, where []Equal) error {
+	if sel == nil {
+		return nil
+	}
+	for _, name := range sel {
+		if reservedProperties[name] || !validPropertyName(name) {
+			return fmt.Errorf("%w: select %q is not a property name", ErrInvalidQuery, name)
+		}
+	}
+	for _, c := range where {
+		if !slices.Contains(sel, c.Property) {
+			return fmt.Errorf("%w: condition on %q, which the scan does not select", ErrInvalidQuery, c.Property)
+		}
+	}
+	return nil
 }
 
 func checkPage(limit int, where []Equal) (int, bool, error) {

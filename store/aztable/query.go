@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -19,7 +20,7 @@ func (t *table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if !ok {
 		return store.Page{}, ctxErr(ctx, what)
 	}
-	return t.page(ctx, what, f, q.Where, q.Limit)
+	return t.selected(nil).page(ctx, what, f, q.Where, q.Limit)
 }
 
 // Scan reads a range of partitions in key order.
@@ -28,7 +29,25 @@ func (t *table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
 	if !ok {
 		return store.Page{}, ctxErr(ctx, "scan")
 	}
-	return t.page(ctx, "scan", f, s.Where, s.Limit)
+	return t.selected(s.Select).page(ctx, "scan", f, s.Where, s.Limit)
+}
+
+// selected is t reading only the keys, the timestamp and the named
+// properties (the ETag comes with every entity), or every property with
+// sel nil.
+func (t *table) selected(sel []string) *pager {
+	p := &pager{table: t}
+	if sel != nil {
+		s := strings.Join(append([]string{"PartitionKey", "RowKey", "Timestamp"}, sel...), ",")
+		p.sel = &s
+	}
+	return p
+}
+
+// pager reads pages of one table, with an optional $select.
+type pager struct {
+	*table
+	sel *string
 }
 
 // queryFilter is the $filter of a query: its partition, its row range from
@@ -86,9 +105,9 @@ func scanFilter(s store.Scan) (_ filter, ok bool) {
 //
 // where is checked again on each entity, type included: Azurite compares an
 // Int32 property equal to a Double literal, and the contract does not.
-func (t *table) page(ctx context.Context, what string, f filter, where []store.Equal, limit int) (store.Page, error) {
+func (t *pager) page(ctx context.Context, what string, f filter, where []store.Equal, limit int) (store.Page, error) {
 	var entities []store.Entity
-	opts := aztables.ListEntitiesOptions{}
+	opts := aztables.ListEntitiesOptions{Select: t.sel}
 	if len(f) > 0 {
 		s := f.String()
 		opts.Filter = &s

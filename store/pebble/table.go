@@ -100,7 +100,7 @@ func (t *table) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if q.Resume != nil {
 		lower = maxKey(lower, encodeKey(t.key, q.PartitionKey, q.Resume.RowKey))
 	}
-	return t.page(ctx, lower, upper, q.Where, q.Limit)
+	return t.page(ctx, lower, upper, q.Where, nil, q.Limit)
 }
 
 // Scan reads a range of partitions in key order.
@@ -115,12 +115,13 @@ func (t *table) Scan(ctx context.Context, s store.Scan) (store.Page, error) {
 	if s.Resume != nil {
 		lower = maxKey(lower, encodeKey(t.key, s.Resume.PartitionKey, s.Resume.RowKey))
 	}
-	return t.page(ctx, lower, upper, s.Where, s.Limit)
+	return t.page(ctx, lower, upper, s.Where, s.Select, s.Limit)
 }
 
-// page reads up to limit matching entities in [lower, upper). The cursor it
-// returns names the first key it did not look at.
-func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equal, limit int) (store.Page, error) {
+// page reads up to limit matching entities in [lower, upper), with the
+// selected properties (nil: all). The cursor it returns names the first key
+// it did not look at.
+func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equal, sel []string, limit int) (store.Page, error) {
 	var page store.Page
 	if bytes.Compare(lower, upper) >= 0 {
 		return page, ctx.Err()
@@ -149,7 +150,7 @@ func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 		if err != nil {
 			return store.Page{}, engineError("read", err)
 		}
-		e, err := decodeValue(pk, rk, value)
+		e, err := decodeSelected(pk, rk, value, sel)
 		if err != nil {
 			return store.Page{}, err
 		}

@@ -98,6 +98,13 @@ func encodeValue(e store.Entity) ([]byte, error) {
 
 // decodeValue reads a stored value of any layout this build knows.
 func decodeValue(partitionKey, rowKey string, value []byte) (store.Entity, error) {
+	return decodeSelected(partitionKey, rowKey, value, nil)
+}
+
+// decodeSelected reads a stored value with only the selected properties
+// (store.Scan.Select; nil selects all). With none selected it reads the
+// header alone, ETag and write time, and leaves the properties unread.
+func decodeSelected(partitionKey, rowKey string, value []byte, sel []string) (store.Entity, error) {
 	if len(value) == 0 {
 		return store.Entity{}, fmt.Errorf("%w: empty value", errCorrupt)
 	}
@@ -113,13 +120,22 @@ func decodeValue(partitionKey, rowKey string, value []byte) (store.Entity, error
 	}
 	var props store.Properties
 	var err error
-	if version == valueJSON {
+	switch {
+	case sel != nil && len(sel) == 0:
+	case version == valueJSON:
 		props, err = store.UnmarshalEDM(r.rest)
-	} else {
+	default:
 		props, err = r.properties()
 	}
 	if err != nil {
 		return store.Entity{}, err
+	}
+	if len(sel) > 0 {
+		for name := range props {
+			if !slices.Contains(sel, name) {
+				delete(props, name)
+			}
+		}
 	}
 	return store.Entity{
 		PartitionKey: partitionKey,

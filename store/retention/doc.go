@@ -5,7 +5,9 @@
 // crash because its progress lives in the store, not in memory:
 //
 //  1. plan: one range scan over the index table's capture-minute partitions
-//     older than the cutoff's minute finds the cameras with expired rows;
+//     older than the cutoff's minute finds the cameras with expired rows
+//     (images.Repository.ExpiredCameras: the index rows' keys alone, in
+//     either key form; store/images owns the index layout);
 //     they are grouped into tasks of up to GroupSize cameras, each recorded
 //     and sent through the queue. The scan's cost follows the expired
 //     volume; cameras without expired rows cost nothing.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -15,20 +14,6 @@ import (
 // maxTaskIDBytes bounds the camera ids of one task, so the task record stays
 // far under the 64 KiB property limit whatever the ids' lengths.
 const maxTaskIDBytes = 16 << 10
-
-// expiredIndex is the scan of the index partitions that hold only expired
-// rows: every capture minute before the boundary's. It is one range over
-// partition keys, whatever the number of cameras; with sharded partition
-// keys ("202601010000_3") it stays one range, since they sort before the
-// next minute.
-func expiredIndex(boundary time.Time) store.Scan {
-	return store.Scan{Partitions: store.Range{To: store.MinutePartitionKey(boundary)}}
-}
-
-// expiredRows is the row range of a camera's expired primary rows.
-func expiredRows(boundary time.Time) store.Range {
-	return store.InvertedTicksRows(nil, &boundary)
-}
 
 // cameraBytes is what planning counts against Options.CameraMemory for one
 // camera id held in a set: its bytes plus the set's own overhead.
@@ -104,7 +89,6 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 		return err
 	}
 	pl := &planner{e: e, job: j, kind: kind, seq: seq}
-	_, pl.index = e.repos[kind].Tables()
 	buckets, bucket := max(p.Buckets, 1), p.Bucket
 	before, started := p.BucketsSeq, p.BucketSeq
 	for bucket < buckets {
@@ -150,10 +134,9 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 
 // planner makes the tasks of one kind's plan.
 type planner struct {
-	e     *Engine
-	job   *Job
-	kind  images.Kind
-	index store.Table
+	e    *Engine
+	job  *Job
+	kind images.Kind
 	// seq is the number of the next task.
 	seq int
 }
@@ -220,9 +203,8 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		group, groupBytes = nil, 0
 		return nil
 	}
-	err = scanAll(ctx, p.index, expiredIndex(p.job.Boundary()), func(row store.Entity) error {
-		device, _ := row.Properties[images.PropDeviceID].(string)
-		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
+	err = p.e.repos[p.kind].ExpiredCameras(ctx, p.job.Boundary(), func(device string) error {
+		if bucketOf(device, n) != bucket || !seen.add(device) {
 			return nil
 		}
 		group = append(group, &taskDevice{ID: device})
@@ -281,13 +263,14 @@ func (e *Engine) dryRun(ctx context.Context, j *Job, kind images.Kind) error {
 
 // dryRunBuckets counts with n buckets; false if a bucket outgrows the memory.
 func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n int) (Counts, bool, error) {
-	primary, index := e.repos[kind].Tables()
+	repo := e.repos[kind]
+	primary, _ := repo.Tables()
 	var c Counts
-	rows := expiredRows(j.Boundary())
+	rows := images.ExpiredRows(j.Boundary())
 	for bucket := range n {
 		seen := newCameraSet(e.opts.CameraMemory)
-		err := scanAll(ctx, index, expiredIndex(j.Boundary()), func(row store.Entity) error {
-			device, _ := row.Properties[images.PropDeviceID].(string)
+		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.Boundary()), func(row images.IndexRow) error {
+			device := row.CameraID
 			if bucketOf(device, n) != bucket {
 				return nil
 			}
@@ -315,25 +298,6 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 		}
 	}
 	return c, true, nil
-}
-
-// scanAll calls visit for every entity of the scan, page by page.
-func scanAll(ctx context.Context, t store.Table, s store.Scan, visit func(store.Entity) error) error {
-	for {
-		page, err := t.Scan(ctx, s)
-		if err != nil {
-			return err
-		}
-		for _, e := range page.Entities {
-			if err := visit(e); err != nil {
-				return err
-			}
-		}
-		if page.Next == nil {
-			return nil
-		}
-		s.Resume = page.Next
-	}
 }
 
 // countRows counts the rows of one partition in a row range: by their keys

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
-	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 )
 
@@ -98,23 +96,13 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	for kind, repo := range e.repos {
-		_, index := repo.Tables()
-		page, err := index.Scan(ctx, store.Scan{Limit: 1})
-		if err != nil {
-			return Status{}, err
-		}
-		if len(page.Entities) == 0 {
-			continue
-		}
-		// An index row key is the primary row key, inverted ticks, then "_"
-		// and the camera id; the first row of the first partition is the
-		// newest of the oldest minute, so only its minute counts.
-		rowKey, _, _ := strings.Cut(page.Entities[0].RowKey, "_")
-		captured, err := store.TimeFromInvertedTicksRowKey(rowKey)
+		oldest, ok, err := repo.OldestIndexed(ctx)
 		if err != nil {
 			return Status{}, fmt.Errorf("retention: oldest %s index row: %w", kind, err)
 		}
-		s.Oldest[kind] = captured.Truncate(time.Minute)
+		if ok {
+			s.Oldest[kind] = oldest
+		}
 	}
 	return s, nil
 }

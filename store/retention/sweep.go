@@ -28,6 +28,7 @@ type sweeper struct {
 	e       *Engine
 	job     *Job
 	kind    images.Kind
+	repo    *images.Repository
 	primary store.Table
 	index   store.Table
 	// failed are the cameras the work phase could not purge: they keep
@@ -45,8 +46,9 @@ type sweeper struct {
 }
 
 func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
-	primary, index := e.repos[kind].Tables()
-	lag := e.repos[kind].IndexLag()
+	repo := e.repos[kind]
+	primary, index := repo.Tables()
+	lag := repo.IndexLag()
 	firstCount := j.progress(kind).PlannedAt
 	failed := newCameraSet(e.opts.CameraMemory)
 	err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
@@ -74,7 +76,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	if err != nil {
 		return err
 	}
-	s := &sweeper{e: e, job: j, kind: kind, primary: primary, index: index, failed: failed,
+	s := &sweeper{e: e, job: j, kind: kind, repo: repo, primary: primary, index: index, failed: failed,
 		trusted: firstCount.Add(-e.opts.IndexGrace - lag), settled: started.Add(-lag)}
 	if in := j.progress(kind).Intent; in != nil {
 		if err := s.replay(ctx, *in); err != nil {
@@ -82,7 +84,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 		}
 	}
 
-	scan := expiredIndex(j.Boundary())
+	expired := images.ExpiredIndex(j.Boundary())
 	var chunk []store.KeyDelete
 	from := ""
 	flush := func(to string) error {
@@ -94,7 +96,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 		chunk, from = nil, to
 		return nil
 	}
-	err = scanAll(ctx, index, scan, func(row store.Entity) error {
+	err = s.repo.EachIndexRow(ctx, expired, func(row images.IndexRow) error {
 		// A chunk ends on a partition boundary, so its intent names whole partitions.
 		if len(chunk) >= e.opts.SweepChunk && row.PartitionKey != chunk[len(chunk)-1].PartitionKey {
 			if err := flush(row.PartitionKey); err != nil {
@@ -110,7 +112,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	if err != nil {
 		return err
 	}
-	return flush(scan.Partitions.To)
+	return flush(expired.To)
 }
 
 // qualifies reports whether an expired index row may go: its camera's
@@ -126,8 +128,8 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 // their camera's count, in the deleted range; the others may belong to a
 // camera the plan missed or to a primary row written after the count, and
 // are checked one by one, after the moment their primary row could land.
-func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error) {
-	device, _ := row.Properties[images.PropDeviceID].(string)
+func (s *sweeper) qualifies(ctx context.Context, row images.IndexRow) (bool, error) {
+	device := row.CameraID
 	if device == "" {
 		return false, nil // no primary row to look for
 	}
@@ -140,11 +142,10 @@ func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error)
 	if row.Timestamp.Before(s.trusted) {
 		return true, nil
 	}
-	rowKey, _ := row.Properties[images.PropMetadataRowKey].(string)
-	if rowKey == "" {
+	if row.RowKey == "" {
 		return true, nil
 	}
-	_, err := s.primary.Get(ctx, device, rowKey)
+	_, err := s.primary.Get(ctx, device, row.RowKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil
 	}
@@ -155,8 +156,8 @@ func (s *sweeper) qualifies(ctx context.Context, row store.Entity) (bool, error)
 // written since: a retried create that rewrites the row between the sweep's
 // check of its primary row and the delete keeps it, with the primary row it
 // writes next, for the next purge.
-func indexDelete(row store.Entity) store.KeyDelete {
-	return store.KeyDelete{Key: store.Key{PartitionKey: row.PartitionKey, RowKey: row.RowKey}, IfMatch: row.ETag}
+func indexDelete(row images.IndexRow) store.KeyDelete {
+	return store.KeyDelete{Key: row.Key, IfMatch: row.ETag}
 }
 
 // apply announces, runs and commits one chunk of index deletes. A row
@@ -198,8 +199,7 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, deletes []store.Key
 // that qualify now are the ones it announced and had not deleted yet.
 func (s *sweeper) replay(ctx context.Context, in sweepIntent) error {
 	var deletes []store.KeyDelete
-	scan := store.Scan{Partitions: store.Range{From: in.From, To: in.To}}
-	err := scanAll(ctx, s.index, scan, func(row store.Entity) error {
+	err := s.repo.EachIndexRow(ctx, store.Range{From: in.From, To: in.To}, func(row images.IndexRow) error {
 		ok, err := s.qualifies(ctx, row)
 		if ok {
 			deletes = append(deletes, indexDelete(row))

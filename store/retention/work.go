@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/queue"
 )
 
@@ -144,7 +145,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		return 0, fmt.Errorf("retention: task of unknown kind %d", t.Kind)
 	}
 	primary, _ := repo.Tables()
-	rows := expiredRows(j.Boundary())
+	rows := images.ExpiredRows(j.Boundary())
 
 	// Count before deleting, and record the counts: a redelivery after a
 	// crash then reports the rows this task deleted, not the ones left.

@@ -116,4 +116,56 @@ func testScan(t *testing.T, h Harness) {
 			}
 		}
 	})
+
+	t.Run("Select", func(t *testing.T) {
+		// The purge reads index rows by their keys alone: a selection must
+		// bring the keys, ETag and Timestamp of every row and only the named
+		// properties, on every page.
+		tbl := newTable(t, h)
+		props := store.Properties{"DeviceId": "cam1", "Size": int64(7), "Clear": true}
+		stored := map[key]store.Entity{}
+		for _, k := range []key{{"202601010000", "a"}, {"202601010000", "b"}, {"202601010001", "a"}} {
+			stored[k] = mustInsert(t, tbl, entity(k, props))
+		}
+		for _, tc := range []struct {
+			name string
+			sel  []string
+			want store.Properties
+		}{
+			{"all", nil, props},
+			{"keys only", []string{}, store.Properties{}},
+			{"one", []string{"DeviceId"}, store.Properties{"DeviceId": "cam1"}},
+			{"one and one missing", []string{"Size", "Missing"}, store.Properties{"Size": int64(7)}},
+		} {
+			for _, limit := range []int{1, 0} {
+				got := scanAll(t, tbl, store.Scan{Select: tc.sel, Limit: limit})
+				if len(got) != len(stored) {
+					t.Fatalf("Scan selecting %s, limit %d: %d entities, want %d", tc.name, limit, len(got), len(stored))
+				}
+				for _, e := range got {
+					what := fmt.Sprintf("Scan selecting %s, limit %d: %v", tc.name, limit, keyOf(e))
+					want := stored[keyOf(e)]
+					if e.ETag != want.ETag || !e.Timestamp.Equal(want.Timestamp) {
+						t.Errorf("%s: ETag %q, Timestamp %v; want %q, %v", what, e.ETag, e.Timestamp, want.ETag, want.Timestamp)
+					}
+					wantProps(t, what, e.Properties, tc.want)
+				}
+			}
+		}
+		got := scanAll(t, tbl, store.Scan{Select: []string{"DeviceId"}, Where: []store.Equal{{Property: "DeviceId", Value: "cam1"}}})
+		if len(got) != len(stored) {
+			t.Errorf("Scan selecting and matching DeviceId: %d entities, want %d", len(got), len(stored))
+		}
+		for _, tc := range []struct {
+			name string
+			scan store.Scan
+		}{
+			{"a system property", store.Scan{Select: []string{"RowKey"}}},
+			{"not a name", store.Scan{Select: []string{"no such"}}},
+			{"a condition on an unselected property", store.Scan{Select: []string{}, Where: []store.Equal{{Property: "DeviceId", Value: "cam1"}}}},
+		} {
+			_, err := tbl.Scan(t.Context(), tc.scan)
+			wantIs(t, "Scan selecting "+tc.name, err, store.ErrInvalidQuery)
+		}
+	})
 }

@@ -1,0 +1,151 @@
+package images_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// nineteenDigits is a camera id that is also a valid row key (inverted
+// ticks of an instant in the year 6090), so "<row key>_<camera>" and
+// "<camera>_<row key>" both read as either form by their digits alone.
+const nineteenDigits = "1234567890123456789"
+
+func TestParseIndexKey(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 2, 30, 0, time.UTC)
+	rk := store.InvertedTicksRowKey(at)
+	// A second row key of the same minute, as a camera id: its halves read
+	// both ways, each in the partition's minute.
+	sameMinute := store.InvertedTicksRowKey(at.Add(time.Second))
+	for _, tc := range []struct {
+		name, partition, rowKey string
+		camera, primary         string
+		ok                      bool
+	}{
+		{"own form", "202601010002", rk + "_cam-1", "cam-1", rk, true},
+		{"fleet form", "202601010002", "cam-1_" + rk, "cam-1", rk, true},
+		{"own form, sharded partition", "202601010002_7", rk + "_cam-1", "cam-1", rk, true},
+		{"own form, camera with underscores", "202601010002", rk + "_a_b_c", "a_b_c", rk, true},
+		{"fleet form, camera with underscores", "202601010002", "a_b_c_" + rk, "a_b_c", rk, true},
+		{"own form, 19-digit camera", "202601010002", rk + "_" + nineteenDigits, nineteenDigits, rk, true},
+		{"fleet form, 19-digit camera", "202601010002", nineteenDigits + "_" + rk, nineteenDigits, rk, true},
+		{"both halves in the minute", "202601010002", rk + "_" + sameMinute, "", "", false},
+		{"row key of another minute", "202601010003", rk + "_cam-1", "", "", false},
+		{"no separator", "202601010002", rk, "", "", false},
+		{"not a row key", "202601010002", "cam-1_cam-2", "", "", false},
+		{"partition not a minute", "p", rk + "_cam-1", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			camera, primary, ok := images.ParseIndexKey(tc.partition, tc.rowKey)
+			if camera != tc.camera || primary != tc.primary || ok != tc.ok {
+				t.Errorf("ParseIndexKey(%q, %q) = %q, %q, %v; want %q, %q, %v",
+					tc.partition, tc.rowKey, camera, primary, ok, tc.camera, tc.primary, tc.ok)
+			}
+		})
+	}
+}
+
+// TestIndexScanReadsBothForms: index rows written by this service, rows in
+// the fleet's key form, and rows whose keys read both ways (told apart by
+// their DeviceId) all come back with their own camera and primary row, on
+// pages of every size, however the forms are mixed.
+func TestIndexScanReadsBothForms(t *testing.T) {
+	ctx := t.Context()
+	db := openDB(t)
+	repo, err := images.Open(ctx, db, images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, index := repo.Tables()
+	type want struct{ camera, rowKey string }
+	expect := map[store.Key]want{}
+	for i := range 40 {
+		at := capture.Add(time.Duration(i) * time.Second)
+		rk := store.InvertedTicksRowKey(at)
+		camera := fmt.Sprintf("cam-%d", i%3)
+		if i%4 == 3 {
+			camera = nineteenDigits
+		}
+		partition := store.MinutePartitionKey(at)
+		switch i % 5 {
+		case 0, 1: // written by this service
+			img, err := repo.Create(ctx, images.Image{CameraID: camera, CapturedAt: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect[store.Key{PartitionKey: partition, RowKey: images.IndexRowKey(img.RowKey, camera)}] = want{camera, img.RowKey}
+		case 2, 3: // the fleet's form
+			k := store.Key{PartitionKey: partition, RowKey: camera + "_" + rk}
+			insertIndexRow(t, index, k, camera, rk)
+			expect[k] = want{camera, rk}
+		case 4: // a camera id that is a row key of the same minute
+			other := store.InvertedTicksRowKey(at.Add(500 * time.Millisecond))
+			k := store.Key{PartitionKey: partition, RowKey: rk + "_" + other}
+			insertIndexRow(t, index, k, other, rk)
+			expect[k] = want{other, rk}
+		}
+	}
+	for _, limit := range []int{1, 2, 7, 0} {
+		scan := repo.ScanIndex(store.Range{}, limit)
+		var got []images.IndexRow
+		for pages := 0; ; pages++ {
+			if pages > 1000 {
+				t.Fatalf("limit %d: the scan does not end", limit)
+			}
+			rows, more, err := scan.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rows...)
+			if !more {
+				break
+			}
+		}
+		if len(got) != len(expect) {
+			t.Fatalf("limit %d: scan read %d rows, want %d", limit, len(got), len(expect))
+		}
+		if !slices.IsSortedFunc(got, func(a, b images.IndexRow) int {
+			return compareKeys(a.Key, b.Key)
+		}) {
+			t.Errorf("rows out of key order")
+		}
+		for _, row := range got {
+			w, ok := expect[row.Key]
+			if !ok || row.CameraID != w.camera || row.RowKey != w.rowKey {
+				t.Errorf("row %v: camera %q, row key %q; want %q, %q", row.Key, row.CameraID, row.RowKey, w.camera, w.rowKey)
+			}
+			if row.ETag == "" || row.Timestamp.IsZero() {
+				t.Errorf("row %v: no ETag or Timestamp", row.Key)
+			}
+		}
+	}
+}
+
+func compareKeys(a, b store.Key) int {
+	if a.PartitionKey != b.PartitionKey {
+		if a.PartitionKey < b.PartitionKey {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.RowKey < b.RowKey:
+		return -1
+	case a.RowKey > b.RowKey:
+		return 1
+	}
+	return 0
+}
+
+func insertIndexRow(t *testing.T, index store.Table, k store.Key, camera, rowKey string) {
+	t.Helper()
+	_, err := index.Insert(t.Context(), store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey,
+		Properties: store.Properties{images.PropDeviceID: camera, images.PropMetadataRowKey: rowKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,65 @@
+package retention_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// TestFleetIndexKeysArePurged: an index written partly by the fleet, whose
+// row keys are <camera>_<row key>, and partly by this service, with cameras
+// whose 19-digit ids read as row keys, is purged exactly as one of this
+// service's own: the purge reads keys, falls back on the DeviceId where a
+// key does not tell, and never mistakes a camera id for a row key.
+func TestFleetIndexKeysArePurged(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		f := newFixture(t, quickOptions())
+		repo := f.seeders(t)[images.Single-1]
+		_, index := repo.Tables()
+		// A camera id of 19 digits is a valid row key, of the year 6090.
+		const nineteenDigits = "1234567890123456789"
+		cameraIDs := []string{"cam-own", nineteenDigits, "cam-fleet", "1234567890123456780"}
+		for c, camera := range cameraIDs {
+			for s := 0; s < 240; s += 20 {
+				img, err := repo.Create(t.Context(), images.Image{CameraID: camera, CapturedAt: base.Add(time.Duration(s) * time.Second)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c%2 == 0 && camera != nineteenDigits {
+					continue
+				}
+				// The fleet's key form for every other camera and the
+				// 19-digit one; its own 19-digit sibling keeps this
+				// service's form.
+				if camera == "1234567890123456780" {
+					continue
+				}
+				partition := images.IndexPartitionKey(img.CapturedAt, camera, 0)
+				if err := index.Delete(t.Context(), partition, images.IndexRowKey(img.RowKey, camera), ""); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := index.Insert(t.Context(), store.Entity{PartitionKey: partition, RowKey: camera + "_" + img.RowKey,
+					Properties: store.Properties{images.PropDeviceID: camera, images.PropMetadataRowKey: img.RowKey}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		f.lastCreate = time.Now()
+		f.settle()
+		f.run(t)
+		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if j.State != retention.Succeeded {
+			t.Fatalf("state %s (%s)", j.State, j.Error)
+		}
+		n := int64(len(cameraIDs))
+		wantCounts(t, "job", j.Totals(), retention.Counts{DevicesTotal: n, DevicesDone: n,
+			MetadataRows: n * expiredPerCamera, IndexRows: n * expiredPerCamera})
+		got := f.census(t, images.Single, j.Boundary())
+		if want := (census{primaryNew: n * keptPerCamera, indexNew: n * keptPerCamera}); got != want {
+			t.Errorf("after purge: %+v, want %+v", got, want)
+		}
+	})
+}
