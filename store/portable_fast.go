@@ -102,3 +102,17 @@ func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []RowRange) ([]i
 	}
 	return r.engine.DeleteRanges(ctx, ranges)
 }
+
+func (r rangeDeleting) Fence() Fence { return r.engine.Fence() }
+
+func (r rangeDeleting) DeletePartitions(ctx context.Context, partitionKeys []string, fence Fence) error {
+	for i, pk := range partitionKeys {
+		if err := ValidateKey(pk); err != nil {
+			return fmt.Errorf("partition %d: %w", i, err)
+		}
+	}
+	if len(partitionKeys) == 0 {
+		return ctx.Err()
+	}
+	return r.engine.DeletePartitions(ctx, partitionKeys, fence)
+}

@@ -248,4 +248,19 @@ type RangeDeleter interface {
 	// counts are of the deletion itself: a write that lands in a range
 	// while it runs is either removed and counted or kept.
 	DeleteRanges(ctx context.Context, ranges []RowRange) ([]int64, error)
+	// Fence marks the table's writes so far, for DeletePartitions: a caller
+	// takes a fence, reads partitions, decides from what it read, and
+	// deletes them only if nothing changed them in between.
+	Fence() Fence
+	// DeletePartitions removes every row of the partitions, all or none,
+	// in one durable operation, if no write of the table has touched any
+	// of them since fence was taken; else it fails with ErrConflict and
+	// deletes nothing. It may refuse when some other write happened
+	// since (a write it cannot tell from one to these partitions), never
+	// let one through, so a refusal only sends the caller to a slower path.
+	DeletePartitions(ctx context.Context, partitionKeys []string, fence Fence) error
 }
+
+// Fence is a table's mark of its writes up to one moment, from
+// RangeDeleter.Fence: meaningful only to the table that made it.
+type Fence uint64

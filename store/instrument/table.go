@@ -239,3 +239,11 @@ func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []store.RowRange
 	})
 	return removed, err
 }
+
+func (r rangeDeleting) Fence() store.Fence { return r.inner.Fence() }
+
+func (r rangeDeleting) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
+	return r.t.opts.call(ctx, "delete_partitions", r.t.inner.Name(), func(ctx context.Context) error {
+		return r.inner.DeletePartitions(ctx, partitionKeys, fence)
+	})
+}

@@ -4,12 +4,18 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // lockStripes bounds how many conditional writes can be in flight at once
 // on distinct keys; two keys rarely share a stripe, so writes rarely wait for
 // a sync that is not their own.
 const lockStripes = 1024
+
+// markSlots is how many write marks the fences compare (see locks.marks):
+// many more than lock stripes, so that live writes to other partitions
+// seldom refuse a fenced deletion.
+const markSlots = 1 << 16
 
 // locks keeps a write's condition and its commit together. A write (apply,
 // DeleteKeys) holds the stripe of each key it touches, so no other write of
@@ -20,10 +26,19 @@ const lockStripes = 1024
 //
 // Every holder takes partition stripes before key stripes, each kind in
 // ascending order, so no two holders wait for each other.
+//
+// Every write also leaves a mark on its partitions for fenced deletions
+// (store.RangeDeleter.Fence): after its commit, before it lets go of its
+// partitions, it takes the next number of seq and raises the mark of
+// each partition's slot to it. A fence is the value of seq; a partition
+// whose slot's mark is above it was written since, or shares its slot with
+// one that was.
 type locks struct {
 	seed       maphash.Seed
 	keys       [lockStripes]sync.Mutex
 	partitions [lockStripes]sync.RWMutex
+	seq        atomic.Uint64
+	marks      [markSlots]atomic.Uint64
 }
 
 func newLocks() *locks { return &locks{seed: maphash.MakeSeed()} }
@@ -49,6 +64,7 @@ func (l *locks) lockKeys(partitions, keys [][]byte) (unlock func()) {
 		l.keys[s].Lock()
 	}
 	return func() {
+		l.mark(partitions)
 		for _, s := range ks {
 			l.keys[s].Unlock()
 		}
@@ -66,8 +82,43 @@ func (l *locks) lockPartitions(partitions [][]byte) (unlock func()) {
 		l.partitions[s].Lock()
 	}
 	return func() {
+		l.mark(partitions)
 		for _, s := range ps {
 			l.partitions[s].Unlock()
 		}
 	}
+}
+
+// fence is the mark of every write so far.
+func (l *locks) fence() uint64 { return l.seq.Load() }
+
+// slot is the mark slot of a partition, encoded by partitionPrefix.
+func (l *locks) slot(partition []byte) *atomic.Uint64 {
+	return &l.marks[maphash.Bytes(l.seed, partition)%markSlots]
+}
+
+// mark records a write to the partitions, called while their stripes are
+// still held.
+func (l *locks) mark(partitions [][]byte) {
+	seq := l.seq.Add(1)
+	for _, p := range partitions {
+		m := l.slot(p)
+		for {
+			old := m.Load()
+			if old >= seq || m.CompareAndSwap(old, seq) {
+				break
+			}
+		}
+	}
+}
+
+// unchangedSince reports whether no write marked the partitions after
+// fence; call it holding their stripes exclusively.
+func (l *locks) unchangedSince(partitions [][]byte, fence uint64) bool {
+	for _, p := range partitions {
+		if l.slot(p).Load() > fence {
+			return false
+		}
+	}
+	return true
 }

@@ -207,6 +207,37 @@ func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]in
 	return removed, nil
 }
 
+// Fence marks the writes so far; see locks for how writes are marked.
+func (t *table) Fence() store.Fence { return store.Fence(t.db.locks.fence()) }
+
+// DeletePartitions removes the partitions with one range tombstone each, in
+// one synced commit, if no write marked them since fence. It holds them
+// exclusively from its check to its commit, so no write slips in between.
+func (t *table) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	partitions := make([][]byte, len(partitionKeys))
+	for i, pk := range partitionKeys {
+		partitions[i] = partitionPrefix(t.key, pk)
+	}
+	defer t.db.locks.lockPartitions(partitions)()
+	if !t.db.locks.unchangedSince(partitions, uint64(fence)) {
+		return fmt.Errorf("pebble: delete partitions: written since the fence: %w", store.ErrConflict)
+	}
+	batch := t.db.db.NewBatch()
+	defer batch.Close()
+	for _, p := range partitions {
+		if err := batch.DeleteRange(p, prefixEnd(p), nil); err != nil {
+			return fmt.Errorf("pebble: delete partitions: %w", err)
+		}
+	}
+	if err := batch.Commit(pebbledb.Sync); err != nil {
+		return fmt.Errorf("pebble: delete partitions: %w", err)
+	}
+	return nil
+}
+
 // CountRows counts a partition's rows in a row-key range by walking their
 // keys, without decoding a value.
 func (t *table) CountRows(ctx context.Context, partitionKey string, rows store.Range) (int64, error) {

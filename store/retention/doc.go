@@ -17,12 +17,18 @@
 //     batches of 100). Counting before deleting keeps counts exact when a
 //     redelivered task finds its rows already gone.
 //  3. sweep: once every task is done, a second scan of the expired index
-//     partitions deletes the index rows of the cameras whose primary rows
-//     are gone, so no primary row ever loses its index row; each delete
-//     is conditional on the ETag the scan read, so a row rewritten since by
-//     a retried create stays for the next purge. Each chunk of
-//     deletes is announced on the job (an intent) before it runs, so a crash
-//     between the delete and its count neither loses nor doubles the count.
+//     partitions, by keys alone, deletes the index rows of the cameras
+//     whose primary rows are gone, so no primary row ever loses its index
+//     row. A partition whose every row qualifies goes in one range
+//     tombstone where the backend can (Pebble), fenced: only if nothing
+//     wrote the partition since before the sweep read it, so an image
+//     written late into it keeps its index row (see sweepRange). Other
+//     rows, and the rows of a partition the fence refused, are deleted one
+//     by one, each conditional on the ETag the scan read, so a row
+//     rewritten since by a retried create stays for the next purge. Each
+//     chunk of deletes is announced on the job (an intent) before it runs,
+//     so a crash between the delete and its count neither loses nor
+//     doubles the count.
 //
 // A purge holds a constant in memory, whatever its cameras and rows: at
 // most Options.CameraMemory of camera ids (the plan's set of the cameras

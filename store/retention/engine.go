@@ -164,6 +164,8 @@ type Engine struct {
 	stats   Stats
 	wg      sync.WaitGroup
 	tracer  trace.Tracer
+	// sweepHook, set by tests only, runs at every step of a sweep.
+	sweepHook func(sweepStep, store.Range)
 }
 
 // Open opens the engine's tables on the backend.

@@ -424,6 +424,19 @@ func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRa
 	return h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
 }
 
+func (h *fastHookedTable) Fence() store.Fence { return h.Table.(store.RangeDeleter).Fence() }
+
+func (h *fastHookedTable) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
+	keys := make([]store.Key, len(partitionKeys))
+	for i, pk := range partitionKeys {
+		keys[i] = store.Key{PartitionKey: pk}
+	}
+	if err := h.hook("delete-partitions", keys...); err != nil {
+		return err
+	}
+	return h.Table.(store.RangeDeleter).DeletePartitions(ctx, partitionKeys, fence)
+}
+
 func (h *fastHookedTable) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
 	keys := make([]store.Key, len(deletes))
 	for i, d := range deletes {

@@ -28,11 +28,19 @@ func TestRewrittenIndexRowSurvivesTheSweep(t *testing.T) {
 				primary, index := direct.Tables()
 				var rewritten atomic.Pointer[images.Image]
 				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
-					if table != index.Name() || (op != "delete-keys" && op != "batch-delete") || rewritten.Load() != nil {
+					if table != index.Name() || (op != "delete-keys" && op != "batch-delete" && op != "delete-partitions") || rewritten.Load() != nil {
 						return nil
 					}
-					// Checked and about to be deleted: the create is retried.
+					// Checked and about to be deleted (a row, or a whole
+					// partition): the create is retried.
 					row, err := index.Get(t.Context(), keys[0].PartitionKey, keys[0].RowKey)
+					if op == "delete-partitions" {
+						var page store.Page
+						page, err = index.Scan(t.Context(), store.Scan{Partitions: store.Range{From: keys[0].PartitionKey}, Limit: 1})
+						if err == nil && len(page.Entities) == 1 {
+							row = page.Entities[0]
+						}
+					}
 					if err != nil {
 						t.Errorf("index row to rewrite: %v", err)
 						return nil

@@ -31,6 +31,8 @@ type sweeper struct {
 	repo    *images.Repository
 	primary store.Table
 	index   store.Table
+	// fencer deletes whole index partitions, fenced; nil where the backend cannot.
+	fencer store.RangeDeleter
 	// failed are the cameras the work phase could not purge: they keep
 	// their index rows for the next purge.
 	failed *cameraSet
@@ -84,35 +86,132 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 		}
 	}
 
-	expired := images.ExpiredIndex(j.Boundary())
-	var chunk []store.KeyDelete
-	from := ""
-	flush := func(to string) error {
-		if len(chunk) > 0 {
-			if err := s.apply(ctx, sweepIntent{From: from, To: to, Rows: int64(len(chunk))}, chunk); err != nil {
-				return err
+	s.fencer, _ = index.(store.RangeDeleter)
+	return s.sweepRange(ctx, images.ExpiredIndex(j.Boundary()))
+}
+
+// Steps of the sweep, where a test may interleave writes (Engine.sweepHook).
+type sweepStep string
+
+const (
+	// stepFenced: a fence taken, before the page it covers is read.
+	stepFenced sweepStep = "fenced"
+	// stepScanned: a page of index rows read, before they are judged.
+	stepScanned sweepStep = "scanned"
+	// stepJudged: a chunk's rows judged, before its intent is announced.
+	stepJudged sweepStep = "judged"
+	// stepAnnounced: a chunk's intent recorded, before its deletes.
+	stepAnnounced sweepStep = "announced"
+	// stepDeleted: a chunk's rows deleted, before its count is committed.
+	stepDeleted sweepStep = "deleted"
+)
+
+// sweepSteps lists every step, in the order a chunk meets them.
+var sweepSteps = []sweepStep{stepFenced, stepScanned, stepJudged, stepAnnounced, stepDeleted}
+
+func (s *sweeper) step(step sweepStep, partitions store.Range) {
+	if s.e.sweepHook != nil {
+		s.e.sweepHook(step, partitions)
+	}
+}
+
+// partitionRows are the rows of one index partition as the sweep judged them.
+type partitionRows struct {
+	key     string
+	deletes []store.KeyDelete
+	// whole is whether every row of the partition qualifies.
+	whole bool
+	// fence was taken before the partition's first row was read.
+	fence store.Fence
+}
+
+// sweepChunk is the partitions [from, next partition) of one intent.
+type sweepChunk struct {
+	from string
+	// deletes are every qualifying row of the chunk.
+	deletes []store.KeyDelete
+	// whole are the partitions whose every row qualifies, deleted whole
+	// (fenced) where the backend can; fence is the oldest of their fences.
+	whole []string
+	fence store.Fence
+}
+
+// sweepRange deletes the qualifying index rows of the partitions, a chunk
+// of whole partitions at a time, reading each row's key once. Where the
+// backend deletes partitions fenced, a partition whose every row qualifies
+// goes in one range tombstone, provided no write touched it since before
+// it was read: an image written late into it (between the scan and the
+// tombstone) makes the fence refuse, and the rows as read are then deleted
+// one by one at their ETags, the late one left for the next purge.
+func (s *sweeper) sweepRange(ctx context.Context, partitions store.Range) error {
+	chunk := &sweepChunk{}
+	var cur partitionRows
+	// next ends cur, the partition before the one starting with key.
+	next := func(key string) error {
+		if cur.key != "" {
+			chunk.deletes = append(chunk.deletes, cur.deletes...)
+			if cur.whole && len(cur.deletes) > 0 && s.fencer != nil {
+				if len(chunk.whole) == 0 {
+					chunk.fence = cur.fence
+				}
+				chunk.whole = append(chunk.whole, cur.key)
 			}
 		}
-		chunk, from = nil, to
+		// A chunk ends on a partition boundary, so its intent names whole partitions.
+		if len(chunk.deletes) >= s.e.opts.SweepChunk || key == partitions.To {
+			if err := s.flush(ctx, chunk, key); err != nil {
+				return err
+			}
+			chunk = &sweepChunk{from: key}
+		}
+		cur = partitionRows{key: key, whole: true}
 		return nil
 	}
-	err = s.repo.EachIndexRow(ctx, expired, func(row images.IndexRow) error {
-		// A chunk ends on a partition boundary, so its intent names whole partitions.
-		if len(chunk) >= e.opts.SweepChunk && row.PartitionKey != chunk[len(chunk)-1].PartitionKey {
-			if err := flush(row.PartitionKey); err != nil {
+	scan := s.repo.ScanIndex(partitions, 0)
+	for {
+		var fence store.Fence
+		if s.fencer != nil {
+			fence = s.fencer.Fence()
+		}
+		s.step(stepFenced, store.Range{From: cur.key})
+		rows, more, err := scan.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			s.step(stepScanned, store.Range{From: rows[0].PartitionKey, To: rows[len(rows)-1].PartitionKey})
+		}
+		for _, row := range rows {
+			if row.PartitionKey != cur.key {
+				if err := next(row.PartitionKey); err != nil {
+					return err
+				}
+				cur.fence = fence
+			}
+			ok, err := s.qualifies(ctx, row)
+			if err != nil {
 				return err
 			}
+			if ok {
+				cur.deletes = append(cur.deletes, indexDelete(row))
+			} else {
+				cur.whole = false
+			}
 		}
-		ok, err := s.qualifies(ctx, row)
-		if ok {
-			chunk = append(chunk, indexDelete(row))
+		if !more {
+			return next(partitions.To)
 		}
-		return err
-	})
-	if err != nil {
-		return err
 	}
-	return flush(expired.To)
+}
+
+// flush announces, runs and commits the deletes of a chunk ending before
+// partition to.
+func (s *sweeper) flush(ctx context.Context, c *sweepChunk, to string) error {
+	if len(c.deletes) == 0 {
+		return nil
+	}
+	s.step(stepJudged, store.Range{From: c.deletes[0].PartitionKey, To: to})
+	return s.apply(ctx, sweepIntent{From: c.from, To: to, Rows: int64(len(c.deletes))}, c)
 }
 
 // qualifies reports whether an expired index row may go: its camera's
@@ -164,7 +263,7 @@ func indexDelete(row images.IndexRow) store.KeyDelete {
 // rewritten since the sweep read it stays; the intent is announced again
 // without it before the rest are deleted, so its count stays what is
 // deleted.
-func (s *sweeper) apply(ctx context.Context, in sweepIntent, deletes []store.KeyDelete) error {
+func (s *sweeper) apply(ctx context.Context, in sweepIntent, c *sweepChunk) error {
 	announce := func() error {
 		_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
 			j.progress(s.kind).Intent = &in
@@ -175,6 +274,25 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, deletes []store.Key
 	if err := announce(); err != nil {
 		return err
 	}
+	chunkRange := store.Range{From: in.From, To: in.To}
+	if len(c.deletes) > 0 {
+		chunkRange.From = c.deletes[0].PartitionKey
+	}
+	s.step(stepAnnounced, chunkRange)
+	deletes := c.deletes
+	if len(c.whole) > 0 {
+		err := s.fencer.DeletePartitions(ctx, c.whole, c.fence)
+		switch {
+		case err == nil:
+			deletes = slices.DeleteFunc(slices.Clone(deletes), func(d store.KeyDelete) bool {
+				return slices.Contains(c.whole, d.PartitionKey)
+			})
+		case !errors.Is(err, store.ErrConflict):
+			return err
+		}
+		// Refused: something wrote the partitions since they were read;
+		// their rows go one by one, each only as it was read.
+	}
 	kept := func() error {
 		in.Rows--
 		return announce()
@@ -182,6 +300,7 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, deletes []store.Key
 	if err := deleteIndexRows(ctx, s.index, deletes, kept); err != nil {
 		return err
 	}
+	s.step(stepDeleted, chunkRange)
 	_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
 		// Only the write that clears the intent counts it: a retried
 		// update whose first attempt landed finds it cleared already.
@@ -209,7 +328,7 @@ func (s *sweeper) replay(ctx context.Context, in sweepIntent) error {
 	if err != nil {
 		return err
 	}
-	return s.apply(ctx, in, deletes)
+	return s.apply(ctx, in, &sweepChunk{from: in.From, deletes: deletes})
 }
 
 // deleteIndexRows deletes index rows, each at the ETag it was read with: in

@@ -101,6 +101,82 @@ func testRangeDeleter(t *testing.T, h Harness) {
 		wantIs(t, "DeleteRanges with an invalid partition key", err, store.ErrInvalidKey)
 		wantKeys(t, "Scan after a rejected DeleteRanges", scanAll(t, tbl, store.Scan{}), fixture())
 	})
+
+	t.Run("Fenced", func(t *testing.T) { testFencedDelete(t, h) })
+}
+
+// testFencedDelete: a fenced deletion of whole partitions removes exactly
+// their rows when nothing wrote them since the fence, and nothing when any
+// kind of write touched one of them: the purge relies on it to drop an
+// index partition only as it read it.
+func testFencedDelete(t *testing.T, h Harness) {
+	without := func(ks []key, partitions ...string) []key {
+		var out []key
+		for _, k := range ks {
+			if !slices.Contains(partitions, k.PartitionKey) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	t.Run("Unchanged", func(t *testing.T) {
+		tbl, rd := newRangeDeleter(t, h)
+		fence := rd.Fence()
+		if err := rd.DeletePartitions(t.Context(), []string{"cam", "ca"}, fence); err != nil {
+			t.Fatalf("DeletePartitions: %v", err)
+		}
+		// "cam1" and "camé" share "cam"'s prefix and stay.
+		wantKeys(t, "Scan after DeletePartitions", scanAll(t, tbl, store.Scan{}), without(fixture(), "cam", "ca"))
+		if err := rd.DeletePartitions(t.Context(), []string{"cam"}, rd.Fence()); err != nil {
+			t.Fatalf("DeletePartitions of a partition already gone: %v", err)
+		}
+		if err := rd.DeletePartitions(t.Context(), nil, fence); err != nil {
+			t.Fatalf("DeletePartitions of no partition: %v", err)
+		}
+	})
+	writes := []struct {
+		name  string
+		write func(t *testing.T, tbl store.Table)
+	}{
+		{"insert", func(t *testing.T, tbl store.Table) { mustInsert(t, tbl, entity(key{"cam", "late"}, nil)) }},
+		{"upsert", func(t *testing.T, tbl store.Table) { mustUpsert(t, tbl, entity(key{"cam", "a"}, nil), store.Replace) }},
+		{"delete", func(t *testing.T, tbl store.Table) {
+			if err := tbl.Delete(t.Context(), "cam", "a", ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"batch", func(t *testing.T, tbl store.Table) {
+			if err := tbl.Batch(t.Context(), []store.Op{{Kind: store.OpInsert, Entity: entity(key{"cam", "late"}, nil)}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"delete ranges", func(t *testing.T, tbl store.Table) {
+			if _, err := tbl.(store.RangeDeleter).DeleteRanges(t.Context(), []store.RowRange{{PartitionKey: "cam", Rows: store.Range{To: "b"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, w := range writes {
+		t.Run("After "+w.name, func(t *testing.T) {
+			tbl, rd := newRangeDeleter(t, h)
+			fence := rd.Fence()
+			w.write(t, tbl)
+			before := snapshot(t, tbl)
+			err := rd.DeletePartitions(t.Context(), []string{"ca", "cam"}, fence)
+			wantIs(t, "DeletePartitions after a write since the fence", err, store.ErrConflict)
+			wantUnchanged(t, "DeletePartitions refused", tbl, before)
+			if err := rd.DeletePartitions(t.Context(), []string{"ca", "cam"}, rd.Fence()); err != nil {
+				t.Fatalf("DeletePartitions with a fence taken after the write: %v", err)
+			}
+			wantKeys(t, "Scan after DeletePartitions", scanAll(t, tbl, store.Scan{}), without(fixture(), "cam", "ca"))
+		})
+	}
+	t.Run("InvalidPartitionKey", func(t *testing.T) {
+		tbl, rd := newRangeDeleter(t, h)
+		err := rd.DeletePartitions(t.Context(), []string{"cam", "bad/key"}, rd.Fence())
+		wantIs(t, "DeletePartitions with an invalid partition key", err, store.ErrInvalidKey)
+		wantKeys(t, "Scan after a rejected DeletePartitions", scanAll(t, tbl, store.Scan{}), fixture())
+	})
 }
 
 // wantRemoved checks DeleteRanges' counts of removed entities, one per range.

@@ -1,0 +1,18 @@
+package retention
+
+import "github.com/metadatad/metadatad/store"
+
+// SweepSteps are the names of the sweep's steps, in the order a chunk meets them.
+func SweepSteps() []string {
+	names := make([]string, len(sweepSteps))
+	for i, s := range sweepSteps {
+		names[i] = string(s)
+	}
+	return names
+}
+
+// SetSweepHook makes e call hook at every step of its sweeps, with the
+// index partitions the step concerns (From empty when not yet known).
+func SetSweepHook(e *Engine, hook func(step string, partitions store.Range)) {
+	e.sweepHook = func(s sweepStep, partitions store.Range) { hook(string(s), partitions) }
+}
