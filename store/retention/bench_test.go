@@ -527,3 +527,11 @@ func (t *fastCountingTable) CountRows(ctx context.Context, partitionKey string, 
 	t.c.read(partitionKey)
 	return t.Table.(store.Counter).CountRows(ctx, partitionKey, rows)
 }
+
+// Fence keeps the wrapped table's fence; taking one reads nothing.
+func (t *fastCountingTable) Fence() store.Fence { return t.Table.(store.RangeDeleter).Fence() }
+
+func (t *fastCountingTable) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
+	t.c.write(partitionKeys...)
+	return t.Table.(store.RangeDeleter).DeletePartitions(ctx, partitionKeys, fence)
+}
