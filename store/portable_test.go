@@ -26,6 +26,10 @@ func (deletesRanges) DeleteRanges(context.Context, []store.RowRange) ([]int64, e
 	return nil, nil
 }
 
+func (deletesRanges) Fence() store.Fence { return 0 }
+
+func (deletesRanges) DeletePartitions(context.Context, []string, store.Fence) error { return nil }
+
 // TestFastPathsFollowTheEngine checks that the portable table implements
 // exactly the optional interfaces its engine's table implements: callers
 // choose a fast path by type assertion, so one lost would slow them and

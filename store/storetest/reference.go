@@ -80,3 +80,9 @@ func (u unreachable) DeleteKeys(context.Context, []store.KeyDelete) error {
 func (u unreachable) DeleteRanges(context.Context, []store.RowRange) ([]int64, error) {
 	return nil, u.reached("DeleteRanges")
 }
+
+func (u unreachable) Fence() store.Fence { return 0 }
+
+func (u unreachable) DeletePartitions(context.Context, []string, store.Fence) error {
+	return u.reached("DeletePartitions")
+}

@@ -115,6 +115,16 @@ var refusals = []struct {
 		_, err := rd.DeleteRanges(ctx, []store.RowRange{{PartitionKey: "p", Rows: store.Range{To: "a/"}}})
 		return err
 	}},
+	{"partition delete of an invalid partition key", store.ErrInvalidKey, func(ctx context.Context, _ store.Backend, tbl, _ store.Table) error {
+		rd, ok := tbl.(store.RangeDeleter)
+		if !ok {
+			return errLacks
+		}
+		return rd.DeletePartitions(ctx, []string{"p", "a#b"}, rd.Fence())
+	}},
+	{"scan selecting a system property", store.ErrInvalidQuery, scan(store.Scan{Select: []string{"Timestamp"}})},
+	{"scan with a condition on an unselected property", store.ErrInvalidQuery,
+		scan(store.Scan{Select: []string{"A"}, Where: []store.Equal{{Property: "B", Value: "x"}}})},
 }
 
 func query(q store.Query) func(context.Context, store.Backend, store.Table, store.Table) error {
