@@ -30,6 +30,14 @@
 //     so a crash between the delete and its count neither loses nor
 //     doubles the count.
 //
+// On the embedded store a purge reads each expired key at most twice: an
+// index key in the plan's scan and in the sweep's, its partition then
+// dropped by a tombstone that reads nothing; a primary key in its camera's
+// count and in the range deletion that counts what it removes, which keeps
+// the counts exact when creates of expired instants land meanwhile. Index
+// rows written within IndexGrace of the purge cost one more read each, of
+// their primary row.
+//
 // A purge holds a constant in memory, whatever its cameras and rows: at
 // most Options.CameraMemory of camera ids (the plan's set of the cameras
 // of one hash bucket, the sweep's set of failed cameras), one task group,
