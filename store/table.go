@@ -255,7 +255,8 @@ type RangeDeleter interface {
 	// DeletePartitions removes every row of the partitions, all or none,
 	// in one durable operation, if no write of the table has touched any
 	// of them since fence was taken; else it fails with ErrConflict and
-	// deletes nothing. It may refuse when some other write happened
+	// deletes nothing. DeletePartitions itself does not count as such a
+	// write: it adds no row a fenced caller has not read. It may refuse when some other write happened
 	// since (a write it cannot tell from one to these partitions), never
 	// let one through, so a refusal only sends the caller to a slower path.
 	DeletePartitions(ctx context.Context, partitionKeys []string, fence Fence) error

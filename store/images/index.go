@@ -24,9 +24,12 @@ type IndexRow struct {
 // read only when its keys do not.
 var indexProperties = []string{PropDeviceID, PropMetadataRowKey}
 
-// minuteDigits is the length of a capture minute, yyyyMMddHHmm, at the start
-// of every index partition key.
-const minuteDigits = 12
+// minuteDigits is the length of a capture minute, yyyyMMddHHmm
+// (minuteLayout), at the start of every index partition key.
+const (
+	minuteDigits = 12
+	minuteLayout = "200601021504"
+)
 
 // ParseIndexKey tells the camera and primary row key of an index row from
 // its keys alone, in either form an index holds: this service's
@@ -36,13 +39,41 @@ const minuteDigits = 12
 // decided by which half falls in that minute. ok is false when neither or
 // both do: the row's properties must tell.
 func ParseIndexKey(partitionKey, rowKey string) (cameraID, primaryRowKey string, ok bool) {
-	if len(partitionKey) < minuteDigits {
+	var p keyParser
+	return p.parse(partitionKey, rowKey)
+}
+
+// keyParser parses index keys, keeping the row-key range of the last
+// partition's minute: a scan meets every row of a partition in a row.
+type keyParser struct {
+	partition string
+	minute    store.Range
+	valid     bool
+}
+
+func (p *keyParser) parse(partitionKey, rowKey string) (cameraID, primaryRowKey string, ok bool) {
+	if partitionKey != p.partition {
+		p.partition, p.valid = partitionKey, false
+		if len(partitionKey) >= minuteDigits {
+			if start, err := time.Parse(minuteLayout, partitionKey[:minuteDigits]); err == nil {
+				end := start.Add(time.Minute)
+				p.minute, p.valid = store.InvertedTicksRows(&start, &end), true
+			}
+		}
+	}
+	if !p.valid {
 		return "", "", false
 	}
-	minute := partitionKey[:minuteDigits]
 	inMinute := func(key string) bool {
-		t, err := store.TimeFromInvertedTicksRowKey(key)
-		return err == nil && store.MinutePartitionKey(t) == minute
+		if len(key) != len(p.minute.From) || key < p.minute.From || key >= p.minute.To {
+			return false
+		}
+		for i := range len(key) {
+			if key[i] < '0' || key[i] > '9' {
+				return false
+			}
+		}
+		return true
 	}
 	var own, fleet bool
 	var ownCamera, ownRow, fleetCamera, fleetRow string
@@ -69,8 +100,9 @@ func ParseIndexKey(partitionKey, rowKey string) (cameraID, primaryRowKey string,
 // and MetadataRowKey as well, until a page no longer needs them: an index
 // written by the fleet costs one more page, not a read per row.
 type IndexScan struct {
-	index store.Table
-	scan  store.Scan
+	index  store.Table
+	scan   store.Scan
+	parser keyParser
 	// withProperties is whether the next page reads indexProperties.
 	withProperties bool
 	done           bool
@@ -105,7 +137,7 @@ func (s *IndexScan) Next(ctx context.Context) ([]IndexRow, bool, error) {
 			row.RowKey, _ = e.Properties[PropMetadataRowKey].(string)
 		}
 		if row.CameraID == "" || row.RowKey == "" {
-			camera, rowKey, ok := ParseIndexKey(e.PartitionKey, e.RowKey)
+			camera, rowKey, ok := s.parser.parse(e.PartitionKey, e.RowKey)
 			switch {
 			case ok:
 				row.CameraID, row.RowKey = camera, rowKey
@@ -117,7 +149,7 @@ func (s *IndexScan) Next(ctx context.Context) ([]IndexRow, bool, error) {
 			default:
 				needed = true
 			}
-		} else if _, _, ok := ParseIndexKey(e.PartitionKey, e.RowKey); !ok {
+		} else if _, _, ok := s.parser.parse(e.PartitionKey, e.RowKey); !ok {
 			needed = true
 		}
 		rows = append(rows, row)
@@ -181,7 +213,7 @@ func (r *Repository) OldestIndexed(ctx context.Context) (time.Time, bool, error)
 	}
 	// Every row of a partition was captured in its minute, so only the
 	// minute counts, whatever form its row key has.
-	minute, err := time.Parse("200601021504", page.Entities[0].PartitionKey[:min(minuteDigits, len(page.Entities[0].PartitionKey))])
+	minute, err := time.Parse(minuteLayout, page.Entities[0].PartitionKey[:min(minuteDigits, len(page.Entities[0].PartitionKey))])
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("images: oldest index partition %q: %w", page.Entities[0].PartitionKey, err)
 	}

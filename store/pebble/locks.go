@@ -75,14 +75,17 @@ func (l *locks) lockKeys(partitions, keys [][]byte) (unlock func()) {
 }
 
 // lockPartitions locks the partitions, encoded by partitionPrefix,
-// exclusively; the function it returns unlocks them.
-func (l *locks) lockPartitions(partitions [][]byte) (unlock func()) {
+// exclusively; the function it returns unlocks them, marking them written
+// if mark is set.
+func (l *locks) lockPartitions(partitions [][]byte, mark bool) (unlock func()) {
 	ps := l.stripes(partitions)
 	for _, s := range ps {
 		l.partitions[s].Lock()
 	}
 	return func() {
-		l.mark(partitions)
+		if mark {
+			l.mark(partitions)
+		}
 		for _, s := range ps {
 			l.partitions[s].Unlock()
 		}
