@@ -308,6 +308,18 @@ func BenchmarkPurgeByCameraCount(b *testing.B) {
 	}
 }
 
+// BenchmarkPurgeAgainstPostgres purges the layout bench/postgres-compare.sh
+// deletes from PostgreSQL with DELETE ... WHERE captured_at < cutoff:
+// 200,000 expired rows over 40 and over 4,000 cameras, one recent row per
+// camera kept. Its rows/s is the figure the script sets beside PostgreSQL's.
+func BenchmarkPurgeAgainstPostgres(b *testing.B) {
+	for _, cameras := range []int{40, 4_000} {
+		b.Run(fmt.Sprintf("cameras=%d", cameras), func(b *testing.B) {
+			benchPurge(b, benchLayout{expired: 200_000, cameras: cameras}, false)
+		})
+	}
+}
+
 // BenchmarkPurgeStorageOps counts a purge's storage operations per expired
 // row on Pebble's range and key deletes and on batches alone. A read is a
 // Get or one page of a query or scan; a write is one call that changes
