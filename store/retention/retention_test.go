@@ -99,8 +99,18 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 							t.Errorf("late create: %v", err)
 						}
 					}
-					if table != index.Name() || (op != "delete-keys" && op != "batch-delete") {
+					if table != index.Name() || (op != "delete-keys" && op != "batch-delete" && op != "delete-partitions") {
 						return nil
+					}
+					if op == "delete-partitions" {
+						// Whole partitions: every row they hold now goes.
+						var rowKeys []store.Key
+						for _, k := range keys {
+							for _, e := range partitionRows(t, index, k.PartitionKey) {
+								rowKeys = append(rowKeys, key(e))
+							}
+						}
+						keys = rowKeys
 					}
 					for _, k := range keys {
 						row, err := index.Get(t.Context(), k.PartitionKey, k.RowKey)
@@ -433,4 +443,22 @@ func allTasksDone(t *testing.T, backend store.Backend) bool {
 		}
 	}
 	return len(all) > 0
+}
+
+// partitionRows reads every row of one partition.
+func partitionRows(t *testing.T, tbl store.Table, partitionKey string) []store.Entity {
+	t.Helper()
+	var out []store.Entity
+	q := store.Query{PartitionKey: partitionKey}
+	for {
+		page, err := tbl.Query(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Entities...)
+		if page.Next == nil {
+			return out
+		}
+		q.Resume = page.Next
+	}
 }
