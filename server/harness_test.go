@@ -169,6 +169,8 @@ type serverOpts struct {
 	now func() time.Time
 	// backups are server.Options' Backups.
 	backups *backup.Source
+	// watch is server.Options' Watch.
+	watch server.WatchOptions
 }
 
 // Bounds of the creates in these tests, on backends without transactions:
@@ -230,6 +232,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 		Credentials:      o.creds,
 		Limits:           o.limits,
 		Backups:          o.backups,
+		Watch:            o.watch,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

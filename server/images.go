@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
 )
 
@@ -46,6 +46,10 @@ var imageFields = map[string]string{
 type imageHandler[M imageMessage] struct {
 	repo *images.Repository
 	log  *slog.Logger
+	// feed streams the kind's new images to Watch calls; creates publish to it.
+	feed *feed.Feed
+	// stopping is closed when the server shuts down: watches end then.
+	stopping <-chan struct{}
 	// fromImage builds the kind's message from a stored image.
 	fromImage func(images.Image) M
 }
@@ -99,6 +103,7 @@ func (h *imageHandler[M]) create(ctx context.Context, m M) (M, error) {
 	case err != nil:
 		return zero, toStatus(ctx, h.log, err)
 	}
+	h.feed.Publish(stored)
 	return h.fromImage(stored), nil
 }
 
@@ -121,16 +126,7 @@ func (h *imageHandler[M]) latest(ctx context.Context, cameraID string, filter im
 
 func (h *imageHandler[M]) batchLatest(ctx context.Context, cameraIDs []string, start, end *timestamppb.Timestamp) ([]M, error) {
 	var v violations
-	switch {
-	case len(cameraIDs) == 0:
-		v.add("camera_ids", "required")
-	case len(cameraIDs) > maxBatchCameras:
-		v.add("camera_ids", fmt.Sprintf("at most %d ids, got %d", maxBatchCameras, len(cameraIDs)))
-	default:
-		for i, id := range cameraIDs {
-			v.checkCameraID(fmt.Sprintf("camera_ids[%d]", i), id)
-		}
-	}
+	v.checkCameraIDs("camera_ids", cameraIDs)
 	span := v.checkSpan(start, end)
 	if err := v.err(); err != nil {
 		return nil, err

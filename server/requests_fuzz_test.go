@@ -257,7 +257,7 @@ func sampleValue(parent protoreflect.Message, fd protoreflect.FieldDescriptor, d
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		switch {
-		case name == "page_token" || name == "etag" || name == "row_key":
+		case name == "page_token" || name == "resume_token" || name == "etag" || name == "row_key":
 			return protoreflect.Value{}, false
 		case strings.HasSuffix(name, "_id") || strings.HasSuffix(name, "_ids"):
 			return protoreflect.ValueOfString("cam-1"), true

@@ -26,6 +26,7 @@ import (
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/devices"
+	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/video"
@@ -82,6 +83,8 @@ type Options struct {
 	// Metrics counts every call by method and code and times it; nil
 	// leaves metrics out. Its series are pre-initialised for every method.
 	Metrics *grpcprom.ServerMetrics
+	// Watch configures the image services' Watch RPCs.
+	Watch WatchOptions
 	// TracerProvider makes a server span of every call but health checks,
 	// continuing the caller's trace; nil leaves tracing out.
 	TracerProvider trace.TracerProvider
@@ -99,6 +102,8 @@ type Server struct {
 	// otherwise stay open until the client leaves.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// feeds stream new images to the Watch RPCs; Serve runs their tails.
+	feeds []*feed.Feed
 }
 
 // New builds the server and its interceptor chain. It refuses a service
@@ -113,13 +118,22 @@ func New(opts Options) (*Server, error) {
 	}
 	// stopping ends open streams when Shutdown begins.
 	stopping := make(chan struct{})
+	feeds := make([]*feed.Feed, 0, 3)
+	for _, repo := range []*images.Repository{opts.Single, opts.Pano, opts.PreStitch} {
+		f, err := feed.New(feed.Options{Repo: repo, Poll: opts.Watch.Poll, Window: opts.Watch.Window,
+			Buffer: opts.Watch.Buffer, Now: opts.Watch.Now, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("server: %s feed: %w", repo.Kind(), err)
+		}
+		feeds = append(feeds, f)
+	}
 	services := []service{
 		{&metadatav1.SingleImageMetadataService_ServiceDesc, &singleImageService{
-			h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, fromImage: singleImageFromImage}}},
+			h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, feed: feeds[0], stopping: stopping, fromImage: singleImageFromImage}}},
 		{&metadatav1.PanoImageMetadataService_ServiceDesc, &panoImageService{
-			h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: opts.Pano, log: log, fromImage: panoImageFromImage}}},
+			h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: opts.Pano, log: log, feed: feeds[1], stopping: stopping, fromImage: panoImageFromImage}}},
 		{&metadatav1.PreStitchImageMetadataService_ServiceDesc, &preStitchImageService{
-			h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, fromImage: preStitchImageFromImage}}},
+			h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, feed: feeds[2], stopping: stopping, fromImage: preStitchImageFromImage}}},
 	}
 	services = append(services, service{&metadatav1.AdminService_ServiceDesc, &adminService{backups: opts.Backups, log: log, stopping: stopping}})
 	if opts.Retention != nil {
@@ -166,7 +180,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Credentials != nil {
 		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
 	}
-	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), stopping: stopping}
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), stopping: stopping, feeds: feeds}
 	if opts.HealthInterval <= 0 {
 		opts.HealthInterval = defaultHealthInterval
 	}
@@ -226,17 +240,18 @@ func serviceInfo(services []service) map[string]grpc.ServiceInfo {
 }
 
 // Serve accepts connections on lis until Shutdown, keeping the health
-// statuses in step with the store meanwhile.
+// statuses in step with the store and tailing the index for the Watch RPCs
+// meanwhile.
 func (s *Server) Serve(lis net.Listener) error {
 	ctx, stopChecks := context.WithCancel(context.Background())
-	checks := make(chan struct{})
-	go func() {
-		defer close(checks)
-		s.checker.run(ctx)
-	}()
+	var background sync.WaitGroup
+	background.Go(func() { s.checker.run(ctx) })
+	for _, f := range s.feeds {
+		background.Go(func() { f.Run(ctx) })
+	}
 	err := s.grpc.Serve(lis)
 	stopChecks()
-	<-checks
+	background.Wait()
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -252,8 +267,8 @@ var ErrCallsStuck = errors.New("server: calls still running after shutdown cut t
 // off: a call that honours its context returns within it.
 const stopGrace = 250 * time.Millisecond
 
-// Shutdown reports NOT_SERVING to health checks, ends open WatchPurge
-// streams with UNAVAILABLE, stops accepting calls and waits for the calls in
+// Shutdown reports NOT_SERVING to health checks, ends open WatchPurge and
+// image Watch streams with UNAVAILABLE, stops accepting calls and waits for the calls in
 // flight. Shortly before ctx ends it cuts them off; it returns by the time
 // ctx ends, with ErrCallsStuck if some calls still run.
 func (s *Server) Shutdown(ctx context.Context) error {

@@ -672,6 +672,143 @@ func (x *GetLatestClearDayPanoImageMetadataResponse) GetMetadata() *PanoImageMet
 	return nil
 }
 
+// WatchPanoImageMetadataRequest is the input of WatchPanoImageMetadata.
+//
+// The feed of a camera holds the images that become readable while the watch is
+// open (or after the resume_token's point) and whose captured_at lies within the
+// feed window (5 minutes by default) of that moment: a backlog upload of older images
+// is not streamed. Within a stream, an image captured at or before the last image
+// delivered for its camera is skipped, so that each camera's images come in order;
+// read such late images with List.
+type WatchPanoImageMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cameras to watch: 1 to 1,000 ids.
+	CameraIds []string `protobuf:"bytes,1,rep,name=camera_ids,json=cameraIds,proto3" json:"camera_ids,omitempty"`
+	// Send first the newest existing image of each camera that has one. Ignored
+	// with a resume_token.
+	StartWithLatest bool `protobuf:"varint,2,opt,name=start_with_latest,json=startWithLatest,proto3" json:"start_with_latest,omitempty"`
+	// resume_token of the last response received on an earlier watch: the stream
+	// starts with what that watch had not sent yet. Tokens are accepted for one hour.
+	ResumeToken   string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPanoImageMetadataRequest) Reset() {
+	*x = WatchPanoImageMetadataRequest{}
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPanoImageMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPanoImageMetadataRequest) ProtoMessage() {}
+
+func (x *WatchPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPanoImageMetadataRequest.ProtoReflect.Descriptor instead.
+func (*WatchPanoImageMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchPanoImageMetadataRequest) GetCameraIds() []string {
+	if x != nil {
+		return x.CameraIds
+	}
+	return nil
+}
+
+func (x *WatchPanoImageMetadataRequest) GetStartWithLatest() bool {
+	if x != nil {
+		return x.StartWithLatest
+	}
+	return false
+}
+
+func (x *WatchPanoImageMetadataRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// WatchPanoImageMetadataResponse is one image of WatchPanoImageMetadata.
+type WatchPanoImageMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new image, as stored.
+	Metadata *PanoImageMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Where a new watch resumes to miss nothing after this response.
+	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// True for the images start_with_latest sends before the new ones.
+	Existing      bool `protobuf:"varint,3,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPanoImageMetadataResponse) Reset() {
+	*x = WatchPanoImageMetadataResponse{}
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPanoImageMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPanoImageMetadataResponse) ProtoMessage() {}
+
+func (x *WatchPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPanoImageMetadataResponse.ProtoReflect.Descriptor instead.
+func (*WatchPanoImageMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WatchPanoImageMetadataResponse) GetMetadata() *PanoImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *WatchPanoImageMetadataResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchPanoImageMetadataResponse) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
 var File_metadata_v1_pano_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_pano_image_proto_rawDesc = "" +
@@ -727,13 +864,23 @@ const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	")GetLatestClearDayPanoImageMetadataRequest\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\"h\n" +
 	"*GetLatestClearDayPanoImageMetadataResponse\x12:\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata2\x89\x06\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\"\x8d\x01\n" +
+	"\x1dWatchPanoImageMetadataRequest\x12\x1d\n" +
+	"\n" +
+	"camera_ids\x18\x01 \x03(\tR\tcameraIds\x12*\n" +
+	"\x11start_with_latest\x18\x02 \x01(\bR\x0fstartWithLatest\x12!\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\"\x9b\x01\n" +
+	"\x1eWatchPanoImageMetadataResponse\x12:\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1a\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting2\x92\a\n" +
 	"\x18PanoImageMetadataService\x12\x88\x01\n" +
 	"\x17CreatePanoImageMetadata\x12+.metadata.v1.CreatePanoImageMetadataRequest\x1a,.metadata.v1.CreatePanoImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x90\x01\n" +
 	"\x1aGetLatestPanoImageMetadata\x12..metadata.v1.GetLatestPanoImageMetadataRequest\x1a/.metadata.v1.GetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x9f\x01\n" +
 	"\x1fBatchGetLatestPanoImageMetadata\x123.metadata.v1.BatchGetLatestPanoImageMetadataRequest\x1a4.metadata.v1.BatchGetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa8\x01\n" +
 	"\"GetLatestClearDayPanoImageMetadata\x126.metadata.v1.GetLatestClearDayPanoImageMetadataRequest\x1a7.metadata.v1.GetLatestClearDayPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x81\x01\n" +
-	"\x15ListPanoImageMetadata\x12).metadata.v1.ListPanoImageMetadataRequest\x1a*.metadata.v1.ListPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x15ListPanoImageMetadata\x12).metadata.v1.ListPanoImageMetadataRequest\x1a*.metadata.v1.ListPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x86\x01\n" +
+	"\x16WatchPanoImageMetadata\x12*.metadata.v1.WatchPanoImageMetadataRequest\x1a+.metadata.v1.WatchPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_pano_image_proto_rawDescOnce sync.Once
@@ -747,7 +894,7 @@ func file_metadata_v1_pano_image_proto_rawDescGZIP() []byte {
 	return file_metadata_v1_pano_image_proto_rawDescData
 }
 
-var file_metadata_v1_pano_image_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_metadata_v1_pano_image_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_metadata_v1_pano_image_proto_goTypes = []any{
 	(*PanoImageMetadata)(nil),                          // 0: metadata.v1.PanoImageMetadata
 	(*CreatePanoImageMetadataRequest)(nil),             // 1: metadata.v1.CreatePanoImageMetadataRequest
@@ -760,37 +907,42 @@ var file_metadata_v1_pano_image_proto_goTypes = []any{
 	(*ListPanoImageMetadataResponse)(nil),              // 8: metadata.v1.ListPanoImageMetadataResponse
 	(*GetLatestClearDayPanoImageMetadataRequest)(nil),  // 9: metadata.v1.GetLatestClearDayPanoImageMetadataRequest
 	(*GetLatestClearDayPanoImageMetadataResponse)(nil), // 10: metadata.v1.GetLatestClearDayPanoImageMetadataResponse
-	nil,                           // 11: metadata.v1.PanoImageMetadata.AttributesEntry
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*WatchPanoImageMetadataRequest)(nil),              // 11: metadata.v1.WatchPanoImageMetadataRequest
+	(*WatchPanoImageMetadataResponse)(nil),             // 12: metadata.v1.WatchPanoImageMetadataResponse
+	nil,                                                // 13: metadata.v1.PanoImageMetadata.AttributesEntry
+	(*timestamppb.Timestamp)(nil),                      // 14: google.protobuf.Timestamp
 }
 var file_metadata_v1_pano_image_proto_depIdxs = []int32{
-	12, // 0: metadata.v1.PanoImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
-	11, // 1: metadata.v1.PanoImageMetadata.attributes:type_name -> metadata.v1.PanoImageMetadata.AttributesEntry
+	14, // 0: metadata.v1.PanoImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
+	13, // 1: metadata.v1.PanoImageMetadata.attributes:type_name -> metadata.v1.PanoImageMetadata.AttributesEntry
 	0,  // 2: metadata.v1.CreatePanoImageMetadataRequest.metadata:type_name -> metadata.v1.PanoImageMetadata
 	0,  // 3: metadata.v1.CreatePanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
 	0,  // 4: metadata.v1.GetLatestPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	12, // 5: metadata.v1.BatchGetLatestPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	12, // 6: metadata.v1.BatchGetLatestPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	14, // 5: metadata.v1.BatchGetLatestPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	14, // 6: metadata.v1.BatchGetLatestPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: metadata.v1.BatchGetLatestPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	12, // 8: metadata.v1.ListPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	12, // 9: metadata.v1.ListPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	14, // 8: metadata.v1.ListPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	14, // 9: metadata.v1.ListPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 10: metadata.v1.ListPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
 	0,  // 11: metadata.v1.GetLatestClearDayPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	1,  // 12: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:input_type -> metadata.v1.CreatePanoImageMetadataRequest
-	3,  // 13: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:input_type -> metadata.v1.GetLatestPanoImageMetadataRequest
-	5,  // 14: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:input_type -> metadata.v1.BatchGetLatestPanoImageMetadataRequest
-	9,  // 15: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:input_type -> metadata.v1.GetLatestClearDayPanoImageMetadataRequest
-	7,  // 16: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:input_type -> metadata.v1.ListPanoImageMetadataRequest
-	2,  // 17: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:output_type -> metadata.v1.CreatePanoImageMetadataResponse
-	4,  // 18: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:output_type -> metadata.v1.GetLatestPanoImageMetadataResponse
-	6,  // 19: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:output_type -> metadata.v1.BatchGetLatestPanoImageMetadataResponse
-	10, // 20: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:output_type -> metadata.v1.GetLatestClearDayPanoImageMetadataResponse
-	8,  // 21: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:output_type -> metadata.v1.ListPanoImageMetadataResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	0,  // 12: metadata.v1.WatchPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
+	1,  // 13: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:input_type -> metadata.v1.CreatePanoImageMetadataRequest
+	3,  // 14: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:input_type -> metadata.v1.GetLatestPanoImageMetadataRequest
+	5,  // 15: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:input_type -> metadata.v1.BatchGetLatestPanoImageMetadataRequest
+	9,  // 16: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:input_type -> metadata.v1.GetLatestClearDayPanoImageMetadataRequest
+	7,  // 17: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:input_type -> metadata.v1.ListPanoImageMetadataRequest
+	11, // 18: metadata.v1.PanoImageMetadataService.WatchPanoImageMetadata:input_type -> metadata.v1.WatchPanoImageMetadataRequest
+	2,  // 19: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:output_type -> metadata.v1.CreatePanoImageMetadataResponse
+	4,  // 20: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:output_type -> metadata.v1.GetLatestPanoImageMetadataResponse
+	6,  // 21: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:output_type -> metadata.v1.BatchGetLatestPanoImageMetadataResponse
+	10, // 22: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:output_type -> metadata.v1.GetLatestClearDayPanoImageMetadataResponse
+	8,  // 23: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:output_type -> metadata.v1.ListPanoImageMetadataResponse
+	12, // 24: metadata.v1.PanoImageMetadataService.WatchPanoImageMetadata:output_type -> metadata.v1.WatchPanoImageMetadataResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_pano_image_proto_init() }
@@ -805,7 +957,7 @@ func file_metadata_v1_pano_image_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_pano_image_proto_rawDesc), len(file_metadata_v1_pano_image_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	PanoImageMetadataService_BatchGetLatestPanoImageMetadata_FullMethodName    = "/metadata.v1.PanoImageMetadataService/BatchGetLatestPanoImageMetadata"
 	PanoImageMetadataService_GetLatestClearDayPanoImageMetadata_FullMethodName = "/metadata.v1.PanoImageMetadataService/GetLatestClearDayPanoImageMetadata"
 	PanoImageMetadataService_ListPanoImageMetadata_FullMethodName              = "/metadata.v1.PanoImageMetadataService/ListPanoImageMetadata"
+	PanoImageMetadataService_WatchPanoImageMetadata_FullMethodName             = "/metadata.v1.PanoImageMetadataService/WatchPanoImageMetadata"
 )
 
 // PanoImageMetadataServiceClient is the client API for PanoImageMetadataService service.
@@ -46,6 +47,19 @@ type PanoImageMetadataServiceClient interface {
 	GetLatestClearDayPanoImageMetadata(ctx context.Context, in *GetLatestClearDayPanoImageMetadataRequest, opts ...grpc.CallOption) (*GetLatestClearDayPanoImageMetadataResponse, error)
 	// ListPanoImageMetadata pages through one camera's images, newest first.
 	ListPanoImageMetadata(ctx context.Context, in *ListPanoImageMetadataRequest, opts ...grpc.CallOption) (*ListPanoImageMetadataResponse, error)
+	// WatchPanoImageMetadata streams the new images of up to 1,000 cameras as they are
+	// created, on whichever replica creates them; see WatchPanoImageMetadataRequest for
+	// what the feed holds.
+	//
+	// Guarantee: at-least-once, ordered per camera. Each camera's images come in
+	// strictly ascending captured_at; every response carries a resume_token, and a new
+	// watch with the last token received delivers every image of the feed that came
+	// after it (some perhaps again). A stream that falls behind (its buffer of new
+	// images fills while the client does not read) is ended with RESOURCE_EXHAUSTED,
+	// a stream open at server shutdown with UNAVAILABLE; both carry a
+	// google.rpc.ErrorInfo (reason WATCH_ENDED) whose metadata "resume_token" is the
+	// token of the last response sent.
+	WatchPanoImageMetadata(ctx context.Context, in *WatchPanoImageMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPanoImageMetadataResponse], error)
 }
 
 type panoImageMetadataServiceClient struct {
@@ -106,6 +120,25 @@ func (c *panoImageMetadataServiceClient) ListPanoImageMetadata(ctx context.Conte
 	return out, nil
 }
 
+func (c *panoImageMetadataServiceClient) WatchPanoImageMetadata(ctx context.Context, in *WatchPanoImageMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPanoImageMetadataResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PanoImageMetadataService_ServiceDesc.Streams[0], PanoImageMetadataService_WatchPanoImageMetadata_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchPanoImageMetadataRequest, WatchPanoImageMetadataResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PanoImageMetadataService_WatchPanoImageMetadataClient = grpc.ServerStreamingClient[WatchPanoImageMetadataResponse]
+
 // PanoImageMetadataServiceServer is the server API for PanoImageMetadataService service.
 // All implementations must embed UnimplementedPanoImageMetadataServiceServer
 // for forward compatibility.
@@ -126,6 +159,19 @@ type PanoImageMetadataServiceServer interface {
 	GetLatestClearDayPanoImageMetadata(context.Context, *GetLatestClearDayPanoImageMetadataRequest) (*GetLatestClearDayPanoImageMetadataResponse, error)
 	// ListPanoImageMetadata pages through one camera's images, newest first.
 	ListPanoImageMetadata(context.Context, *ListPanoImageMetadataRequest) (*ListPanoImageMetadataResponse, error)
+	// WatchPanoImageMetadata streams the new images of up to 1,000 cameras as they are
+	// created, on whichever replica creates them; see WatchPanoImageMetadataRequest for
+	// what the feed holds.
+	//
+	// Guarantee: at-least-once, ordered per camera. Each camera's images come in
+	// strictly ascending captured_at; every response carries a resume_token, and a new
+	// watch with the last token received delivers every image of the feed that came
+	// after it (some perhaps again). A stream that falls behind (its buffer of new
+	// images fills while the client does not read) is ended with RESOURCE_EXHAUSTED,
+	// a stream open at server shutdown with UNAVAILABLE; both carry a
+	// google.rpc.ErrorInfo (reason WATCH_ENDED) whose metadata "resume_token" is the
+	// token of the last response sent.
+	WatchPanoImageMetadata(*WatchPanoImageMetadataRequest, grpc.ServerStreamingServer[WatchPanoImageMetadataResponse]) error
 	mustEmbedUnimplementedPanoImageMetadataServiceServer()
 }
 
@@ -150,6 +196,9 @@ func (UnimplementedPanoImageMetadataServiceServer) GetLatestClearDayPanoImageMet
 }
 func (UnimplementedPanoImageMetadataServiceServer) ListPanoImageMetadata(context.Context, *ListPanoImageMetadataRequest) (*ListPanoImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPanoImageMetadata not implemented")
+}
+func (UnimplementedPanoImageMetadataServiceServer) WatchPanoImageMetadata(*WatchPanoImageMetadataRequest, grpc.ServerStreamingServer[WatchPanoImageMetadataResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchPanoImageMetadata not implemented")
 }
 func (UnimplementedPanoImageMetadataServiceServer) mustEmbedUnimplementedPanoImageMetadataServiceServer() {
 }
@@ -263,6 +312,17 @@ func _PanoImageMetadataService_ListPanoImageMetadata_Handler(srv interface{}, ct
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PanoImageMetadataService_WatchPanoImageMetadata_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchPanoImageMetadataRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PanoImageMetadataServiceServer).WatchPanoImageMetadata(m, &grpc.GenericServerStream[WatchPanoImageMetadataRequest, WatchPanoImageMetadataResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PanoImageMetadataService_WatchPanoImageMetadataServer = grpc.ServerStreamingServer[WatchPanoImageMetadataResponse]
+
 // PanoImageMetadataService_ServiceDesc is the grpc.ServiceDesc for PanoImageMetadataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -291,6 +351,12 @@ var PanoImageMetadataService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _PanoImageMetadataService_ListPanoImageMetadata_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchPanoImageMetadata",
+			Handler:       _PanoImageMetadataService_WatchPanoImageMetadata_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "metadata/v1/pano_image.proto",
 }

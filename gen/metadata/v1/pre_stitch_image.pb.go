@@ -708,6 +708,143 @@ func (x *ListPreStitchImageMetadataByCorrelationResponse) GetNextPageToken() str
 	return ""
 }
 
+// WatchPreStitchImageMetadataRequest is the input of WatchPreStitchImageMetadata.
+//
+// The feed of a camera holds the images that become readable while the watch is
+// open (or after the resume_token's point) and whose captured_at lies within the
+// feed window (5 minutes by default) of that moment: a backlog upload of older images
+// is not streamed. Within a stream, an image captured at or before the last image
+// delivered for its camera is skipped, so that each camera's images come in order;
+// read such late images with List.
+type WatchPreStitchImageMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cameras to watch: 1 to 1,000 ids.
+	CameraIds []string `protobuf:"bytes,1,rep,name=camera_ids,json=cameraIds,proto3" json:"camera_ids,omitempty"`
+	// Send first the newest existing image of each camera that has one. Ignored
+	// with a resume_token.
+	StartWithLatest bool `protobuf:"varint,2,opt,name=start_with_latest,json=startWithLatest,proto3" json:"start_with_latest,omitempty"`
+	// resume_token of the last response received on an earlier watch: the stream
+	// starts with what that watch had not sent yet. Tokens are accepted for one hour.
+	ResumeToken   string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPreStitchImageMetadataRequest) Reset() {
+	*x = WatchPreStitchImageMetadataRequest{}
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPreStitchImageMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPreStitchImageMetadataRequest) ProtoMessage() {}
+
+func (x *WatchPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPreStitchImageMetadataRequest.ProtoReflect.Descriptor instead.
+func (*WatchPreStitchImageMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchPreStitchImageMetadataRequest) GetCameraIds() []string {
+	if x != nil {
+		return x.CameraIds
+	}
+	return nil
+}
+
+func (x *WatchPreStitchImageMetadataRequest) GetStartWithLatest() bool {
+	if x != nil {
+		return x.StartWithLatest
+	}
+	return false
+}
+
+func (x *WatchPreStitchImageMetadataRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// WatchPreStitchImageMetadataResponse is one image of WatchPreStitchImageMetadata.
+type WatchPreStitchImageMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new image, as stored.
+	Metadata *PreStitchImageMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Where a new watch resumes to miss nothing after this response.
+	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// True for the images start_with_latest sends before the new ones.
+	Existing      bool `protobuf:"varint,3,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPreStitchImageMetadataResponse) Reset() {
+	*x = WatchPreStitchImageMetadataResponse{}
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPreStitchImageMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPreStitchImageMetadataResponse) ProtoMessage() {}
+
+func (x *WatchPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPreStitchImageMetadataResponse.ProtoReflect.Descriptor instead.
+func (*WatchPreStitchImageMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WatchPreStitchImageMetadataResponse) GetMetadata() *PreStitchImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *WatchPreStitchImageMetadataResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchPreStitchImageMetadataResponse) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
 var File_metadata_v1_pre_stitch_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
@@ -767,13 +904,23 @@ const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"\x9a\x01\n" +
 	"/ListPreStitchImageMetadataByCorrelationResponse\x12?\n" +
 	"\bmetadata\x18\x01 \x03(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xd9\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x92\x01\n" +
+	"\"WatchPreStitchImageMetadataRequest\x12\x1d\n" +
+	"\n" +
+	"camera_ids\x18\x01 \x03(\tR\tcameraIds\x12*\n" +
+	"\x11start_with_latest\x18\x02 \x01(\bR\x0fstartWithLatest\x12!\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\"\xa5\x01\n" +
+	"#WatchPreStitchImageMetadataResponse\x12?\n" +
+	"\bmetadata\x18\x01 \x01(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1a\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting2\xf1\a\n" +
 	"\x1dPreStitchImageMetadataService\x12\x97\x01\n" +
 	"\x1cCreatePreStitchImageMetadata\x120.metadata.v1.CreatePreStitchImageMetadataRequest\x1a1.metadata.v1.CreatePreStitchImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9f\x01\n" +
 	"\x1fGetLatestPreStitchImageMetadata\x123.metadata.v1.GetLatestPreStitchImageMetadataRequest\x1a4.metadata.v1.GetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xae\x01\n" +
 	"$BatchGetLatestPreStitchImageMetadata\x128.metadata.v1.BatchGetLatestPreStitchImageMetadataRequest\x1a9.metadata.v1.BatchGetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xb7\x01\n" +
 	"'ListPreStitchImageMetadataByCorrelation\x12;.metadata.v1.ListPreStitchImageMetadataByCorrelationRequest\x1a<.metadata.v1.ListPreStitchImageMetadataByCorrelationResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x90\x01\n" +
-	"\x1aListPreStitchImageMetadata\x12..metadata.v1.ListPreStitchImageMetadataRequest\x1a/.metadata.v1.ListPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x1aListPreStitchImageMetadata\x12..metadata.v1.ListPreStitchImageMetadataRequest\x1a/.metadata.v1.ListPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x95\x01\n" +
+	"\x1bWatchPreStitchImageMetadata\x12/.metadata.v1.WatchPreStitchImageMetadataRequest\x1a0.metadata.v1.WatchPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_pre_stitch_image_proto_rawDescOnce sync.Once
@@ -787,7 +934,7 @@ func file_metadata_v1_pre_stitch_image_proto_rawDescGZIP() []byte {
 	return file_metadata_v1_pre_stitch_image_proto_rawDescData
 }
 
-var file_metadata_v1_pre_stitch_image_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_metadata_v1_pre_stitch_image_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_metadata_v1_pre_stitch_image_proto_goTypes = []any{
 	(*PreStitchImageMetadata)(nil),                          // 0: metadata.v1.PreStitchImageMetadata
 	(*CreatePreStitchImageMetadataRequest)(nil),             // 1: metadata.v1.CreatePreStitchImageMetadataRequest
@@ -800,37 +947,42 @@ var file_metadata_v1_pre_stitch_image_proto_goTypes = []any{
 	(*ListPreStitchImageMetadataResponse)(nil),              // 8: metadata.v1.ListPreStitchImageMetadataResponse
 	(*ListPreStitchImageMetadataByCorrelationRequest)(nil),  // 9: metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
 	(*ListPreStitchImageMetadataByCorrelationResponse)(nil), // 10: metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
-	nil,                           // 11: metadata.v1.PreStitchImageMetadata.AttributesEntry
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*WatchPreStitchImageMetadataRequest)(nil),              // 11: metadata.v1.WatchPreStitchImageMetadataRequest
+	(*WatchPreStitchImageMetadataResponse)(nil),             // 12: metadata.v1.WatchPreStitchImageMetadataResponse
+	nil,                           // 13: metadata.v1.PreStitchImageMetadata.AttributesEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_metadata_v1_pre_stitch_image_proto_depIdxs = []int32{
-	12, // 0: metadata.v1.PreStitchImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
-	11, // 1: metadata.v1.PreStitchImageMetadata.attributes:type_name -> metadata.v1.PreStitchImageMetadata.AttributesEntry
+	14, // 0: metadata.v1.PreStitchImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
+	13, // 1: metadata.v1.PreStitchImageMetadata.attributes:type_name -> metadata.v1.PreStitchImageMetadata.AttributesEntry
 	0,  // 2: metadata.v1.CreatePreStitchImageMetadataRequest.metadata:type_name -> metadata.v1.PreStitchImageMetadata
 	0,  // 3: metadata.v1.CreatePreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
 	0,  // 4: metadata.v1.GetLatestPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	12, // 5: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	12, // 6: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	14, // 5: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	14, // 6: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: metadata.v1.BatchGetLatestPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	12, // 8: metadata.v1.ListPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	12, // 9: metadata.v1.ListPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	14, // 8: metadata.v1.ListPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	14, // 9: metadata.v1.ListPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 10: metadata.v1.ListPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
 	0,  // 11: metadata.v1.ListPreStitchImageMetadataByCorrelationResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	1,  // 12: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:input_type -> metadata.v1.CreatePreStitchImageMetadataRequest
-	3,  // 13: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:input_type -> metadata.v1.GetLatestPreStitchImageMetadataRequest
-	5,  // 14: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:input_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataRequest
-	9,  // 15: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:input_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
-	7,  // 16: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:input_type -> metadata.v1.ListPreStitchImageMetadataRequest
-	2,  // 17: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:output_type -> metadata.v1.CreatePreStitchImageMetadataResponse
-	4,  // 18: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:output_type -> metadata.v1.GetLatestPreStitchImageMetadataResponse
-	6,  // 19: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:output_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataResponse
-	10, // 20: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:output_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
-	8,  // 21: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:output_type -> metadata.v1.ListPreStitchImageMetadataResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	0,  // 12: metadata.v1.WatchPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	1,  // 13: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:input_type -> metadata.v1.CreatePreStitchImageMetadataRequest
+	3,  // 14: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:input_type -> metadata.v1.GetLatestPreStitchImageMetadataRequest
+	5,  // 15: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:input_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataRequest
+	9,  // 16: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:input_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
+	7,  // 17: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:input_type -> metadata.v1.ListPreStitchImageMetadataRequest
+	11, // 18: metadata.v1.PreStitchImageMetadataService.WatchPreStitchImageMetadata:input_type -> metadata.v1.WatchPreStitchImageMetadataRequest
+	2,  // 19: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:output_type -> metadata.v1.CreatePreStitchImageMetadataResponse
+	4,  // 20: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:output_type -> metadata.v1.GetLatestPreStitchImageMetadataResponse
+	6,  // 21: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:output_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataResponse
+	10, // 22: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:output_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
+	8,  // 23: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:output_type -> metadata.v1.ListPreStitchImageMetadataResponse
+	12, // 24: metadata.v1.PreStitchImageMetadataService.WatchPreStitchImageMetadata:output_type -> metadata.v1.WatchPreStitchImageMetadataResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_pre_stitch_image_proto_init() }
@@ -845,7 +997,7 @@ func file_metadata_v1_pre_stitch_image_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_pre_stitch_image_proto_rawDesc), len(file_metadata_v1_pre_stitch_image_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

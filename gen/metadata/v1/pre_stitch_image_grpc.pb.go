@@ -24,6 +24,7 @@ const (
 	PreStitchImageMetadataService_BatchGetLatestPreStitchImageMetadata_FullMethodName    = "/metadata.v1.PreStitchImageMetadataService/BatchGetLatestPreStitchImageMetadata"
 	PreStitchImageMetadataService_ListPreStitchImageMetadataByCorrelation_FullMethodName = "/metadata.v1.PreStitchImageMetadataService/ListPreStitchImageMetadataByCorrelation"
 	PreStitchImageMetadataService_ListPreStitchImageMetadata_FullMethodName              = "/metadata.v1.PreStitchImageMetadataService/ListPreStitchImageMetadata"
+	PreStitchImageMetadataService_WatchPreStitchImageMetadata_FullMethodName             = "/metadata.v1.PreStitchImageMetadataService/WatchPreStitchImageMetadata"
 )
 
 // PreStitchImageMetadataServiceClient is the client API for PreStitchImageMetadataService service.
@@ -46,6 +47,19 @@ type PreStitchImageMetadataServiceClient interface {
 	ListPreStitchImageMetadataByCorrelation(ctx context.Context, in *ListPreStitchImageMetadataByCorrelationRequest, opts ...grpc.CallOption) (*ListPreStitchImageMetadataByCorrelationResponse, error)
 	// ListPreStitchImageMetadata pages through one camera's images, newest first.
 	ListPreStitchImageMetadata(ctx context.Context, in *ListPreStitchImageMetadataRequest, opts ...grpc.CallOption) (*ListPreStitchImageMetadataResponse, error)
+	// WatchPreStitchImageMetadata streams the new images of up to 1,000 cameras as they are
+	// created, on whichever replica creates them; see WatchPreStitchImageMetadataRequest for
+	// what the feed holds.
+	//
+	// Guarantee: at-least-once, ordered per camera. Each camera's images come in
+	// strictly ascending captured_at; every response carries a resume_token, and a new
+	// watch with the last token received delivers every image of the feed that came
+	// after it (some perhaps again). A stream that falls behind (its buffer of new
+	// images fills while the client does not read) is ended with RESOURCE_EXHAUSTED,
+	// a stream open at server shutdown with UNAVAILABLE; both carry a
+	// google.rpc.ErrorInfo (reason WATCH_ENDED) whose metadata "resume_token" is the
+	// token of the last response sent.
+	WatchPreStitchImageMetadata(ctx context.Context, in *WatchPreStitchImageMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPreStitchImageMetadataResponse], error)
 }
 
 type preStitchImageMetadataServiceClient struct {
@@ -106,6 +120,25 @@ func (c *preStitchImageMetadataServiceClient) ListPreStitchImageMetadata(ctx con
 	return out, nil
 }
 
+func (c *preStitchImageMetadataServiceClient) WatchPreStitchImageMetadata(ctx context.Context, in *WatchPreStitchImageMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPreStitchImageMetadataResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PreStitchImageMetadataService_ServiceDesc.Streams[0], PreStitchImageMetadataService_WatchPreStitchImageMetadata_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchPreStitchImageMetadataRequest, WatchPreStitchImageMetadataResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PreStitchImageMetadataService_WatchPreStitchImageMetadataClient = grpc.ServerStreamingClient[WatchPreStitchImageMetadataResponse]
+
 // PreStitchImageMetadataServiceServer is the server API for PreStitchImageMetadataService service.
 // All implementations must embed UnimplementedPreStitchImageMetadataServiceServer
 // for forward compatibility.
@@ -126,6 +159,19 @@ type PreStitchImageMetadataServiceServer interface {
 	ListPreStitchImageMetadataByCorrelation(context.Context, *ListPreStitchImageMetadataByCorrelationRequest) (*ListPreStitchImageMetadataByCorrelationResponse, error)
 	// ListPreStitchImageMetadata pages through one camera's images, newest first.
 	ListPreStitchImageMetadata(context.Context, *ListPreStitchImageMetadataRequest) (*ListPreStitchImageMetadataResponse, error)
+	// WatchPreStitchImageMetadata streams the new images of up to 1,000 cameras as they are
+	// created, on whichever replica creates them; see WatchPreStitchImageMetadataRequest for
+	// what the feed holds.
+	//
+	// Guarantee: at-least-once, ordered per camera. Each camera's images come in
+	// strictly ascending captured_at; every response carries a resume_token, and a new
+	// watch with the last token received delivers every image of the feed that came
+	// after it (some perhaps again). A stream that falls behind (its buffer of new
+	// images fills while the client does not read) is ended with RESOURCE_EXHAUSTED,
+	// a stream open at server shutdown with UNAVAILABLE; both carry a
+	// google.rpc.ErrorInfo (reason WATCH_ENDED) whose metadata "resume_token" is the
+	// token of the last response sent.
+	WatchPreStitchImageMetadata(*WatchPreStitchImageMetadataRequest, grpc.ServerStreamingServer[WatchPreStitchImageMetadataResponse]) error
 	mustEmbedUnimplementedPreStitchImageMetadataServiceServer()
 }
 
@@ -150,6 +196,9 @@ func (UnimplementedPreStitchImageMetadataServiceServer) ListPreStitchImageMetada
 }
 func (UnimplementedPreStitchImageMetadataServiceServer) ListPreStitchImageMetadata(context.Context, *ListPreStitchImageMetadataRequest) (*ListPreStitchImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPreStitchImageMetadata not implemented")
+}
+func (UnimplementedPreStitchImageMetadataServiceServer) WatchPreStitchImageMetadata(*WatchPreStitchImageMetadataRequest, grpc.ServerStreamingServer[WatchPreStitchImageMetadataResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchPreStitchImageMetadata not implemented")
 }
 func (UnimplementedPreStitchImageMetadataServiceServer) mustEmbedUnimplementedPreStitchImageMetadataServiceServer() {
 }
@@ -263,6 +312,17 @@ func _PreStitchImageMetadataService_ListPreStitchImageMetadata_Handler(srv inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PreStitchImageMetadataService_WatchPreStitchImageMetadata_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchPreStitchImageMetadataRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PreStitchImageMetadataServiceServer).WatchPreStitchImageMetadata(m, &grpc.GenericServerStream[WatchPreStitchImageMetadataRequest, WatchPreStitchImageMetadataResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PreStitchImageMetadataService_WatchPreStitchImageMetadataServer = grpc.ServerStreamingServer[WatchPreStitchImageMetadataResponse]
+
 // PreStitchImageMetadataService_ServiceDesc is the grpc.ServiceDesc for PreStitchImageMetadataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -291,6 +351,12 @@ var PreStitchImageMetadataService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _PreStitchImageMetadataService_ListPreStitchImageMetadata_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchPreStitchImageMetadata",
+			Handler:       _PreStitchImageMetadataService_WatchPreStitchImageMetadata_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "metadata/v1/pre_stitch_image.proto",
 }

@@ -571,6 +571,143 @@ func (x *ListSingleImageMetadataResponse) GetNextPageToken() string {
 	return ""
 }
 
+// WatchSingleImageMetadataRequest is the input of WatchSingleImageMetadata.
+//
+// The feed of a camera holds the images that become readable while the watch is
+// open (or after the resume_token's point) and whose captured_at lies within the
+// feed window (5 minutes by default) of that moment: a backlog upload of older images
+// is not streamed. Within a stream, an image captured at or before the last image
+// delivered for its camera is skipped, so that each camera's images come in order;
+// read such late images with List.
+type WatchSingleImageMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cameras to watch: 1 to 1,000 ids.
+	CameraIds []string `protobuf:"bytes,1,rep,name=camera_ids,json=cameraIds,proto3" json:"camera_ids,omitempty"`
+	// Send first the newest existing image of each camera that has one. Ignored
+	// with a resume_token.
+	StartWithLatest bool `protobuf:"varint,2,opt,name=start_with_latest,json=startWithLatest,proto3" json:"start_with_latest,omitempty"`
+	// resume_token of the last response received on an earlier watch: the stream
+	// starts with what that watch had not sent yet. Tokens are accepted for one hour.
+	ResumeToken   string `protobuf:"bytes,3,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSingleImageMetadataRequest) Reset() {
+	*x = WatchSingleImageMetadataRequest{}
+	mi := &file_metadata_v1_single_image_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSingleImageMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSingleImageMetadataRequest) ProtoMessage() {}
+
+func (x *WatchSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_single_image_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSingleImageMetadataRequest.ProtoReflect.Descriptor instead.
+func (*WatchSingleImageMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WatchSingleImageMetadataRequest) GetCameraIds() []string {
+	if x != nil {
+		return x.CameraIds
+	}
+	return nil
+}
+
+func (x *WatchSingleImageMetadataRequest) GetStartWithLatest() bool {
+	if x != nil {
+		return x.StartWithLatest
+	}
+	return false
+}
+
+func (x *WatchSingleImageMetadataRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// WatchSingleImageMetadataResponse is one image of WatchSingleImageMetadata.
+type WatchSingleImageMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new image, as stored.
+	Metadata *SingleImageMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Where a new watch resumes to miss nothing after this response.
+	ResumeToken string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// True for the images start_with_latest sends before the new ones.
+	Existing      bool `protobuf:"varint,3,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSingleImageMetadataResponse) Reset() {
+	*x = WatchSingleImageMetadataResponse{}
+	mi := &file_metadata_v1_single_image_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSingleImageMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSingleImageMetadataResponse) ProtoMessage() {}
+
+func (x *WatchSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_single_image_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSingleImageMetadataResponse.ProtoReflect.Descriptor instead.
+func (*WatchSingleImageMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchSingleImageMetadataResponse) GetMetadata() *SingleImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *WatchSingleImageMetadataResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchSingleImageMetadataResponse) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
 var File_metadata_v1_single_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_single_image_proto_rawDesc = "" +
@@ -619,12 +756,22 @@ const file_metadata_v1_single_image_proto_rawDesc = "" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\"\x87\x01\n" +
 	"\x1fListSingleImageMetadataResponse\x12<\n" +
 	"\bmetadata\x18\x01 \x03(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xf8\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8f\x01\n" +
+	"\x1fWatchSingleImageMetadataRequest\x12\x1d\n" +
+	"\n" +
+	"camera_ids\x18\x01 \x03(\tR\tcameraIds\x12*\n" +
+	"\x11start_with_latest\x18\x02 \x01(\bR\x0fstartWithLatest\x12!\n" +
+	"\fresume_token\x18\x03 \x01(\tR\vresumeToken\"\x9f\x01\n" +
+	" WatchSingleImageMetadataResponse\x12<\n" +
+	"\bmetadata\x18\x01 \x01(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1a\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting2\x87\x06\n" +
 	"\x1aSingleImageMetadataService\x12\x8e\x01\n" +
 	"\x19CreateSingleImageMetadata\x12-.metadata.v1.CreateSingleImageMetadataRequest\x1a..metadata.v1.CreateSingleImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x96\x01\n" +
 	"\x1cGetLatestSingleImageMetadata\x120.metadata.v1.GetLatestSingleImageMetadataRequest\x1a1.metadata.v1.GetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa5\x01\n" +
 	"!BatchGetLatestSingleImageMetadata\x125.metadata.v1.BatchGetLatestSingleImageMetadataRequest\x1a6.metadata.v1.BatchGetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x87\x01\n" +
-	"\x17ListSingleImageMetadata\x12+.metadata.v1.ListSingleImageMetadataRequest\x1a,.metadata.v1.ListSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x17ListSingleImageMetadata\x12+.metadata.v1.ListSingleImageMetadataRequest\x1a,.metadata.v1.ListSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x8c\x01\n" +
+	"\x18WatchSingleImageMetadata\x12,.metadata.v1.WatchSingleImageMetadataRequest\x1a-.metadata.v1.WatchSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_single_image_proto_rawDescOnce sync.Once
@@ -638,7 +785,7 @@ func file_metadata_v1_single_image_proto_rawDescGZIP() []byte {
 	return file_metadata_v1_single_image_proto_rawDescData
 }
 
-var file_metadata_v1_single_image_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_metadata_v1_single_image_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_metadata_v1_single_image_proto_goTypes = []any{
 	(*SingleImageMetadata)(nil),                       // 0: metadata.v1.SingleImageMetadata
 	(*CreateSingleImageMetadataRequest)(nil),          // 1: metadata.v1.CreateSingleImageMetadataRequest
@@ -649,34 +796,39 @@ var file_metadata_v1_single_image_proto_goTypes = []any{
 	(*BatchGetLatestSingleImageMetadataResponse)(nil), // 6: metadata.v1.BatchGetLatestSingleImageMetadataResponse
 	(*ListSingleImageMetadataRequest)(nil),            // 7: metadata.v1.ListSingleImageMetadataRequest
 	(*ListSingleImageMetadataResponse)(nil),           // 8: metadata.v1.ListSingleImageMetadataResponse
-	nil,                                               // 9: metadata.v1.SingleImageMetadata.AttributesEntry
-	(*timestamppb.Timestamp)(nil),                     // 10: google.protobuf.Timestamp
+	(*WatchSingleImageMetadataRequest)(nil),           // 9: metadata.v1.WatchSingleImageMetadataRequest
+	(*WatchSingleImageMetadataResponse)(nil),          // 10: metadata.v1.WatchSingleImageMetadataResponse
+	nil,                                               // 11: metadata.v1.SingleImageMetadata.AttributesEntry
+	(*timestamppb.Timestamp)(nil),                     // 12: google.protobuf.Timestamp
 }
 var file_metadata_v1_single_image_proto_depIdxs = []int32{
-	10, // 0: metadata.v1.SingleImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
-	9,  // 1: metadata.v1.SingleImageMetadata.attributes:type_name -> metadata.v1.SingleImageMetadata.AttributesEntry
+	12, // 0: metadata.v1.SingleImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
+	11, // 1: metadata.v1.SingleImageMetadata.attributes:type_name -> metadata.v1.SingleImageMetadata.AttributesEntry
 	0,  // 2: metadata.v1.CreateSingleImageMetadataRequest.metadata:type_name -> metadata.v1.SingleImageMetadata
 	0,  // 3: metadata.v1.CreateSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
 	0,  // 4: metadata.v1.GetLatestSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	10, // 5: metadata.v1.BatchGetLatestSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	10, // 6: metadata.v1.BatchGetLatestSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	12, // 5: metadata.v1.BatchGetLatestSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	12, // 6: metadata.v1.BatchGetLatestSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: metadata.v1.BatchGetLatestSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	10, // 8: metadata.v1.ListSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	10, // 9: metadata.v1.ListSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	12, // 8: metadata.v1.ListSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	12, // 9: metadata.v1.ListSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 10: metadata.v1.ListSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	1,  // 11: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:input_type -> metadata.v1.CreateSingleImageMetadataRequest
-	3,  // 12: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:input_type -> metadata.v1.GetLatestSingleImageMetadataRequest
-	5,  // 13: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:input_type -> metadata.v1.BatchGetLatestSingleImageMetadataRequest
-	7,  // 14: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:input_type -> metadata.v1.ListSingleImageMetadataRequest
-	2,  // 15: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:output_type -> metadata.v1.CreateSingleImageMetadataResponse
-	4,  // 16: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:output_type -> metadata.v1.GetLatestSingleImageMetadataResponse
-	6,  // 17: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:output_type -> metadata.v1.BatchGetLatestSingleImageMetadataResponse
-	8,  // 18: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:output_type -> metadata.v1.ListSingleImageMetadataResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 11: metadata.v1.WatchSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
+	1,  // 12: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:input_type -> metadata.v1.CreateSingleImageMetadataRequest
+	3,  // 13: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:input_type -> metadata.v1.GetLatestSingleImageMetadataRequest
+	5,  // 14: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:input_type -> metadata.v1.BatchGetLatestSingleImageMetadataRequest
+	7,  // 15: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:input_type -> metadata.v1.ListSingleImageMetadataRequest
+	9,  // 16: metadata.v1.SingleImageMetadataService.WatchSingleImageMetadata:input_type -> metadata.v1.WatchSingleImageMetadataRequest
+	2,  // 17: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:output_type -> metadata.v1.CreateSingleImageMetadataResponse
+	4,  // 18: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:output_type -> metadata.v1.GetLatestSingleImageMetadataResponse
+	6,  // 19: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:output_type -> metadata.v1.BatchGetLatestSingleImageMetadataResponse
+	8,  // 20: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:output_type -> metadata.v1.ListSingleImageMetadataResponse
+	10, // 21: metadata.v1.SingleImageMetadataService.WatchSingleImageMetadata:output_type -> metadata.v1.WatchSingleImageMetadataResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_single_image_proto_init() }
@@ -691,7 +843,7 @@ func file_metadata_v1_single_image_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_single_image_proto_rawDesc), len(file_metadata_v1_single_image_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

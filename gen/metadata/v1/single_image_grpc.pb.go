@@ -23,6 +23,7 @@ const (
 	SingleImageMetadataService_GetLatestSingleImageMetadata_FullMethodName      = "/metadata.v1.SingleImageMetadataService/GetLatestSingleImageMetadata"
 	SingleImageMetadataService_BatchGetLatestSingleImageMetadata_FullMethodName = "/metadata.v1.SingleImageMetadataService/BatchGetLatestSingleImageMetadata"
 	SingleImageMetadataService_ListSingleImageMetadata_FullMethodName           = "/metadata.v1.SingleImageMetadataService/ListSingleImageMetadata"
+	SingleImageMetadataService_WatchSingleImageMetadata_FullMethodName          = "/metadata.v1.SingleImageMetadataService/WatchSingleImageMetadata"
 )
 
 // SingleImageMetadataServiceClient is the client API for SingleImageMetadataService service.
@@ -42,6 +43,19 @@ type SingleImageMetadataServiceClient interface {
 	BatchGetLatestSingleImageMetadata(ctx context.Context, in *BatchGetLatestSingleImageMetadataRequest, opts ...grpc.CallOption) (*BatchGetLatestSingleImageMetadataResponse, error)
 	// ListSingleImageMetadata pages through one camera's images, newest first.
 	ListSingleImageMetadata(ctx context.Context, in *ListSingleImageMetadataRequest, opts ...grpc.CallOption) (*ListSingleImageMetadataResponse, error)
+	// WatchSingleImageMetadata streams the new images of up to 1,000 cameras as they are
+	// created, on whichever replica creates them; see WatchSingleImageMetadataRequest for
+	// what the feed holds.
+	//
+	// Guarantee: at-least-once, ordered per camera. Each camera's images come in
+	// strictly ascending captured_at; every response carries a resume_token, and a new
+	// watch with the last token received delivers every image of the feed that came
+	// after it (some perhaps again). A stream that falls behind (its buffer of new
+	// images fills while the client does not read) is ended with RESOURCE_EXHAUSTED,
+	// a stream open at server shutdown with UNAVAILABLE; both carry a
+	// google.rpc.ErrorInfo (reason WATCH_ENDED) whose metadata "resume_token" is the
+	// token of the last response sent.
+	WatchSingleImageMetadata(ctx context.Context, in *WatchSingleImageMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSingleImageMetadataResponse], error)
 }
 
 type singleImageMetadataServiceClient struct {
@@ -92,6 +106,25 @@ func (c *singleImageMetadataServiceClient) ListSingleImageMetadata(ctx context.C
 	return out, nil
 }
 
+func (c *singleImageMetadataServiceClient) WatchSingleImageMetadata(ctx context.Context, in *WatchSingleImageMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSingleImageMetadataResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SingleImageMetadataService_ServiceDesc.Streams[0], SingleImageMetadataService_WatchSingleImageMetadata_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSingleImageMetadataRequest, WatchSingleImageMetadataResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SingleImageMetadataService_WatchSingleImageMetadataClient = grpc.ServerStreamingClient[WatchSingleImageMetadataResponse]
+
 // SingleImageMetadataServiceServer is the server API for SingleImageMetadataService service.
 // All implementations must embed UnimplementedSingleImageMetadataServiceServer
 // for forward compatibility.
@@ -109,6 +142,19 @@ type SingleImageMetadataServiceServer interface {
 	BatchGetLatestSingleImageMetadata(context.Context, *BatchGetLatestSingleImageMetadataRequest) (*BatchGetLatestSingleImageMetadataResponse, error)
 	// ListSingleImageMetadata pages through one camera's images, newest first.
 	ListSingleImageMetadata(context.Context, *ListSingleImageMetadataRequest) (*ListSingleImageMetadataResponse, error)
+	// WatchSingleImageMetadata streams the new images of up to 1,000 cameras as they are
+	// created, on whichever replica creates them; see WatchSingleImageMetadataRequest for
+	// what the feed holds.
+	//
+	// Guarantee: at-least-once, ordered per camera. Each camera's images come in
+	// strictly ascending captured_at; every response carries a resume_token, and a new
+	// watch with the last token received delivers every image of the feed that came
+	// after it (some perhaps again). A stream that falls behind (its buffer of new
+	// images fills while the client does not read) is ended with RESOURCE_EXHAUSTED,
+	// a stream open at server shutdown with UNAVAILABLE; both carry a
+	// google.rpc.ErrorInfo (reason WATCH_ENDED) whose metadata "resume_token" is the
+	// token of the last response sent.
+	WatchSingleImageMetadata(*WatchSingleImageMetadataRequest, grpc.ServerStreamingServer[WatchSingleImageMetadataResponse]) error
 	mustEmbedUnimplementedSingleImageMetadataServiceServer()
 }
 
@@ -130,6 +176,9 @@ func (UnimplementedSingleImageMetadataServiceServer) BatchGetLatestSingleImageMe
 }
 func (UnimplementedSingleImageMetadataServiceServer) ListSingleImageMetadata(context.Context, *ListSingleImageMetadataRequest) (*ListSingleImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSingleImageMetadata not implemented")
+}
+func (UnimplementedSingleImageMetadataServiceServer) WatchSingleImageMetadata(*WatchSingleImageMetadataRequest, grpc.ServerStreamingServer[WatchSingleImageMetadataResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchSingleImageMetadata not implemented")
 }
 func (UnimplementedSingleImageMetadataServiceServer) mustEmbedUnimplementedSingleImageMetadataServiceServer() {
 }
@@ -225,6 +274,17 @@ func _SingleImageMetadataService_ListSingleImageMetadata_Handler(srv interface{}
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SingleImageMetadataService_WatchSingleImageMetadata_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSingleImageMetadataRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SingleImageMetadataServiceServer).WatchSingleImageMetadata(m, &grpc.GenericServerStream[WatchSingleImageMetadataRequest, WatchSingleImageMetadataResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SingleImageMetadataService_WatchSingleImageMetadataServer = grpc.ServerStreamingServer[WatchSingleImageMetadataResponse]
+
 // SingleImageMetadataService_ServiceDesc is the grpc.ServiceDesc for SingleImageMetadataService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -249,6 +309,12 @@ var SingleImageMetadataService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SingleImageMetadataService_ListSingleImageMetadata_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchSingleImageMetadata",
+			Handler:       _SingleImageMetadataService_WatchSingleImageMetadata_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "metadata/v1/single_image.proto",
 }
