@@ -15,6 +15,7 @@ import (
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
+	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/video"
@@ -48,6 +49,9 @@ type config struct {
 	cacheSize         byteSize
 	memTableSize      byteSize
 	healthInterval    time.Duration
+	watchPoll         time.Duration
+	watchWindow       time.Duration
+	watchBuffer       int
 	metricsListen     string
 	healthListen      string
 	security          securityConfig
@@ -79,6 +83,9 @@ func parseConfig(args []string) (config, error) {
 	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
 	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
+	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica scans the index for new images to stream to Watch calls (the create may land on any replica)")
+	fs.DurationVar(&c.watchWindow, "watch-window", feed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
+	fs.IntVar(&c.watchBuffer, "watch-buffer", feed.DefaultBuffer, "new images a Watch stream holds for a client that does not read; past it the stream ends with RESOURCE_EXHAUSTED and a resume token")
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")
@@ -116,6 +123,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.purgeLease <= 0 {
 		return config{}, fmt.Errorf("-purge-lease must be positive, not %s", c.purgeLease)
+	}
+	if c.watchPoll <= 0 || c.watchWindow <= 0 || c.watchBuffer <= 0 {
+		return config{}, fmt.Errorf("-watch-poll, -watch-window and -watch-buffer must be positive")
 	}
 	if c.healthInterval <= 0 {
 		return config{}, fmt.Errorf("-health-interval must be positive, not %s", c.healthInterval)

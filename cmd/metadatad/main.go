@@ -107,9 +107,15 @@ func run(args []string) error {
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
 		Limits: cfg.limits.server(),
+		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer},
 	}
 	if store.embedded != nil {
 		serverOpts.Backups = backup.NewSource(store.embedded, cfg.dataDir, nil)
+	} else {
+		// Replicas share the store: each finds every replica's creates in
+		// the index. The embedded store has one process, whose creates feed
+		// its watches directly.
+		serverOpts.Watch.Poll = cfg.watchPoll
 	}
 	if obs.metrics != nil {
 		serverOpts.Metrics = obs.metrics.GRPC
