@@ -96,8 +96,11 @@ type watcher[M imageMessage] struct {
 }
 
 // deliver sends img unless its camera already had one as new or newer.
+// Either way the stream has handled img: a new watch from token misses
+// nothing that came after it.
 func (w *watcher[M]) deliver(img images.Image, token string, existing bool) error {
 	if last, ok := w.newest[img.CameraID]; ok && img.RowKey >= last {
+		w.token = token
 		return nil
 	}
 	if err := w.send(w.h.fromImage(img), token, existing); err != nil {

@@ -377,3 +377,49 @@ func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
 	w.recvUntil(t, want)
 	requireOrderedPerCamera(t, w.got)
 }
+
+// TestWatchServesPanoAndPreStitch watches the two other kinds, each with the
+// field only it carries: one generic path serves all three.
+func TestWatchServesPanoAndPreStitch(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{})
+	ctx, cancel := context.WithTimeout(t.Context(), watchPatience)
+	defer cancel()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	createPano := func(at time.Time) {
+		_, err := h.pano.CreatePanoImageMetadata(t.Context(), &metadatav1.CreatePanoImageMetadataRequest{
+			Metadata: &metadatav1.PanoImageMetadata{CameraId: "cam-a", CapturedAt: timestamppb.New(at), IsClearDay: true}})
+		requireOK(t, err, "create pano")
+	}
+	createPreStitch := func(at time.Time) {
+		_, err := h.preStitch.CreatePreStitchImageMetadata(t.Context(), &metadatav1.CreatePreStitchImageMetadataRequest{
+			Metadata: &metadatav1.PreStitchImageMetadata{CameraId: "cam-a", CapturedAt: timestamppb.New(at), PanoImageCorrelationId: "pano-1"}})
+		requireOK(t, err, "create pre-stitch")
+	}
+	createPano(now)
+	createPreStitch(now)
+	pano, err := h.pano.WatchPanoImageMetadata(ctx, &metadatav1.WatchPanoImageMetadataRequest{CameraIds: []string{"cam-a"}, StartWithLatest: true})
+	requireOK(t, err, "WatchPanoImageMetadata")
+	preStitch, err := h.preStitch.WatchPreStitchImageMetadata(ctx, &metadatav1.WatchPreStitchImageMetadataRequest{CameraIds: []string{"cam-a"}, StartWithLatest: true})
+	requireOK(t, err, "WatchPreStitchImageMetadata")
+	for _, recv := range []func() (bool, error){
+		func() (bool, error) { r, err := pano.Recv(); return r.GetExisting(), err },
+		func() (bool, error) { r, err := preStitch.Recv(); return r.GetExisting(), err },
+	} {
+		if existing, err := recv(); err != nil || !existing {
+			t.Fatalf("start_with_latest: existing %v, %v", existing, err)
+		}
+	}
+	later := now.Add(time.Millisecond)
+	createPano(later)
+	createPreStitch(later)
+	p, err := pano.Recv()
+	requireOK(t, err, "pano receive")
+	if !p.GetMetadata().GetIsClearDay() || !p.GetMetadata().GetCapturedAt().AsTime().Equal(later) || p.GetResumeToken() == "" {
+		t.Fatalf("pano watch sent %v", p)
+	}
+	ps, err := preStitch.Recv()
+	requireOK(t, err, "pre-stitch receive")
+	if ps.GetMetadata().GetPanoImageCorrelationId() != "pano-1" || !ps.GetMetadata().GetCapturedAt().AsTime().Equal(later) {
+		t.Fatalf("pre-stitch watch sent %v", ps)
+	}
+}
