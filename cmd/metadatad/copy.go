@@ -91,6 +91,11 @@ func copyTables(c config) []string {
 	var tables []string
 	for _, k := range images.Kinds {
 		tables = append(tables, images.IndexTable(c.tables[k]), c.tables[k])
+		if k.HasPointers() {
+			// After the primary table: a pointer row never promises more
+			// than the rows already there (see images.PointerTable).
+			tables = append(tables, images.PointerTable(c.tables[k]))
+		}
 	}
 	return append(tables, c.videoTable, c.deviceStateTable, c.acquisitionTable,
 		acquisition.ActiveTable(c.acquisitionTable), retention.DefaultJobsTable)

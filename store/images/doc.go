@@ -7,5 +7,7 @@
 // the number of cameras. Every create writes both rows; no create may leave a
 // primary row without its index row, since such a row would escape retention
 // forever. The three kinds share this one code path and differ only in the
-// table names and the one extra property each carries.
+// table names and the one extra property each carries. Pano and pre-stitch
+// keep a third table of pointer rows that bound their filtered reads (see
+// PointerTable).
 package images

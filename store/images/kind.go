@@ -42,3 +42,7 @@ func (k Kind) DefaultTable() string {
 // IndexTable is the name of the index table of a primary table: fixed, as in
 // the .NET system, so the retention job finds it from the primary name alone.
 func IndexTable(primary string) string { return primary + "Index" }
+
+// HasPointers tells whether the kind has reads filtered by a property, which
+// pointer rows bound (see PointerTable).
+func (k Kind) HasPointers() bool { return k == Pano || k == PreStitch }

@@ -64,6 +64,7 @@ type Repository struct {
 	kind        Kind
 	primary     store.Table
 	index       store.Table
+	pointers    store.Table // nil for a kind without filtered reads
 	transactor  store.Transactor
 	concurrency int
 	shards      int
@@ -90,6 +91,12 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 	if err != nil {
 		return nil, fmt.Errorf("images: open %s: %w", IndexTable(opts.Table), err)
 	}
+	var pointers store.Table
+	if opts.Kind.HasPointers() {
+		if pointers, err = backend.Table(ctx, PointerTable(opts.Table)); err != nil {
+			return nil, fmt.Errorf("images: open %s: %w", PointerTable(opts.Table), err)
+		}
+	}
 	if opts.IndexShards < 0 || opts.IndexShards > maxIndexShards {
 		return nil, fmt.Errorf("images: IndexShards %d outside 0 to %d", opts.IndexShards, maxIndexShards)
 	}
@@ -99,7 +106,7 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 	if opts.LandingMargin <= 0 {
 		opts.LandingMargin = DefaultLandingMargin
 	}
-	r := &Repository{kind: opts.Kind, primary: primary, index: index, concurrency: opts.BatchConcurrency,
+	r := &Repository{kind: opts.Kind, primary: primary, index: index, pointers: pointers, concurrency: opts.BatchConcurrency,
 		shards: opts.IndexShards, timeout: opts.CreateTimeout}
 	r.transactor, _ = backend.(store.Transactor)
 	if r.transactor == nil {
@@ -118,7 +125,8 @@ func (r *Repository) IndexLag() time.Duration { return r.lag }
 // Kind is the image kind the repository serves.
 func (r *Repository) Kind() Kind { return r.kind }
 
-// Tables are the primary and index tables, for the retention engine.
+// Tables are the primary and index tables, for the retention engine. The
+// pointer table, if the kind has one, needs no purge (see PointerTable).
 func (r *Repository) Tables() (primary, index store.Table) { return r.primary, r.index }
 
 // Create stores img's primary and index rows and returns img as stored:
@@ -134,10 +142,7 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 	}
 	index := indexEntity(img, r.shards)
 	if r.transactor != nil {
-		err = r.transactor.Transact(ctx, []store.TableOp{
-			{Table: r.index, Op: store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: index}},
-			{Table: r.primary, Op: store.Op{Kind: store.OpInsert, Entity: primary}},
-		})
+		err = r.createAtomically(ctx, img, index, primary)
 	} else {
 		// Index first: an index row without its primary row is harmless (the
 		// purge finds nothing to delete), a primary row without its index row
@@ -147,6 +152,12 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 			return Image{}, err
 		}
 		err = r.createIndexFirst(ctx, index, primary)
+		if err == nil {
+			// After the primary row, before the acknowledgement: a crash
+			// in between leaves an unacknowledged image, whose retry lands
+			// in resolveDuplicate and widens the pointer there.
+			err = r.widenFor(ctx, img)
+		}
 	}
 	if errors.Is(err, store.ErrAlreadyExists) {
 		return r.resolveDuplicate(ctx, primary)
@@ -155,6 +166,36 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 		return Image{}, err
 	}
 	return img, nil
+}
+
+// createAtomically writes img's index row, primary row and pointer row in
+// one transaction, reading the pointer again when another create widened
+// it between the read and the commit.
+func (r *Repository) createAtomically(ctx context.Context, img Image, index, primary store.Entity) error {
+	ops := []store.TableOp{
+		{Table: r.index, Op: store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: index}},
+		{Table: r.primary, Op: store.Op{Kind: store.OpInsert, Entity: primary}},
+	}
+	key, keeps := r.pointerKey(img)
+	if !keeps {
+		return r.transactor.Transact(ctx, ops)
+	}
+	for range maxPointerAttempts {
+		op, err := r.pointerWrite(ctx, img.CameraID, key, img.RowKey)
+		if err != nil {
+			return err
+		}
+		withPointer := ops
+		if op != nil {
+			withPointer = append(ops[:len(ops):len(ops)], store.TableOp{Table: r.pointers, Op: *op})
+		}
+		err = r.transactor.Transact(ctx, withPointer)
+		var be *store.BatchError
+		if !errors.As(err, &be) || be.Index != len(ops) || !lostRace(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("images: pointer %s of camera %s changed %d times in a row", key, img.CameraID, maxPointerAttempts)
 }
 
 // createIndexFirst writes the index row, then the primary row, within
@@ -186,7 +227,13 @@ func (r *Repository) resolveDuplicate(ctx context.Context, want store.Entity) (I
 	if err != nil {
 		return Image{}, err
 	}
-	return imageFromEntity(stored)
+	img, err := imageFromEntity(stored)
+	if err != nil {
+		return Image{}, err
+	}
+	// The first attempt may have stopped between its primary row and its
+	// pointer: the retry finishes its work.
+	return img, r.widenFor(ctx, img)
 }
 
 // Span bounds capture times to [Start, End); a nil bound is open.
@@ -226,12 +273,22 @@ type ListOptions struct {
 
 // List returns one page of a camera's images, newest first, and the cursor
 // of the next page (nil on the last). The page holds Limit images unless it
-// is the last.
+// is the last. A filter the kind keeps pointers for (pano's ClearDayOnly,
+// pre-stitch's CorrelationID) reads only the rows its pointer bounds.
 func (r *Repository) List(ctx context.Context, opts ListOptions) ([]Image, *store.Cursor, error) {
 	q := store.Query{
 		PartitionKey: opts.CameraID,
 		Rows:         store.InvertedTicksRows(opts.Span.Start, opts.Span.End),
 		Where:        opts.Filter.where(),
+	}
+	if key, ok := r.filterPointer(opts.Filter); ok {
+		rows, found, err := r.pointerRows(ctx, opts.CameraID, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if q.Rows, ok = intersect(q.Rows, rows); !found || !ok {
+			return nil, nil, nil
+		}
 	}
 	page, err := store.FillPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		q.Resume, q.Limit = resume, want
@@ -247,6 +304,16 @@ func (r *Repository) List(ctx context.Context, opts ListOptions) ([]Image, *stor
 		}
 	}
 	return out, page.Next, nil
+}
+
+// intersect is the range of the rows in both a and b; ok is false when
+// there is none.
+func intersect(a, b store.Range) (store.Range, bool) {
+	out := store.Range{From: max(a.From, b.From), To: a.To}
+	if out.To == "" || (b.To != "" && b.To < out.To) {
+		out.To = b.To
+	}
+	return out, out.To == "" || out.From < out.To
 }
 
 // Latest returns the camera's newest image within span that matches filter;

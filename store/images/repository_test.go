@@ -15,7 +15,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 )
 
-func openDB(t *testing.T) *pebble.DB {
+func openDB(t testing.TB) *pebble.DB {
 	t.Helper()
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
 	if err != nil {
