@@ -41,6 +41,16 @@ var purgeStates = map[retention.State]metadatav1.PurgeState{
 	retention.Running:   metadatav1.PurgeState_PURGE_STATE_RUNNING,
 	retention.Succeeded: metadatav1.PurgeState_PURGE_STATE_SUCCEEDED,
 	retention.Failed:    metadatav1.PurgeState_PURGE_STATE_FAILED,
+	retention.Cancelled: metadatav1.PurgeState_PURGE_STATE_CANCELLED,
+}
+
+func stateOf(s metadatav1.PurgeState) (retention.State, bool) {
+	for state, api := range purgeStates {
+		if api == s {
+			return state, true
+		}
+	}
+	return "", false
 }
 
 func imageTypeOf(k images.Kind) metadatav1.ImageType {
@@ -145,12 +155,19 @@ func (s *retentionService) get(ctx context.Context, id string) (*retention.Job, 
 func (s *retentionService) ListPurges(ctx context.Context, req *metadatav1.ListPurgesRequest) (*metadatav1.ListPurgesResponse, error) {
 	var v violations
 	limit := v.checkPageSize(req.GetPageSize())
-	fingerprint := queryFingerprint(metadatav1.RetentionService_ListPurges_FullMethodName)
+	var state retention.State
+	if req.GetState() != metadatav1.PurgeState_PURGE_STATE_UNSPECIFIED {
+		var ok bool
+		if state, ok = stateOf(req.GetState()); !ok {
+			v.add("state", fmt.Sprintf("unknown purge state %v", req.GetState()))
+		}
+	}
+	fingerprint := queryFingerprint(metadatav1.RetentionService_ListPurges_FullMethodName, string(state))
 	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	jobs, next, err := s.engine.List(ctx, limit, resume)
+	jobs, next, err := s.engine.ListInState(ctx, state, limit, resume)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -159,6 +176,25 @@ func (s *retentionService) ListPurges(ctx context.Context, req *metadatav1.ListP
 		resp.Jobs = append(resp.Jobs, purgeJob(j))
 	}
 	return resp, nil
+}
+
+// CancelPurge asks a job to stop at its next task boundary.
+func (s *retentionService) CancelPurge(ctx context.Context, req *metadatav1.CancelPurgeRequest) (*metadatav1.CancelPurgeResponse, error) {
+	var v violations
+	v.checkCameraID("job_id", req.GetJobId())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	j, err := s.engine.Cancel(ctx, req.GetJobId())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, status.Errorf(codes.NotFound, "purge %q not found", req.GetJobId())
+	case errors.Is(err, retention.ErrJobEnded):
+		return nil, status.Errorf(codes.FailedPrecondition, "purge %q has ended; only a pending or running purge can be cancelled", req.GetJobId())
+	case err != nil:
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &metadatav1.CancelPurgeResponse{Job: purgeJob(j)}, nil
 }
 
 // WatchPurge sends the job now and at every change until it ends.
@@ -207,6 +243,7 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 		IndexRowsDeleted:    totals.IndexRows,
 		CreateTime:          timestamppb.New(j.Created),
 		Error:               j.Error,
+		CancelRequested:     j.CancelRequested,
 	}
 	if !j.Started.IsZero() {
 		out.StartTime = timestamppb.New(j.Started)

@@ -253,3 +253,78 @@ func TestRetentionDaysAreWholeDaysInUTC(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelPurgeOverGRPC: a purge cancelled on a replica that runs no
+// purges ends CANCELLED on the replica that does, having deleted nothing;
+// ListPurges filters by state; a finished job cannot be cancelled, an
+// unknown one is not found; the next purge does the work.
+func TestCancelPurgeOverGRPC(t *testing.T) {
+	backend := openMemPebble(t)
+	idle := startServerWith(t, backend, false)
+	seedMinutes(t, idle, 2)
+	cutoff := &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(minute(2).Add(15 * time.Second))}
+	started, err := idle.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff})
+	requireOK(t, err, "StartPurge")
+	id := started.GetJob().GetJobId()
+	resp, err := idle.retention.CancelPurge(t.Context(), &metadatav1.CancelPurgeRequest{JobId: id})
+	requireOK(t, err, "CancelPurge")
+	if j := resp.GetJob(); !j.GetCancelRequested() || j.GetState() != metadatav1.PurgeState_PURGE_STATE_PENDING {
+		t.Fatalf("CancelPurge of a pending job returned %v", j)
+	}
+	listed := func(h *harness, state metadatav1.PurgeState) []string {
+		t.Helper()
+		list, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{State: state})
+		requireOK(t, err, "ListPurges")
+		var ids []string
+		for _, j := range list.GetJobs() {
+			if j.GetState() != state {
+				t.Errorf("ListPurges of %v returned a job %v", state, j.GetState())
+			}
+			ids = append(ids, j.GetJobId())
+		}
+		return ids
+	}
+	if got := listed(idle, metadatav1.PurgeState_PURGE_STATE_PENDING); len(got) != 1 || got[0] != id {
+		t.Fatalf("pending purges %v, want [%s]", got, id)
+	}
+
+	running := startServerWith(t, backend, true)
+	snaps := watch(t, running, id)
+	last := snaps[len(snaps)-1]
+	if last.GetState() != metadatav1.PurgeState_PURGE_STATE_CANCELLED || last.GetMetadataRowsDeleted() != 0 ||
+		last.GetIndexRowsDeleted() != 0 || last.GetError() == "" || last.GetEndTime() == nil {
+		t.Fatalf("cancelled purge ended %v", last)
+	}
+	if got := singleCount(t, running, "cam-0"); got != 4 {
+		t.Fatalf("a purge cancelled before it began left cam-0 %d images, want 4", got)
+	}
+	_, err = running.retention.CancelPurge(t.Context(), &metadatav1.CancelPurgeRequest{JobId: id})
+	requireCode(t, err, codes.FailedPrecondition)
+	_, err = running.retention.CancelPurge(t.Context(), &metadatav1.CancelPurgeRequest{JobId: "0123456789abcdef0123"})
+	requireCode(t, err, codes.NotFound)
+	_, err = running.retention.CancelPurge(t.Context(), &metadatav1.CancelPurgeRequest{})
+	requireFieldViolation(t, err, "job_id")
+
+	next, err := running.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff})
+	requireOK(t, err, "next StartPurge")
+	snaps = watch(t, running, next.GetJob().GetJobId())
+	if last := snaps[len(snaps)-1]; last.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED || last.GetMetadataRowsDeleted() != 3*2*2 {
+		t.Fatalf("next purge ended %v", last)
+	}
+	if got := singleCount(t, running, "cam-0"); got != 2 {
+		t.Fatalf("after the next purge cam-0 has %d images, want 2", got)
+	}
+	if got := listed(running, metadatav1.PurgeState_PURGE_STATE_CANCELLED); len(got) != 1 || got[0] != id {
+		t.Errorf("cancelled purges %v, want [%s]", got, id)
+	}
+	if got := listed(running, metadatav1.PurgeState_PURGE_STATE_SUCCEEDED); len(got) != 1 || got[0] != next.GetJob().GetJobId() {
+		t.Errorf("succeeded purges %v, want [%s]", got, next.GetJob().GetJobId())
+	}
+	page, err := running.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageSize: 1})
+	requireOK(t, err, "ListPurges page 1")
+	_, err = running.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{
+		PageToken: page.GetNextPageToken(), State: metadatav1.PurgeState_PURGE_STATE_CANCELLED})
+	requireFieldViolation(t, err, "page_token")
+	_, err = running.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{State: 42})
+	requireFieldViolation(t, err, "state")
+}

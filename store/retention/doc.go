@@ -47,6 +47,11 @@
 // about 100,000 cameras). Waiting for the tasks tallies them in order, so
 // it reads each task about once.
 //
+// A job cancelled (Engine.Cancel, from any process) stops at a task
+// boundary: tasks that have begun deleting finish, the others are closed
+// and never run, planning stops after the task it is recording and the
+// sweep before its next chunk, so its counts are what it deleted.
+//
 // Jobs, tasks and the queue are tables of the same backend, so GetPurge
 // answers the same from any process sharing it.
 package retention

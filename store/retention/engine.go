@@ -289,7 +289,12 @@ func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
 
 // List returns a page of jobs, newest first, and the cursor of the next.
 func (e *Engine) List(ctx context.Context, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
-	return e.jobs.list(ctx, limit, resume)
+	return e.jobs.list(ctx, "", limit, resume)
+}
+
+// ListInState is List of the jobs in one state only.
+func (e *Engine) ListInState(ctx context.Context, state State, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
+	return e.jobs.list(ctx, state, limit, resume)
 }
 
 // Changed returns a channel closed at the next change this process makes to
@@ -409,6 +414,9 @@ func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error
 		if phase == phaseDone {
 			return nil
 		}
+		if j.CancelRequested {
+			return errCancelled
+		}
 		spanName := "purge." + phase
 		if j.DryRun {
 			spanName = "purge.dry_run"
@@ -457,6 +465,11 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 		}
 	}
 	for {
+		if cur, _, err := e.jobs.get(ctx, j.ID); err != nil {
+			return err
+		} else if cur.CancelRequested {
+			return errCancelled
+		}
 		next, sum := tallied, counts
 		err := e.tasks.from(ctx, j.ID, kind, tallied, func(t *task) (bool, error) {
 			if !t.Done {
@@ -501,6 +514,8 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		totals := j.Totals()
 		var running *RunningError
 		switch {
+		case errors.Is(cause, errCancelled):
+			j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
 		case errors.As(cause, &running):
 			j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
 		case cause != nil:
@@ -528,6 +543,10 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	attrs := []any{"job", id, "state", string(j.State), "dry_run", j.DryRun, "devices_total", t.DevicesTotal,
 		"devices_done", t.DevicesDone, "devices_failed", t.DevicesFailed,
 		"metadata_rows_deleted", t.MetadataRows, "index_rows_deleted", t.IndexRows, "duration", j.Ended.Sub(j.Started)}
+	if j.State == Cancelled {
+		e.log.Info("purge cancelled", attrs...)
+		return
+	}
 	if cause != nil {
 		e.log.Error("purge failed", append(attrs, "err", cause)...)
 		return

@@ -16,10 +16,13 @@ const (
 	Running   State = "running"
 	Succeeded State = "succeeded"
 	Failed    State = "failed"
+	// Cancelled: stopped at a task boundary on request; its counts are
+	// what it deleted, and the next purge deletes the rest.
+	Cancelled State = "cancelled"
 )
 
 // Terminal reports whether the job has ended.
-func (s State) Terminal() bool { return s == Succeeded || s == Failed }
+func (s State) Terminal() bool { return s == Succeeded || s == Failed || s == Cancelled }
 
 // Counts are the progress counts of one kind, or of a job.
 type Counts struct {
@@ -100,6 +103,9 @@ type Job struct {
 	// Start's last write clears it; a job left unconfirmed by a Start that
 	// failed, was cancelled or crashed ends failed (see abandonStart).
 	Unconfirmed bool `json:"unconfirmed,omitempty"`
+	// CancelRequested asks the job to stop at its next task boundary; the
+	// engine running it, on whichever replica, ends it Cancelled.
+	CancelRequested bool `json:"cancelRequested,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

@@ -158,10 +158,15 @@ func (s *jobStore) updateStamped(ctx context.Context, id string, change func(*Jo
 	return nil, time.Time{}, fmt.Errorf("retention: job %s: too many concurrent updates: %w", id, store.ErrConflict)
 }
 
-// list returns one page of jobs, newest first.
-func (s *jobStore) list(ctx context.Context, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
+// list returns one page of jobs, newest first; only those in state unless
+// it is empty.
+func (s *jobStore) list(ctx context.Context, state State, limit int, resume *store.Cursor) ([]*Job, *store.Cursor, error) {
+	var where []store.Equal
+	if state != "" {
+		where = []store.Equal{{Property: propState, Value: string(state)}}
+	}
 	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, limit int) (store.Page, error) {
-		return s.table.Query(ctx, store.Query{PartitionKey: jobPartition, Resume: resume, Limit: limit})
+		return s.table.Query(ctx, store.Query{PartitionKey: jobPartition, Where: where, Resume: resume, Limit: limit})
 	})
 	if err != nil {
 		return nil, nil, err

@@ -96,7 +96,11 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
 	}
 	for _, kind := range j.ImageKinds() {
-		if err := e.runKind(ctx, id, kind); err != nil {
+		err := e.runKind(ctx, id, kind)
+		if errors.Is(err, errCancelled) {
+			err = e.cancelled(ctx, j)
+		}
+		if err != nil {
 			failure = err
 			if ctx.Err() != nil {
 				return // shutting down or lease lost: the job resumes elsewhere or later
@@ -144,4 +148,15 @@ func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id str
 			e.log.Warn("purge: lease renewal failed; retrying", "job", id, "err", err)
 		}
 	}
+}
+
+// cancelled settles every kind of a job whose cancellation stopped it and
+// ends it Cancelled.
+func (e *Engine) cancelled(ctx context.Context, j *Job) error {
+	for _, kind := range j.ImageKinds() {
+		if err := e.settleCancelled(ctx, j.ID, kind); err != nil {
+			return err
+		}
+	}
+	return errCancelled
 }

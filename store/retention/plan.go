@@ -193,14 +193,18 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		if err := p.e.send(ctx, t); err != nil {
 			return err
 		}
-		if _, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
+		j, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
 			j.progress(p.kind).Counts.DevicesTotal += int64(len(group))
 			return nil
-		}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 		p.seq++
 		group, groupBytes = nil, 0
+		if j.CancelRequested {
+			return errCancelled
+		}
 		return nil
 	}
 	err = p.e.repos[p.kind].ExpiredCameras(ctx, p.job.Boundary(), func(device string) error {

@@ -75,7 +75,7 @@ type Status struct {
 // of jobs and one single-row scan of each index.
 func (e *Engine) Status(ctx context.Context) (Status, error) {
 	s := Status{LastSucceeded: map[images.Kind]time.Time{}, Oldest: map[images.Kind]time.Time{}}
-	jobs, _, err := e.jobs.list(ctx, recentJobs, nil)
+	jobs, _, err := e.jobs.list(ctx, "", recentJobs, nil)
 	if err != nil {
 		return Status{}, err
 	}

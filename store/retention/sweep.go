@@ -266,6 +266,9 @@ func indexDelete(row images.IndexRow) store.KeyDelete {
 func (s *sweeper) apply(ctx context.Context, in sweepIntent, c *sweepChunk) error {
 	announce := func() error {
 		_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
+			if j.CancelRequested && j.progress(s.kind).Intent == nil {
+				return errCancelled // between chunks: a chunk announced runs to its end
+			}
 			j.progress(s.kind).Intent = &in
 			return nil
 		})

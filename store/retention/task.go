@@ -42,6 +42,21 @@ type task struct {
 	// written after it may belong to primary rows the count did not see.
 	CountedAt time.Time `json:"countedAt,omitzero"`
 	Done      bool      `json:"done,omitempty"`
+	// Closed marks a task its job's cancellation caught before it began:
+	// it never runs. See cancel.go.
+	Closed bool `json:"closed,omitempty"`
+}
+
+// begun reports whether a delivery of the task has recorded counts, the
+// write that precedes every delete: a begun task runs to its end even if
+// its job is cancelled, so that the job's counts hold what it deleted.
+func (t *task) begun() bool {
+	for _, d := range t.Devices {
+		if d.Counted {
+			return true
+		}
+	}
+	return false
 }
 
 // taskMessage is the queue message of a task: its address only, so it

@@ -137,7 +137,19 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	if err != nil {
 		return 0, err
 	}
-	if t.Done || j.State.Terminal() {
+	if t.Done || t.Closed || j.State.Terminal() {
+		return settleDelete, nil
+	}
+	if j.CancelRequested && !t.begun() {
+		// Closed at the version read, so that the job's settling, which
+		// may close it too, and this delivery agree.
+		closed, err := e.closeTask(ctx, m)
+		if err == nil && !closed {
+			err = fmt.Errorf("retention: task %s/%s changed while being closed", m.JobID, taskRowKey(m.Kind, m.Seq))
+		}
+		if err != nil {
+			return 0, err
+		}
 		return settleDelete, nil
 	}
 	repo, ok := e.repos[t.Kind]

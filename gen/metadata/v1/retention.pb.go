@@ -93,6 +93,9 @@ const (
 	PurgeState_PURGE_STATE_SUCCEEDED PurgeState = 3
 	// Stopped short; error says why. Failed devices are retried by the next purge.
 	PurgeState_PURGE_STATE_FAILED PurgeState = 4
+	// Stopped by CancelPurge; its counts are what it deleted, and the next
+	// purge deletes the rest.
+	PurgeState_PURGE_STATE_CANCELLED PurgeState = 5
 )
 
 // Enum value maps for PurgeState.
@@ -103,6 +106,7 @@ var (
 		2: "PURGE_STATE_RUNNING",
 		3: "PURGE_STATE_SUCCEEDED",
 		4: "PURGE_STATE_FAILED",
+		5: "PURGE_STATE_CANCELLED",
 	}
 	PurgeState_value = map[string]int32{
 		"PURGE_STATE_UNSPECIFIED": 0,
@@ -110,6 +114,7 @@ var (
 		"PURGE_STATE_RUNNING":     2,
 		"PURGE_STATE_SUCCEEDED":   3,
 		"PURGE_STATE_FAILED":      4,
+		"PURGE_STATE_CANCELLED":   5,
 	}
 )
 
@@ -264,9 +269,11 @@ type PurgeJob struct {
 	// When the job ended.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Why the job failed.
-	Error         string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	// CancelPurge was called: the job ends CANCELLED at its next task boundary.
+	CancelRequested bool `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PurgeJob) Reset() {
@@ -402,6 +409,13 @@ func (x *PurgeJob) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *PurgeJob) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
 }
 
 // StartPurgeRequest is the input of StartPurge.
@@ -656,7 +670,10 @@ type ListPurgesRequest struct {
 	// Maximum jobs per page: 0 means 100, at most 1,000.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, or empty for the first page.
-	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only jobs in this state; unspecified means every job. A page token is
+	// only valid with the state it was issued for.
+	State         PurgeState `protobuf:"varint,3,opt,name=state,proto3,enum=metadata.v1.PurgeState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,6 +720,13 @@ func (x *ListPurgesRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListPurgesRequest) GetState() PurgeState {
+	if x != nil {
+		return x.State
+	}
+	return PurgeState_PURGE_STATE_UNSPECIFIED
 }
 
 // ListPurgesResponse is the output of ListPurges.
@@ -852,6 +876,98 @@ func (x *WatchPurgeResponse) GetJob() *PurgeJob {
 	return nil
 }
 
+// CancelPurgeRequest is the input of CancelPurge.
+type CancelPurgeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job to cancel.
+	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPurgeRequest) Reset() {
+	*x = CancelPurgeRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPurgeRequest) ProtoMessage() {}
+
+func (x *CancelPurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPurgeRequest.ProtoReflect.Descriptor instead.
+func (*CancelPurgeRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CancelPurgeRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// CancelPurgeResponse is the output of CancelPurge.
+type CancelPurgeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job, with cancel_requested set; still running until its next task boundary.
+	Job           *PurgeJob `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPurgeResponse) Reset() {
+	*x = CancelPurgeResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPurgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPurgeResponse) ProtoMessage() {}
+
+func (x *CancelPurgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPurgeResponse.ProtoReflect.Descriptor instead.
+func (*CancelPurgeResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CancelPurgeResponse) GetJob() *PurgeJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 var File_metadata_v1_retention_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_retention_proto_rawDesc = "" +
@@ -864,7 +980,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\fdevices_done\x18\x03 \x01(\x03R\vdevicesDone\x12%\n" +
 	"\x0edevices_failed\x18\x04 \x01(\x03R\rdevicesFailed\x122\n" +
 	"\x15metadata_rows_deleted\x18\x05 \x01(\x03R\x13metadataRowsDeleted\x12,\n" +
-	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\"\xb0\x05\n" +
+	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\"\xdb\x05\n" +
 	"\bPurgeJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x127\n" +
 	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
@@ -886,7 +1002,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
-	"\x05error\x18\x0f \x01(\tR\x05error\"\xd7\x01\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\x12)\n" +
+	"\x10cancel_requested\x18\x10 \x01(\bR\x0fcancelRequested\"\xd7\x01\n" +
 	"\x11StartPurgeRequest\x127\n" +
 	"\vimage_types\x18\x01 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
 	"imageTypes\x12'\n" +
@@ -900,30 +1017,36 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x0fGetPurgeRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\";\n" +
 	"\x10GetPurgeResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"O\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"~\n" +
 	"\x11ListPurgesRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"g\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12-\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x17.metadata.v1.PurgeStateR\x05state\"g\n" +
 	"\x12ListPurgesResponse\x12)\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x15.metadata.v1.PurgeJobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
 	"\x11WatchPurgeRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"=\n" +
 	"\x12WatchPurgeResponse\x12'\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"+\n" +
+	"\x12CancelPurgeRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\">\n" +
+	"\x13CancelPurgeResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job*n\n" +
 	"\tImageType\x12\x1a\n" +
 	"\x16IMAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11IMAGE_TYPE_SINGLE\x10\x01\x12\x13\n" +
 	"\x0fIMAGE_TYPE_PANO\x10\x02\x12\x19\n" +
-	"\x15IMAGE_TYPE_PRE_STITCH\x10\x03*\x8e\x01\n" +
+	"\x15IMAGE_TYPE_PRE_STITCH\x10\x03*\xa9\x01\n" +
 	"\n" +
 	"PurgeState\x12\x1b\n" +
 	"\x17PURGE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PURGE_STATE_PENDING\x10\x01\x12\x17\n" +
 	"\x13PURGE_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15PURGE_STATE_SUCCEEDED\x10\x03\x12\x16\n" +
-	"\x12PURGE_STATE_FAILED\x10\x042\x9e\x03\n" +
+	"\x12PURGE_STATE_FAILED\x10\x04\x12\x19\n" +
+	"\x15PURGE_STATE_CANCELLED\x10\x052\x85\x04\n" +
 	"\x10RetentionService\x12b\n" +
 	"\n" +
 	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\\\n" +
@@ -931,7 +1054,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
 	"ListPurges\x12\x1e.metadata.v1.ListPurgesRequest\x1a\x1f.metadata.v1.ListPurgesResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12d\n" +
 	"\n" +
-	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12e\n" +
+	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.adminB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_retention_proto_rawDescOnce sync.Once
@@ -946,7 +1070,7 @@ func file_metadata_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_metadata_v1_retention_proto_goTypes = []any{
 	(ImageType)(0),                // 0: metadata.v1.ImageType
 	(PurgeState)(0),               // 1: metadata.v1.PurgeState
@@ -960,36 +1084,42 @@ var file_metadata_v1_retention_proto_goTypes = []any{
 	(*ListPurgesResponse)(nil),    // 9: metadata.v1.ListPurgesResponse
 	(*WatchPurgeRequest)(nil),     // 10: metadata.v1.WatchPurgeRequest
 	(*WatchPurgeResponse)(nil),    // 11: metadata.v1.WatchPurgeResponse
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*CancelPurgeRequest)(nil),    // 12: metadata.v1.CancelPurgeRequest
+	(*CancelPurgeResponse)(nil),   // 13: metadata.v1.CancelPurgeResponse
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_metadata_v1_retention_proto_depIdxs = []int32{
 	0,  // 0: metadata.v1.PurgeCounts.image_type:type_name -> metadata.v1.ImageType
 	0,  // 1: metadata.v1.PurgeJob.image_types:type_name -> metadata.v1.ImageType
-	12, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
+	14, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: metadata.v1.PurgeJob.state:type_name -> metadata.v1.PurgeState
 	2,  // 4: metadata.v1.PurgeJob.type_counts:type_name -> metadata.v1.PurgeCounts
-	12, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
-	12, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
-	12, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
+	14, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
+	14, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
+	14, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: metadata.v1.StartPurgeRequest.image_types:type_name -> metadata.v1.ImageType
-	12, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
+	14, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
 	3,  // 10: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 11: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	3,  // 12: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
-	3,  // 13: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	4,  // 14: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
-	6,  // 15: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
-	8,  // 16: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
-	10, // 17: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
-	5,  // 18: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
-	7,  // 19: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
-	9,  // 20: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
-	11, // 21: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 12: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
+	3,  // 13: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
+	3,  // 14: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	3,  // 15: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	4,  // 16: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
+	6,  // 17: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
+	8,  // 18: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
+	10, // 19: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
+	12, // 20: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
+	5,  // 21: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
+	7,  // 22: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
+	9,  // 23: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
+	11, // 24: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
+	13, // 25: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_retention_proto_init() }
@@ -1008,7 +1138,7 @@ func file_metadata_v1_retention_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_retention_proto_rawDesc), len(file_metadata_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RetentionService_StartPurge_FullMethodName = "/metadata.v1.RetentionService/StartPurge"
-	RetentionService_GetPurge_FullMethodName   = "/metadata.v1.RetentionService/GetPurge"
-	RetentionService_ListPurges_FullMethodName = "/metadata.v1.RetentionService/ListPurges"
-	RetentionService_WatchPurge_FullMethodName = "/metadata.v1.RetentionService/WatchPurge"
+	RetentionService_StartPurge_FullMethodName  = "/metadata.v1.RetentionService/StartPurge"
+	RetentionService_GetPurge_FullMethodName    = "/metadata.v1.RetentionService/GetPurge"
+	RetentionService_ListPurges_FullMethodName  = "/metadata.v1.RetentionService/ListPurges"
+	RetentionService_WatchPurge_FullMethodName  = "/metadata.v1.RetentionService/WatchPurge"
+	RetentionService_CancelPurge_FullMethodName = "/metadata.v1.RetentionService/CancelPurge"
 )
 
 // RetentionServiceClient is the client API for RetentionService service.
@@ -45,6 +46,15 @@ type RetentionServiceClient interface {
 	ListPurges(ctx context.Context, in *ListPurgesRequest, opts ...grpc.CallOption) (*ListPurgesResponse, error)
 	// WatchPurge streams snapshots of a job as it progresses; the last one is terminal.
 	WatchPurge(ctx context.Context, in *WatchPurgeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPurgeResponse], error)
+	// CancelPurge asks a running or pending job to stop and returns it with
+	// cancel_requested set; it ends CANCELLED at its next task boundary
+	// (watch it to see when). Tasks that have begun deleting finish, so the
+	// job's counts are exactly what it deleted; the next purge deletes the
+	// rest. Planning stops after the task it is recording, the sweep before
+	// its next chunk. Any replica can cancel any job: the request is kept in
+	// the store. NOT_FOUND for an unknown job, FAILED_PRECONDITION for one
+	// that has ended.
+	CancelPurge(ctx context.Context, in *CancelPurgeRequest, opts ...grpc.CallOption) (*CancelPurgeResponse, error)
 }
 
 type retentionServiceClient struct {
@@ -104,6 +114,16 @@ func (c *retentionServiceClient) WatchPurge(ctx context.Context, in *WatchPurgeR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RetentionService_WatchPurgeClient = grpc.ServerStreamingClient[WatchPurgeResponse]
 
+func (c *retentionServiceClient) CancelPurge(ctx context.Context, in *CancelPurgeRequest, opts ...grpc.CallOption) (*CancelPurgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelPurgeResponse)
+	err := c.cc.Invoke(ctx, RetentionService_CancelPurge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RetentionServiceServer is the server API for RetentionService service.
 // All implementations must embed UnimplementedRetentionServiceServer
 // for forward compatibility.
@@ -124,6 +144,15 @@ type RetentionServiceServer interface {
 	ListPurges(context.Context, *ListPurgesRequest) (*ListPurgesResponse, error)
 	// WatchPurge streams snapshots of a job as it progresses; the last one is terminal.
 	WatchPurge(*WatchPurgeRequest, grpc.ServerStreamingServer[WatchPurgeResponse]) error
+	// CancelPurge asks a running or pending job to stop and returns it with
+	// cancel_requested set; it ends CANCELLED at its next task boundary
+	// (watch it to see when). Tasks that have begun deleting finish, so the
+	// job's counts are exactly what it deleted; the next purge deletes the
+	// rest. Planning stops after the task it is recording, the sweep before
+	// its next chunk. Any replica can cancel any job: the request is kept in
+	// the store. NOT_FOUND for an unknown job, FAILED_PRECONDITION for one
+	// that has ended.
+	CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error)
 	mustEmbedUnimplementedRetentionServiceServer()
 }
 
@@ -145,6 +174,9 @@ func (UnimplementedRetentionServiceServer) ListPurges(context.Context, *ListPurg
 }
 func (UnimplementedRetentionServiceServer) WatchPurge(*WatchPurgeRequest, grpc.ServerStreamingServer[WatchPurgeResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchPurge not implemented")
+}
+func (UnimplementedRetentionServiceServer) CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelPurge not implemented")
 }
 func (UnimplementedRetentionServiceServer) mustEmbedUnimplementedRetentionServiceServer() {}
 func (UnimplementedRetentionServiceServer) testEmbeddedByValue()                          {}
@@ -232,6 +264,24 @@ func _RetentionService_WatchPurge_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RetentionService_WatchPurgeServer = grpc.ServerStreamingServer[WatchPurgeResponse]
 
+func _RetentionService_CancelPurge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelPurgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).CancelPurge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_CancelPurge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).CancelPurge(ctx, req.(*CancelPurgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RetentionService_ServiceDesc is the grpc.ServiceDesc for RetentionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +300,10 @@ var RetentionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPurges",
 			Handler:    _RetentionService_ListPurges_Handler,
+		},
+		{
+			MethodName: "CancelPurge",
+			Handler:    _RetentionService_CancelPurge_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,121 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// ErrJobEnded reports a cancellation of a job that has already ended.
+var ErrJobEnded = errors.New("retention: the purge has ended")
+
+// errCancelled stops a phase of a job whose cancellation was requested.
+var errCancelled = errors.New("retention: purge cancelled")
+
+// Cancel asks a job to stop at its next task boundary and returns it as
+// recorded. The request lives on the job in the store, so it works from
+// any replica: the engine running the job, wherever it runs, sees it at its
+// next look at the job, lets the tasks that have begun deleting finish,
+// closes the others, and ends the job Cancelled with the counts of what it
+// deleted. The next purge deletes the rest. store.ErrNotFound for an
+// unknown job, ErrJobEnded for one that has ended.
+//
+// Each phase stops at its own boundary: planning after the task it is
+// recording, the work when every task that began has ended, the sweep
+// before its next chunk (a chunk announced runs to its end, with its
+// count).
+func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
+	j, err := e.updateJob(ctx, id, func(j *Job) error {
+		if j.State.Terminal() {
+			return fmt.Errorf("%w: purge %s is %s", ErrJobEnded, id, j.State)
+		}
+		j.CancelRequested = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A job no engine runs right now (pending, or its engine gone) ends as
+	// soon as this engine, or the next to resume it, takes it.
+	e.launch(id)
+	return j, nil
+}
+
+// settleCancelled brings the counts of a cancelled job's kind to what its
+// tasks deleted: it closes the tasks that have not begun, so that no worker
+// starts them, and waits for those that have begun to end. A kind past its
+// work phase has every task in its counts already.
+func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
+	for {
+		j, _, err := e.jobs.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		p := j.progress(kind)
+		if p.Phase != phasePlan && p.Phase != phaseWork {
+			return nil
+		}
+		sum := Counts{DevicesTotal: p.Counts.DevicesTotal}
+		tasks, running := 0, false
+		err = e.tasks.each(ctx, id, kind, func(t *task) error {
+			tasks++
+			switch {
+			case t.Done:
+				c := t.counts()
+				c.DevicesTotal = 0 // the plan counted them
+				sum.add(c)
+			case t.Closed:
+			case t.begun():
+				running = true
+			default:
+				closed, err := e.closeTask(ctx, taskMessage{JobID: id, Kind: kind, Seq: t.Seq})
+				running = running || !closed
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !running {
+			_, err := e.updateJob(ctx, id, func(j *Job) error {
+				q := j.progress(kind)
+				q.Counts, q.Tallied = sum, tasks
+				return nil
+			})
+			return err
+		}
+		e.wait(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// closeTask marks a task that has not begun closed, at the version it read,
+// so that it and a worker beginning it cannot both win; false if the task
+// began (or changed) meanwhile.
+func (e *Engine) closeTask(ctx context.Context, m taskMessage) (bool, error) {
+	t, etag, err := e.tasks.get(ctx, m)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	case t.Done || t.Closed:
+		return true, nil
+	case t.begun():
+		return false, nil
+	}
+	t.Closed = true
+	if _, err := e.tasks.put(ctx, t, etag); errors.Is(err, store.ErrConflict) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	e.notify()
+	return true, nil
+}

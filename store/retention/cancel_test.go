@@ -1,0 +1,171 @@
+package retention_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// blockOnce holds the first write that matches until released, and says
+// when one has arrived.
+type blockOnce struct {
+	mu      sync.Mutex
+	match   func(table, op string) bool
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func newBlockOnce(match func(table, op string) bool) *blockOnce {
+	return &blockOnce{match: match, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockOnce) before(table, op string, _ []store.Key) error {
+	b.mu.Lock()
+	matched := b.match(table, op)
+	b.mu.Unlock()
+	if !matched {
+		return nil
+	}
+	b.once.Do(func() {
+		close(b.reached)
+		<-b.release
+	})
+	return nil
+}
+
+// TestCancelStopsAtATaskBoundary cancels a purge in each of its phases,
+// from an engine of another replica that does not run it: the job ends
+// Cancelled, its counts are exactly the rows it deleted, the phase stopped
+// short of the end, and the next purge deletes the rest, its counts and
+// the cancelled job's adding up to every expired row.
+func TestCancelStopsAtATaskBoundary(t *testing.T) {
+	kind := images.Single
+	deletes := func(op string) bool {
+		return op == "delete-ranges" || op == "delete-keys" || op == "batch-delete"
+	}
+	phases := []struct {
+		name string
+		// sweeping says the work was done: only index rows are left.
+		sweeping bool
+		// at picks the write the job is cancelled at, given the kind's tables.
+		at func(primary, index string) func(table, op string) bool
+	}{
+		{"planning", false, func(string, string) func(string, string) bool {
+			inserts := 0
+			return func(table, op string) bool {
+				if table == retention.DefaultTasksTable && op == "insert" {
+					inserts++
+					return inserts == 2 // the second task of three
+				}
+				return false
+			}
+		}},
+		{"working", false, func(primary, _ string) func(string, string) bool {
+			return func(table, op string) bool { return table == primary && deletes(op) }
+		}},
+		{"sweeping", true, func(_, index string) func(string, string) bool {
+			return func(table, op string) bool { return table == index && deletes(op) }
+		}},
+	}
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, phase := range phases {
+			t.Run(phase.name, func(t *testing.T) {
+				opts := quickOptions()
+				opts.Workers = 1 // one task at a time: the others are still to begin
+				f := newFixture(t, opts)
+				f.seed(t, cameras)
+				primaryTable, indexTable := f.repo(kind).Tables()
+				block := newBlockOnce(phase.at(primaryTable.Name(), indexTable.Name()))
+				f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
+				before := f.census(t, kind, base.Add(2*time.Minute))
+				f.run(t)
+				started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-block.reached
+				other := f.otherReplica(t)
+				got, err := other.Cancel(t.Context(), started.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got.CancelRequested || got.State.Terminal() {
+					t.Errorf("Cancel returned state %s, cancel requested %t", got.State, got.CancelRequested)
+				}
+				close(block.release)
+				j := f.await(t, started.ID)
+				if j.State != retention.Cancelled {
+					t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+				}
+				after := f.census(t, kind, j.Boundary())
+				c := j.Totals()
+				if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone {
+					t.Errorf("cancelled job counts %d primary rows, %d are gone", c.MetadataRows, gone)
+				}
+				if gone := before.indexOld - after.indexOld; c.IndexRows != gone {
+					t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
+				}
+				if stopped := after.primaryOld > 0 || phase.sweeping && after.primaryOld == 0 && after.indexOld > 0; !stopped {
+					t.Errorf("a purge cancelled while %s went on: %+v left", phase.name, after)
+				}
+				if after.primaryNew != before.primaryNew || after.indexNew != before.indexNew {
+					t.Errorf("rows from the boundary on touched: before %+v, after %+v", before, after)
+				}
+				if _, err := other.Cancel(t.Context(), started.ID); !errors.Is(err, retention.ErrJobEnded) {
+					t.Errorf("cancel of the cancelled job: %v, want ErrJobEnded", err)
+				}
+
+				next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+				if next.State != retention.Succeeded {
+					t.Fatalf("next purge: state %s (%s)", next.State, next.Error)
+				}
+				if got := f.census(t, kind, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+					t.Errorf("after the next purge: %+v", got)
+				}
+				n := next.Totals()
+				if sum := c.MetadataRows + n.MetadataRows; sum != before.primaryOld {
+					t.Errorf("primary rows counted %d + %d, %d expired", c.MetadataRows, n.MetadataRows, before.primaryOld)
+				}
+				if sum := c.IndexRows + n.IndexRows; sum != before.indexOld {
+					t.Errorf("index rows counted %d + %d, %d expired", c.IndexRows, n.IndexRows, before.indexOld)
+				}
+			})
+		}
+	})
+}
+
+// TestCancelRefusals: an unknown job is not found, a finished one has ended.
+func TestCancelRefusals(t *testing.T) {
+	f := newFixture(t, quickOptions())
+	f.seed(t, 1)
+	f.run(t)
+	if _, err := f.engine.Cancel(t.Context(), "00000000000000000000"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown job: %v, want ErrNotFound", err)
+	}
+	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if _, err := f.engine.Cancel(t.Context(), j.ID); !errors.Is(err, retention.ErrJobEnded) {
+		t.Errorf("finished job: %v, want ErrJobEnded", err)
+	}
+	if got, _ := f.engine.Get(t.Context(), j.ID); got.State != retention.Succeeded || got.CancelRequested {
+		t.Errorf("refused cancel changed the job: %s, cancel requested %t", got.State, got.CancelRequested)
+	}
+}
+
+// otherReplica opens a second engine on the fixture's store, as another
+// replica would, without running it.
+func (f *fixture) otherReplica(t *testing.T) *retention.Engine {
+	t.Helper()
+	opts := f.opts
+	opts.Backend, opts.Repositories, opts.Queue, opts.ReplicaID = f.base, f.repos, f.queue, "other"
+	e, err := retention.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
