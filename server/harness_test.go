@@ -155,6 +155,8 @@ func startServerWith(t *testing.T, backend store.Backend, runPurges bool) *harne
 type serverOpts struct {
 	runPurges        bool
 	minRetentionDays int32
+	// schedule is server.Options' RetentionSchedule.
+	schedule retention.Schedule
 	// tracerProvider traces the calls; nil leaves tracing out.
 	tracerProvider trace.TracerProvider
 	// auth and openReflection are server.Options' Auth and OpenReflection.
@@ -225,14 +227,14 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 		Acquisition: control.acquisition,
 		Logger:      logger,
 
-		MinRetentionDays: o.minRetentionDays,
-		TracerProvider:   o.tracerProvider,
-		Auth:             o.auth,
-		OpenReflection:   o.openReflection,
-		Credentials:      o.creds,
-		Limits:           o.limits,
-		Backups:          o.backups,
-		Watch:            o.watch,
+		MinRetentionDays: o.minRetentionDays, RetentionSchedule: o.schedule,
+		TracerProvider: o.tracerProvider,
+		Auth:           o.auth,
+		OpenReflection: o.openReflection,
+		Credentials:    o.creds,
+		Limits:         o.limits,
+		Backups:        o.backups,
+		Watch:          o.watch,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

@@ -65,9 +65,10 @@ func imageTypeOf(k images.Kind) metadatav1.ImageType {
 // retentionService serves metadata.v1.RetentionService.
 type retentionService struct {
 	metadatav1.UnimplementedRetentionServiceServer
-	engine  *retention.Engine
-	minDays int32
-	log     *slog.Logger
+	engine   *retention.Engine
+	minDays  int32
+	schedule retention.Schedule
+	log      *slog.Logger
 	// stopping is closed when the server shuts down: watches end then.
 	stopping <-chan struct{}
 }
@@ -107,11 +108,15 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 	default:
 		v.add("cutoff", "one of retention_days or cutoff_time is required")
 	}
+	if req.GetRowsPerSecond() < 0 {
+		v.add("rows_per_second", "must not be negative")
+	}
 	if err := v.err(); err != nil {
 		return nil, err
 	}
 	// A purge is how space comes back: its records pass the free-space guard.
-	j, err := s.engine.Start(diskspace.Exempt(ctx), retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun()})
+	j, err := s.engine.Start(diskspace.Exempt(ctx), retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun(),
+		RowsPerSecond: float64(req.GetRowsPerSecond())})
 	var running *retention.RunningError
 	switch {
 	case errors.As(err, &running):
@@ -244,6 +249,7 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 		CreateTime:          timestamppb.New(j.Created),
 		Error:               j.Error,
 		CancelRequested:     j.CancelRequested,
+		RowsPerSecond:       int32(j.RowsPerSecond),
 	}
 	if !j.Started.IsZero() {
 		out.StartTime = timestamppb.New(j.Started)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // seedMinutes creates, through the image services, one image per camera per
@@ -327,4 +328,56 @@ func TestCancelPurgeOverGRPC(t *testing.T) {
 	requireFieldViolation(t, err, "page_token")
 	_, err = running.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{State: 42})
 	requireFieldViolation(t, err, "state")
+}
+
+// TestRetentionScheduleOverGRPC: pausing the schedule on one replica is
+// what every replica reads, until it is resumed; each replica reports its
+// own configured schedule.
+func TestRetentionScheduleOverGRPC(t *testing.T) {
+	backend := openMemPebble(t)
+	scheduled := startServerOpts(t, backend, serverOpts{schedule: retention.Schedule{Retention: retention.Days(30), Interval: time.Hour}})
+	plain := startServerWith(t, backend, false)
+	got, err := scheduled.retention.GetRetentionSchedule(t.Context(), &metadatav1.GetRetentionScheduleRequest{})
+	requireOK(t, err, "GetRetentionSchedule")
+	if s := got.GetSchedule(); !s.GetConfigured() || s.GetRetentionDays() != 30 || s.GetInterval().AsDuration() != time.Hour ||
+		s.GetPaused() || s.GetUpdateTime() != nil {
+		t.Fatalf("schedule before any pause: %v", s)
+	}
+	paused, err := plain.retention.PauseRetentionSchedule(t.Context(), &metadatav1.PauseRetentionScheduleRequest{})
+	requireOK(t, err, "PauseRetentionSchedule")
+	if s := paused.GetSchedule(); !s.GetPaused() || s.GetConfigured() || s.GetUpdateTime() == nil {
+		t.Fatalf("pause on a replica without a schedule returned %v", s)
+	}
+	got, err = scheduled.retention.GetRetentionSchedule(t.Context(), &metadatav1.GetRetentionScheduleRequest{})
+	requireOK(t, err, "GetRetentionSchedule")
+	if s := got.GetSchedule(); !s.GetPaused() || !s.GetConfigured() || !s.GetUpdateTime().AsTime().Equal(paused.GetSchedule().GetUpdateTime().AsTime()) {
+		t.Fatalf("the other replica reads %v after the pause", s)
+	}
+	resumed, err := scheduled.retention.ResumeRetentionSchedule(t.Context(), &metadatav1.ResumeRetentionScheduleRequest{})
+	requireOK(t, err, "ResumeRetentionSchedule")
+	if s := resumed.GetSchedule(); s.GetPaused() || !s.GetConfigured() {
+		t.Fatalf("resume returned %v", s)
+	}
+	got, err = plain.retention.GetRetentionSchedule(t.Context(), &metadatav1.GetRetentionScheduleRequest{})
+	requireOK(t, err, "GetRetentionSchedule")
+	if got.GetSchedule().GetPaused() {
+		t.Fatalf("the other replica reads %v after the resume", got.GetSchedule())
+	}
+}
+
+// TestPurgeRateIsValidatedAndKept: a negative rate is refused; a job's rate
+// is recorded on it, and a capped purge still retires exactly the expired.
+func TestPurgeRateIsValidatedAndKept(t *testing.T) {
+	h := startServer(t, openMemPebble(t))
+	cutoff := &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(minute(2).Add(15 * time.Second))}
+	_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff, RowsPerSecond: -1})
+	requireFieldViolation(t, err, "rows_per_second")
+	seedMinutes(t, h, 2)
+	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff, RowsPerSecond: 1000})
+	requireOK(t, err, "StartPurge")
+	snaps := watch(t, h, started.GetJob().GetJobId())
+	if last := snaps[len(snaps)-1]; last.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED ||
+		last.GetRowsPerSecond() != 1000 || last.GetMetadataRowsDeleted() != 3*2*2 || last.GetIndexRowsDeleted() != 3*2*2 {
+		t.Fatalf("capped purge ended %v", last)
+	}
 }

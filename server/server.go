@@ -58,6 +58,9 @@ type Options struct {
 	Backups *backup.Source
 	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
 	MinRetentionDays int32
+	// RetentionSchedule is the built-in schedule this process runs, which
+	// GetRetentionSchedule reports; zero for none.
+	RetentionSchedule retention.Schedule
 	// StoreCheck reads from the store; while it fails, health reports
 	// NOT_SERVING for the server and every service. Nil: always reachable.
 	StoreCheck func(ctx context.Context) error
@@ -141,7 +144,7 @@ func New(opts Options) (*Server, error) {
 			opts.MinRetentionDays = 1
 		}
 		services = append(services, service{&metadatav1.RetentionService_ServiceDesc, &retentionService{
-			engine: opts.Retention, minDays: opts.MinRetentionDays, log: log, stopping: stopping}})
+			engine: opts.Retention, minDays: opts.MinRetentionDays, schedule: opts.RetentionSchedule, log: log, stopping: stopping}})
 	}
 	if opts.Video != nil {
 		services = append(services, service{&metadatav1.VideoMetadataService_ServiceDesc, &videoService{repo: opts.Video, log: log}})

@@ -18,8 +18,13 @@ import (
 	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/video"
 )
+
+// defaultPurgeRowsPerSecond is the daemon's cap on purge deletes: none
+// until measured (docs/benchmarks.md).
+const defaultPurgeRowsPerSecond = 0
 
 // config is the daemon's configuration. Every flag has an environment
 // variable equivalent, METADATAD_ plus the flag name in upper snake case;
@@ -45,6 +50,8 @@ type config struct {
 	logFormat         string
 	shutdownTimeout   time.Duration
 	purgeLease        time.Duration
+	purgeRowsPerSec   float64
+	purgeJobRetention time.Duration
 	minFreeMiB        uint64
 	cacheSize         byteSize
 	memTableSize      byteSize
@@ -77,6 +84,8 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
+	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower")
+	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
@@ -126,6 +135,12 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.watchPoll <= 0 || c.watchWindow <= 0 || c.watchBuffer <= 0 {
 		return config{}, fmt.Errorf("-watch-poll, -watch-window and -watch-buffer must be positive")
+	}
+	if c.purgeRowsPerSec < 0 {
+		return config{}, fmt.Errorf("-purge-rows-per-second must not be negative, not %g", c.purgeRowsPerSec)
+	}
+	if c.purgeJobRetention <= 0 {
+		return config{}, fmt.Errorf("-purge-job-retention must be positive, not %s", c.purgeJobRetention)
 	}
 	if c.healthInterval <= 0 {
 		return config{}, fmt.Errorf("-health-interval must be positive, not %s", c.healthInterval)

@@ -80,6 +80,7 @@ func run(args []string) error {
 	engine, err := retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
 		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
+		RowsPerSecond: cfg.purgeRowsPerSec, JobRetention: cfg.purgeJobRetention,
 		TracerProvider: obs.tracing,
 		Exclusive:      cfg.store == "embedded",
 	})
@@ -100,9 +101,13 @@ func run(args []string) error {
 		defer creds.Close()
 		transport = creds
 	}
+	var schedule retention.Schedule
+	if cfg.retentionDays > 0 {
+		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval}
+	}
 	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
-		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), Logger: log,
+		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: schedule, Logger: log,
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
@@ -128,10 +133,6 @@ func run(args []string) error {
 		return err
 	}
 
-	var schedule retention.Schedule
-	if cfg.retentionDays > 0 {
-		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval}
-	}
 	purges := startPurges(engine, schedule, log)
 	defer func() {
 		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end

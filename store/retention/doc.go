@@ -52,6 +52,11 @@
 // and never run, planning stops after the task it is recording and the
 // sweep before its next chunk, so its counts are what it deleted.
 //
+// Deletes can be paced (Options.RowsPerSecond for the process,
+// StartRequest.RowsPerSecond per job) so that a purge leaves live requests
+// their latency; the built-in schedule can be paused for every process
+// (SetSchedulePaused); ended jobs are retired after Options.JobRetention.
+//
 // Jobs, tasks and the queue are tables of the same backend, so GetPurge
 // answers the same from any process sharing it.
 package retention

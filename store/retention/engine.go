@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"golang.org/x/time/rate"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -92,6 +93,14 @@ type Options struct {
 	LeaseDuration time.Duration
 	// TracerProvider traces jobs, their phases and tasks; nil means none.
 	TracerProvider trace.TracerProvider
+	// RowsPerSecond caps the rows this process's purges delete per second,
+	// all jobs together, primary and index rows alike; 0 means no cap. A
+	// job may set a lower cap of its own (StartRequest.RowsPerSecond).
+	RowsPerSecond float64
+	// JobRetention is how long the record of an ended job is kept: Run
+	// retires older ones at its start and hourly (see RetireJobs). Default
+	// DefaultJobRetention, 30 days.
+	JobRetention time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -136,6 +145,9 @@ func (o Options) withDefaults() Options {
 	if o.TracerProvider == nil {
 		o.TracerProvider = noop.NewTracerProvider()
 	}
+	if o.JobRetention <= 0 {
+		o.JobRetention = DefaultJobRetention
+	}
 	return o
 }
 
@@ -166,6 +178,10 @@ type Engine struct {
 	tracer  trace.Tracer
 	// sweepHook, set by tests only, runs at every step of a sweep.
 	sweepHook func(sweepStep, store.Range)
+	// limiter paces this process's deletes, nil without
+	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
+	limiter     *rate.Limiter
+	jobLimiters map[string]*rate.Limiter
 }
 
 // Open opens the engine's tables on the backend.
@@ -175,7 +191,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, errors.New("retention: Options needs a Backend and Repositories")
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
-		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName)}
+		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName),
+		jobLimiters: map[string]*rate.Limiter{}}
+	if opts.RowsPerSecond > 0 {
+		e.limiter = newRowLimiter(opts.RowsPerSecond)
+	}
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r
 	}
@@ -210,6 +230,10 @@ type StartRequest struct {
 	Cutoff time.Time
 	// DryRun counts without deleting.
 	DryRun bool
+	// RowsPerSecond caps the rows the job deletes per second in each
+	// process working on it, under Options.RowsPerSecond; 0 means no cap
+	// of its own.
+	RowsPerSecond float64
 }
 
 // Start records a new job and sets it running in the background. A purge
@@ -223,7 +247,8 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	if req.Cutoff.After(now) {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true}
+	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
+		RowsPerSecond: max(0, req.RowsPerSecond)}
 	for _, k := range req.Kinds {
 		if _, ok := e.repos[k]; !ok {
 			return nil, fmt.Errorf("retention: no repository for kind %s", k)
@@ -312,8 +337,9 @@ func (e *Engine) notify() {
 	e.changed = make(chan struct{})
 }
 
-// Run resumes the jobs a previous run left unfinished, runs new ones and
-// works on tasks until ctx ends, then waits for its goroutines. Jobs cut
+// Run resumes the jobs a previous run left unfinished, runs new ones,
+// works on tasks and retires old job records (RetireJobs) until ctx ends,
+// then waits for its goroutines. Jobs cut
 // short stay running in the store: this engine resumes them at its next
 // Run, or another engine sharing the store once their lease runs out.
 func (e *Engine) Run(ctx context.Context) error {
@@ -327,8 +353,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	for range e.opts.Workers {
 		e.wg.Go(func() { e.work(ctx) })
 	}
+	e.retireOldJobs(ctx)
 	ticker := time.NewTicker(e.opts.LeaseDuration)
 	defer ticker.Stop()
+	retire := time.NewTicker(retireInterval)
+	defer retire.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -338,6 +367,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.resume(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("purge: looking for unfinished jobs failed", "err", err)
 			}
+		case <-retire.C:
+			e.retireOldJobs(ctx)
 		}
 	}
 }
@@ -532,6 +563,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		return
 	}
 	e.countEnded(j)
+	e.forgetLimiter(id)
 	e.notify()
 	e.dropMarker(ctx, id)
 	// The job holds its final counts; its tasks (one per GroupSize cameras,

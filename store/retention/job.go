@@ -106,6 +106,8 @@ type Job struct {
 	// CancelRequested asks the job to stop at its next task boundary; the
 	// engine running it, on whichever replica, ends it Cancelled.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// RowsPerSecond is the job's own cap on deletes; see StartRequest.
+	RowsPerSecond float64 `json:"rowsPerSecond,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

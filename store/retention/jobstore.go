@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -60,7 +59,7 @@ type jobStore struct {
 func newJobID(created time.Time) string {
 	var tail [2]byte
 	_, _ = rand.Read(tail[:])
-	return fmt.Sprintf("%016x%04x", uint64(math.MaxInt64-created.UnixNano()), binary.BigEndian.Uint16(tail[:]))
+	return fmt.Sprintf("%s%04x", jobIDPrefix(created), binary.BigEndian.Uint16(tail[:]))
 }
 
 func jobEntity(j *Job) (store.Entity, error) {

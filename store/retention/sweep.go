@@ -282,6 +282,9 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, c *sweepChunk) erro
 		chunkRange.From = c.deletes[0].PartitionKey
 	}
 	s.step(stepAnnounced, chunkRange)
+	if err := s.e.pace(ctx, s.job, int64(len(c.deletes))); err != nil {
+		return err
+	}
 	deletes := c.deletes
 	if len(c.whole) > 0 {
 		err := s.fencer.DeletePartitions(ctx, c.whole, c.fence)

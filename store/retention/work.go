@@ -171,6 +171,9 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		}
 	}
 
+	if err := e.pace(ctx, j, pendingRows(t)); err != nil {
+		return 0, err
+	}
 	removed, failures := e.deletePrimaries(ctx, primary, t, rows)
 	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
 	anyFailed := false
@@ -224,6 +227,18 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows s
 		t.CountedAt = started
 	}
 	return counted, nil
+}
+
+// pendingRows is how many rows the task's cameras not yet done hold, by
+// their counts: what its delete is paced by.
+func pendingRows(t *task) int64 {
+	var n int64
+	for _, d := range t.Devices {
+		if d.State == devicePending {
+			n += d.Rows
+		}
+	}
+	return n
 }
 
 // deletedRows is what a camera's count becomes once its delete succeeded:

@@ -9,6 +9,7 @@ package metadatav1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -272,8 +273,10 @@ type PurgeJob struct {
 	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
 	// CancelPurge was called: the job ends CANCELLED at its next task boundary.
 	CancelRequested bool `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The job's own cap on rows deleted per second; 0 for none.
+	RowsPerSecond int32 `protobuf:"varint,17,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PurgeJob) Reset() {
@@ -418,6 +421,13 @@ func (x *PurgeJob) GetCancelRequested() bool {
 	return false
 }
 
+func (x *PurgeJob) GetRowsPerSecond() int32 {
+	if x != nil {
+		return x.RowsPerSecond
+	}
+	return 0
+}
+
 // StartPurgeRequest is the input of StartPurge.
 type StartPurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -431,7 +441,12 @@ type StartPurgeRequest struct {
 	//	*StartPurgeRequest_CutoffTime
 	Cutoff isStartPurgeRequest_Cutoff `protobuf_oneof:"cutoff"`
 	// Count what would be deleted without deleting anything.
-	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Caps the rows (primary and index rows alike) the job deletes per
+	// second, in each replica working on it, below the server's own cap
+	// (-purge-rows-per-second); 0 means no cap of its own; not negative.
+	// A lower rate spares live requests more and makes the purge longer.
+	RowsPerSecond int32 `protobuf:"varint,5,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -503,6 +518,13 @@ func (x *StartPurgeRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *StartPurgeRequest) GetRowsPerSecond() int32 {
+	if x != nil {
+		return x.RowsPerSecond
+	}
+	return 0
 }
 
 type isStartPurgeRequest_Cutoff interface {
@@ -968,11 +990,342 @@ func (x *CancelPurgeResponse) GetJob() *PurgeJob {
 	return nil
 }
 
+// RetentionSchedule is the built-in schedule of a replica and its run-time state.
+type RetentionSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This replica runs a built-in schedule (-retention-interval is set).
+	Configured bool `protobuf:"varint,1,opt,name=configured,proto3" json:"configured,omitempty"`
+	// This replica's schedule retires what is older than this many days; 0 when not configured.
+	RetentionDays int32 `protobuf:"varint,2,opt,name=retention_days,json=retentionDays,proto3" json:"retention_days,omitempty"`
+	// How often this replica's schedule starts a purge; unset when not configured.
+	Interval *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Paused by PauseRetentionSchedule, for every replica sharing the store.
+	Paused bool `protobuf:"varint,4,opt,name=paused,proto3" json:"paused,omitempty"`
+	// When the schedule was last paused or resumed; unset if never.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionSchedule) Reset() {
+	*x = RetentionSchedule{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionSchedule) ProtoMessage() {}
+
+func (x *RetentionSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionSchedule.ProtoReflect.Descriptor instead.
+func (*RetentionSchedule) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RetentionSchedule) GetConfigured() bool {
+	if x != nil {
+		return x.Configured
+	}
+	return false
+}
+
+func (x *RetentionSchedule) GetRetentionDays() int32 {
+	if x != nil {
+		return x.RetentionDays
+	}
+	return 0
+}
+
+func (x *RetentionSchedule) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *RetentionSchedule) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *RetentionSchedule) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// PauseRetentionScheduleRequest is the input of PauseRetentionSchedule.
+type PauseRetentionScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRetentionScheduleRequest) Reset() {
+	*x = PauseRetentionScheduleRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRetentionScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRetentionScheduleRequest) ProtoMessage() {}
+
+func (x *PauseRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRetentionScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseRetentionScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{13}
+}
+
+// PauseRetentionScheduleResponse is the output of PauseRetentionSchedule.
+type PauseRetentionScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule, paused.
+	Schedule      *RetentionSchedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRetentionScheduleResponse) Reset() {
+	*x = PauseRetentionScheduleResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRetentionScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRetentionScheduleResponse) ProtoMessage() {}
+
+func (x *PauseRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRetentionScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PauseRetentionScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PauseRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ResumeRetentionScheduleRequest is the input of ResumeRetentionSchedule.
+type ResumeRetentionScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRetentionScheduleRequest) Reset() {
+	*x = ResumeRetentionScheduleRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRetentionScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRetentionScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRetentionScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRetentionScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{15}
+}
+
+// ResumeRetentionScheduleResponse is the output of ResumeRetentionSchedule.
+type ResumeRetentionScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule, running.
+	Schedule      *RetentionSchedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRetentionScheduleResponse) Reset() {
+	*x = ResumeRetentionScheduleResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRetentionScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRetentionScheduleResponse) ProtoMessage() {}
+
+func (x *ResumeRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRetentionScheduleResponse.ProtoReflect.Descriptor instead.
+func (*ResumeRetentionScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResumeRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// GetRetentionScheduleRequest is the input of GetRetentionSchedule.
+type GetRetentionScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRetentionScheduleRequest) Reset() {
+	*x = GetRetentionScheduleRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRetentionScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRetentionScheduleRequest) ProtoMessage() {}
+
+func (x *GetRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRetentionScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetRetentionScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{17}
+}
+
+// GetRetentionScheduleResponse is the output of GetRetentionSchedule.
+type GetRetentionScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule.
+	Schedule      *RetentionSchedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRetentionScheduleResponse) Reset() {
+	*x = GetRetentionScheduleResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRetentionScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRetentionScheduleResponse) ProtoMessage() {}
+
+func (x *GetRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRetentionScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetRetentionScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
 var File_metadata_v1_retention_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x95\x02\n" +
+	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x95\x02\n" +
 	"\vPurgeCounts\x125\n" +
 	"\n" +
 	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12#\n" +
@@ -980,7 +1333,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\fdevices_done\x18\x03 \x01(\x03R\vdevicesDone\x12%\n" +
 	"\x0edevices_failed\x18\x04 \x01(\x03R\rdevicesFailed\x122\n" +
 	"\x15metadata_rows_deleted\x18\x05 \x01(\x03R\x13metadataRowsDeleted\x12,\n" +
-	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\"\xdb\x05\n" +
+	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\"\x83\x06\n" +
 	"\bPurgeJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x127\n" +
 	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
@@ -1003,14 +1356,16 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12)\n" +
-	"\x10cancel_requested\x18\x10 \x01(\bR\x0fcancelRequested\"\xd7\x01\n" +
+	"\x10cancel_requested\x18\x10 \x01(\bR\x0fcancelRequested\x12&\n" +
+	"\x0frows_per_second\x18\x11 \x01(\x05R\rrowsPerSecond\"\xff\x01\n" +
 	"\x11StartPurgeRequest\x127\n" +
 	"\vimage_types\x18\x01 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
 	"imageTypes\x12'\n" +
 	"\x0eretention_days\x18\x02 \x01(\x05H\x00R\rretentionDays\x12=\n" +
 	"\vcutoff_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\n" +
 	"cutoffTime\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRunB\b\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12&\n" +
+	"\x0frows_per_second\x18\x05 \x01(\x05R\rrowsPerSecondB\b\n" +
 	"\x06cutoff\"=\n" +
 	"\x12StartPurgeResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"(\n" +
@@ -1033,7 +1388,25 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x12CancelPurgeRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\">\n" +
 	"\x13CancelPurgeResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job*n\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"\xe6\x01\n" +
+	"\x11RetentionSchedule\x12\x1e\n" +
+	"\n" +
+	"configured\x18\x01 \x01(\bR\n" +
+	"configured\x12%\n" +
+	"\x0eretention_days\x18\x02 \x01(\x05R\rretentionDays\x125\n" +
+	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x16\n" +
+	"\x06paused\x18\x04 \x01(\bR\x06paused\x12;\n" +
+	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\x1f\n" +
+	"\x1dPauseRetentionScheduleRequest\"\\\n" +
+	"\x1ePauseRetentionScheduleResponse\x12:\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\" \n" +
+	"\x1eResumeRetentionScheduleRequest\"]\n" +
+	"\x1fResumeRetentionScheduleResponse\x12:\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\"\x1d\n" +
+	"\x1bGetRetentionScheduleRequest\"Z\n" +
+	"\x1cGetRetentionScheduleResponse\x12:\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule*n\n" +
 	"\tImageType\x12\x1a\n" +
 	"\x16IMAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11IMAGE_TYPE_SINGLE\x10\x01\x12\x13\n" +
@@ -1046,7 +1419,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x13PURGE_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15PURGE_STATE_SUCCEEDED\x10\x03\x12\x16\n" +
 	"\x12PURGE_STATE_FAILED\x10\x04\x12\x19\n" +
-	"\x15PURGE_STATE_CANCELLED\x10\x052\x85\x04\n" +
+	"\x15PURGE_STATE_CANCELLED\x10\x052\x9d\a\n" +
 	"\x10RetentionService\x12b\n" +
 	"\n" +
 	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\\\n" +
@@ -1055,7 +1428,10 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"ListPurges\x12\x1e.metadata.v1.ListPurgesRequest\x1a\x1f.metadata.v1.ListPurgesResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12d\n" +
 	"\n" +
 	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12e\n" +
-	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.adminB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x86\x01\n" +
+	"\x16PauseRetentionSchedule\x12*.metadata.v1.PauseRetentionScheduleRequest\x1a+.metadata.v1.PauseRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x89\x01\n" +
+	"\x17ResumeRetentionSchedule\x12+.metadata.v1.ResumeRetentionScheduleRequest\x1a,.metadata.v1.ResumeRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x80\x01\n" +
+	"\x14GetRetentionSchedule\x12(.metadata.v1.GetRetentionScheduleRequest\x1a).metadata.v1.GetRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.adminB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_retention_proto_rawDescOnce sync.Once
@@ -1070,56 +1446,75 @@ func file_metadata_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_metadata_v1_retention_proto_goTypes = []any{
-	(ImageType)(0),                // 0: metadata.v1.ImageType
-	(PurgeState)(0),               // 1: metadata.v1.PurgeState
-	(*PurgeCounts)(nil),           // 2: metadata.v1.PurgeCounts
-	(*PurgeJob)(nil),              // 3: metadata.v1.PurgeJob
-	(*StartPurgeRequest)(nil),     // 4: metadata.v1.StartPurgeRequest
-	(*StartPurgeResponse)(nil),    // 5: metadata.v1.StartPurgeResponse
-	(*GetPurgeRequest)(nil),       // 6: metadata.v1.GetPurgeRequest
-	(*GetPurgeResponse)(nil),      // 7: metadata.v1.GetPurgeResponse
-	(*ListPurgesRequest)(nil),     // 8: metadata.v1.ListPurgesRequest
-	(*ListPurgesResponse)(nil),    // 9: metadata.v1.ListPurgesResponse
-	(*WatchPurgeRequest)(nil),     // 10: metadata.v1.WatchPurgeRequest
-	(*WatchPurgeResponse)(nil),    // 11: metadata.v1.WatchPurgeResponse
-	(*CancelPurgeRequest)(nil),    // 12: metadata.v1.CancelPurgeRequest
-	(*CancelPurgeResponse)(nil),   // 13: metadata.v1.CancelPurgeResponse
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(ImageType)(0),                          // 0: metadata.v1.ImageType
+	(PurgeState)(0),                         // 1: metadata.v1.PurgeState
+	(*PurgeCounts)(nil),                     // 2: metadata.v1.PurgeCounts
+	(*PurgeJob)(nil),                        // 3: metadata.v1.PurgeJob
+	(*StartPurgeRequest)(nil),               // 4: metadata.v1.StartPurgeRequest
+	(*StartPurgeResponse)(nil),              // 5: metadata.v1.StartPurgeResponse
+	(*GetPurgeRequest)(nil),                 // 6: metadata.v1.GetPurgeRequest
+	(*GetPurgeResponse)(nil),                // 7: metadata.v1.GetPurgeResponse
+	(*ListPurgesRequest)(nil),               // 8: metadata.v1.ListPurgesRequest
+	(*ListPurgesResponse)(nil),              // 9: metadata.v1.ListPurgesResponse
+	(*WatchPurgeRequest)(nil),               // 10: metadata.v1.WatchPurgeRequest
+	(*WatchPurgeResponse)(nil),              // 11: metadata.v1.WatchPurgeResponse
+	(*CancelPurgeRequest)(nil),              // 12: metadata.v1.CancelPurgeRequest
+	(*CancelPurgeResponse)(nil),             // 13: metadata.v1.CancelPurgeResponse
+	(*RetentionSchedule)(nil),               // 14: metadata.v1.RetentionSchedule
+	(*PauseRetentionScheduleRequest)(nil),   // 15: metadata.v1.PauseRetentionScheduleRequest
+	(*PauseRetentionScheduleResponse)(nil),  // 16: metadata.v1.PauseRetentionScheduleResponse
+	(*ResumeRetentionScheduleRequest)(nil),  // 17: metadata.v1.ResumeRetentionScheduleRequest
+	(*ResumeRetentionScheduleResponse)(nil), // 18: metadata.v1.ResumeRetentionScheduleResponse
+	(*GetRetentionScheduleRequest)(nil),     // 19: metadata.v1.GetRetentionScheduleRequest
+	(*GetRetentionScheduleResponse)(nil),    // 20: metadata.v1.GetRetentionScheduleResponse
+	(*timestamppb.Timestamp)(nil),           // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 22: google.protobuf.Duration
 }
 var file_metadata_v1_retention_proto_depIdxs = []int32{
 	0,  // 0: metadata.v1.PurgeCounts.image_type:type_name -> metadata.v1.ImageType
 	0,  // 1: metadata.v1.PurgeJob.image_types:type_name -> metadata.v1.ImageType
-	14, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
+	21, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: metadata.v1.PurgeJob.state:type_name -> metadata.v1.PurgeState
 	2,  // 4: metadata.v1.PurgeJob.type_counts:type_name -> metadata.v1.PurgeCounts
-	14, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
-	14, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
-	14, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
+	21, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
+	21, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
+	21, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: metadata.v1.StartPurgeRequest.image_types:type_name -> metadata.v1.ImageType
-	14, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
+	21, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
 	3,  // 10: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 11: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	1,  // 12: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
 	3,  // 13: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
 	3,  // 14: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 15: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	4,  // 16: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
-	6,  // 17: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
-	8,  // 18: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
-	10, // 19: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
-	12, // 20: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
-	5,  // 21: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
-	7,  // 22: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
-	9,  // 23: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
-	11, // 24: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
-	13, // 25: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	22, // 16: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
+	21, // 17: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
+	14, // 18: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	14, // 19: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	14, // 20: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	4,  // 21: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
+	6,  // 22: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
+	8,  // 23: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
+	10, // 24: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
+	12, // 25: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
+	15, // 26: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
+	17, // 27: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
+	19, // 28: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
+	5,  // 29: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
+	7,  // 30: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
+	9,  // 31: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
+	11, // 32: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
+	13, // 33: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
+	16, // 34: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
+	18, // 35: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
+	20, // 36: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_retention_proto_init() }
@@ -1138,7 +1533,7 @@ func file_metadata_v1_retention_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_retention_proto_rawDesc), len(file_metadata_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RetentionService_StartPurge_FullMethodName  = "/metadata.v1.RetentionService/StartPurge"
-	RetentionService_GetPurge_FullMethodName    = "/metadata.v1.RetentionService/GetPurge"
-	RetentionService_ListPurges_FullMethodName  = "/metadata.v1.RetentionService/ListPurges"
-	RetentionService_WatchPurge_FullMethodName  = "/metadata.v1.RetentionService/WatchPurge"
-	RetentionService_CancelPurge_FullMethodName = "/metadata.v1.RetentionService/CancelPurge"
+	RetentionService_StartPurge_FullMethodName              = "/metadata.v1.RetentionService/StartPurge"
+	RetentionService_GetPurge_FullMethodName                = "/metadata.v1.RetentionService/GetPurge"
+	RetentionService_ListPurges_FullMethodName              = "/metadata.v1.RetentionService/ListPurges"
+	RetentionService_WatchPurge_FullMethodName              = "/metadata.v1.RetentionService/WatchPurge"
+	RetentionService_CancelPurge_FullMethodName             = "/metadata.v1.RetentionService/CancelPurge"
+	RetentionService_PauseRetentionSchedule_FullMethodName  = "/metadata.v1.RetentionService/PauseRetentionSchedule"
+	RetentionService_ResumeRetentionSchedule_FullMethodName = "/metadata.v1.RetentionService/ResumeRetentionSchedule"
+	RetentionService_GetRetentionSchedule_FullMethodName    = "/metadata.v1.RetentionService/GetRetentionSchedule"
 )
 
 // RetentionServiceClient is the client API for RetentionService service.
@@ -55,6 +58,18 @@ type RetentionServiceClient interface {
 	// the store. NOT_FOUND for an unknown job, FAILED_PRECONDITION for one
 	// that has ended.
 	CancelPurge(ctx context.Context, in *CancelPurgeRequest, opts ...grpc.CallOption) (*CancelPurgeResponse, error)
+	// PauseRetentionSchedule stops the built-in schedule (-retention-days and
+	// -retention-interval) of every replica from starting purges until
+	// ResumeRetentionSchedule. Purges already running go on, and StartPurge
+	// still works. The state is kept in the store, so every replica sees it
+	// at its schedule's next tick, and it outlives restarts.
+	PauseRetentionSchedule(ctx context.Context, in *PauseRetentionScheduleRequest, opts ...grpc.CallOption) (*PauseRetentionScheduleResponse, error)
+	// ResumeRetentionSchedule lets the built-in schedule start purges again,
+	// from its next tick.
+	ResumeRetentionSchedule(ctx context.Context, in *ResumeRetentionScheduleRequest, opts ...grpc.CallOption) (*ResumeRetentionScheduleResponse, error)
+	// GetRetentionSchedule returns this replica's built-in schedule and
+	// whether it is paused.
+	GetRetentionSchedule(ctx context.Context, in *GetRetentionScheduleRequest, opts ...grpc.CallOption) (*GetRetentionScheduleResponse, error)
 }
 
 type retentionServiceClient struct {
@@ -124,6 +139,36 @@ func (c *retentionServiceClient) CancelPurge(ctx context.Context, in *CancelPurg
 	return out, nil
 }
 
+func (c *retentionServiceClient) PauseRetentionSchedule(ctx context.Context, in *PauseRetentionScheduleRequest, opts ...grpc.CallOption) (*PauseRetentionScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseRetentionScheduleResponse)
+	err := c.cc.Invoke(ctx, RetentionService_PauseRetentionSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) ResumeRetentionSchedule(ctx context.Context, in *ResumeRetentionScheduleRequest, opts ...grpc.CallOption) (*ResumeRetentionScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeRetentionScheduleResponse)
+	err := c.cc.Invoke(ctx, RetentionService_ResumeRetentionSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) GetRetentionSchedule(ctx context.Context, in *GetRetentionScheduleRequest, opts ...grpc.CallOption) (*GetRetentionScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRetentionScheduleResponse)
+	err := c.cc.Invoke(ctx, RetentionService_GetRetentionSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RetentionServiceServer is the server API for RetentionService service.
 // All implementations must embed UnimplementedRetentionServiceServer
 // for forward compatibility.
@@ -153,6 +198,18 @@ type RetentionServiceServer interface {
 	// the store. NOT_FOUND for an unknown job, FAILED_PRECONDITION for one
 	// that has ended.
 	CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error)
+	// PauseRetentionSchedule stops the built-in schedule (-retention-days and
+	// -retention-interval) of every replica from starting purges until
+	// ResumeRetentionSchedule. Purges already running go on, and StartPurge
+	// still works. The state is kept in the store, so every replica sees it
+	// at its schedule's next tick, and it outlives restarts.
+	PauseRetentionSchedule(context.Context, *PauseRetentionScheduleRequest) (*PauseRetentionScheduleResponse, error)
+	// ResumeRetentionSchedule lets the built-in schedule start purges again,
+	// from its next tick.
+	ResumeRetentionSchedule(context.Context, *ResumeRetentionScheduleRequest) (*ResumeRetentionScheduleResponse, error)
+	// GetRetentionSchedule returns this replica's built-in schedule and
+	// whether it is paused.
+	GetRetentionSchedule(context.Context, *GetRetentionScheduleRequest) (*GetRetentionScheduleResponse, error)
 	mustEmbedUnimplementedRetentionServiceServer()
 }
 
@@ -177,6 +234,15 @@ func (UnimplementedRetentionServiceServer) WatchPurge(*WatchPurgeRequest, grpc.S
 }
 func (UnimplementedRetentionServiceServer) CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelPurge not implemented")
+}
+func (UnimplementedRetentionServiceServer) PauseRetentionSchedule(context.Context, *PauseRetentionScheduleRequest) (*PauseRetentionScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseRetentionSchedule not implemented")
+}
+func (UnimplementedRetentionServiceServer) ResumeRetentionSchedule(context.Context, *ResumeRetentionScheduleRequest) (*ResumeRetentionScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeRetentionSchedule not implemented")
+}
+func (UnimplementedRetentionServiceServer) GetRetentionSchedule(context.Context, *GetRetentionScheduleRequest) (*GetRetentionScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRetentionSchedule not implemented")
 }
 func (UnimplementedRetentionServiceServer) mustEmbedUnimplementedRetentionServiceServer() {}
 func (UnimplementedRetentionServiceServer) testEmbeddedByValue()                          {}
@@ -282,6 +348,60 @@ func _RetentionService_CancelPurge_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RetentionService_PauseRetentionSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseRetentionScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).PauseRetentionSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_PauseRetentionSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).PauseRetentionSchedule(ctx, req.(*PauseRetentionScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_ResumeRetentionSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRetentionScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).ResumeRetentionSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_ResumeRetentionSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).ResumeRetentionSchedule(ctx, req.(*ResumeRetentionScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_GetRetentionSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRetentionScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).GetRetentionSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_GetRetentionSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).GetRetentionSchedule(ctx, req.(*GetRetentionScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RetentionService_ServiceDesc is the grpc.ServiceDesc for RetentionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -304,6 +424,18 @@ var RetentionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelPurge",
 			Handler:    _RetentionService_CancelPurge_Handler,
+		},
+		{
+			MethodName: "PauseRetentionSchedule",
+			Handler:    _RetentionService_PauseRetentionSchedule_Handler,
+		},
+		{
+			MethodName: "ResumeRetentionSchedule",
+			Handler:    _RetentionService_ResumeRetentionSchedule_Handler,
+		},
+		{
+			MethodName: "GetRetentionSchedule",
+			Handler:    _RetentionService_GetRetentionSchedule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,90 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// DefaultJobRetention is how long the record of an ended job is kept.
+const DefaultJobRetention = 30 * 24 * time.Hour
+
+// retireInterval is how often Run retires old job records: they pile up at
+// the pace of purges (hourly at most, in practice), so hourly keeps them
+// within an hour of their age.
+const retireInterval = time.Hour
+
+// RetireJobs deletes the records of the jobs that ended more than
+// Options.JobRetention ago, with whatever tasks of theirs are left, and
+// returns how many it retired. It reads only jobs created before that
+// age (job ids sort by creation, newest first), so its cost follows the
+// old jobs, not the history; it goes on past a job it cannot retire and
+// returns the errors met. A job still running is kept, however old.
+func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
+	horizon := e.opts.Now().UTC().Add(-e.opts.JobRetention)
+	q := store.Query{PartitionKey: jobPartition, Rows: store.Range{From: jobIDPrefix(horizon)}}
+	retired := 0
+	var errs []error
+	for {
+		page, err := e.jobs.table.Query(ctx, q)
+		if err != nil {
+			return retired, errors.Join(append(errs, err)...)
+		}
+		for _, row := range page.Entities {
+			j, err := jobFromEntity(row)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !j.State.Terminal() || !j.Ended.Before(horizon) {
+				continue
+			}
+			if err := e.retire(ctx, j.ID, row.ETag); err != nil {
+				errs = append(errs, fmt.Errorf("retention: retire job %s: %w", j.ID, err))
+				continue
+			}
+			retired++
+		}
+		if page.Next == nil {
+			break
+		}
+		q.Resume = page.Next
+	}
+	if retired > 0 {
+		e.log.Info("purge: retired old job records", "jobs", retired, "ended_before", horizon)
+	}
+	return retired, errors.Join(errs...)
+}
+
+// retire deletes one ended job's tasks, then the job at the version read.
+// Tasks go first: a job record without tasks is a finished job, while
+// tasks without their job would never be found again.
+func (e *Engine) retire(ctx context.Context, id, etag string) error {
+	if err := e.tasks.deleteAll(ctx, id); err != nil {
+		return err
+	}
+	if err := e.jobs.deactivate(ctx, id); err != nil {
+		return err
+	}
+	if err := e.jobs.table.Delete(ctx, jobPartition, id, etag); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// jobIDPrefix is the smallest id of a job created at or before t: ids
+// count down with creation time (see newJobID).
+func jobIDPrefix(t time.Time) string {
+	return fmt.Sprintf("%016x", uint64(math.MaxInt64-t.UnixNano()))
+}
+
+// retireOldJobs runs RetireJobs, logging what it could not do.
+func (e *Engine) retireOldJobs(ctx context.Context) {
+	if _, err := e.RetireJobs(ctx); err != nil && ctx.Err() == nil {
+		e.log.Warn("purge: retiring old job records failed; retried in an hour", "err", err)
+	}
+}

@@ -1,0 +1,69 @@
+package retention_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// TestOldJobsAreRetired: once the configured age has passed since a job
+// ended, RetireJobs deletes its record and the tasks its end failed to
+// delete; younger jobs stay.
+func TestOldJobsAreRetired(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		clock := &offsetClock{}
+		opts := quickOptions()
+		opts.Now = clock.now
+		opts.JobRetention = 48 * time.Hour
+		f := newFixture(t, opts)
+		f.seed(t, cameras)
+		var keepTasks atomic.Bool
+		keepTasks.Store(true)
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+			if table == retention.DefaultTasksTable && op == "batch-delete" && keepTasks.Load() {
+				return errors.New("injected: task deletes fail")
+			}
+			return nil
+		}})
+		f.run(t)
+		purged := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		dry := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff, DryRun: true})
+		tasks, err := f.base.Table(t.Context(), retention.DefaultTasksTable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(partitionRows(t, tasks, purged.ID)); n == 0 {
+			t.Fatal("the purge's tasks were deleted at its end; the test needs them left")
+		}
+		keepTasks.Store(false)
+
+		clock.advance(24 * time.Hour)
+		if n, err := f.engine.RetireJobs(t.Context()); err != nil || n != 0 {
+			t.Fatalf("a day after: retired %d, %v; want none", n, err)
+		}
+		clock.advance(25 * time.Hour)
+		young := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff, DryRun: true})
+		if n, err := f.engine.RetireJobs(t.Context()); err != nil || n != 2 {
+			t.Fatalf("49 hours after: retired %d, %v; want the 2 old jobs", n, err)
+		}
+		for _, id := range []string{purged.ID, dry.ID} {
+			if _, err := f.engine.Get(t.Context(), id); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("retired job %s: %v, want not found", id, err)
+			}
+		}
+		if n := len(partitionRows(t, tasks, purged.ID)); n != 0 {
+			t.Errorf("%d tasks of the retired job left", n)
+		}
+		if _, err := f.engine.Get(t.Context(), young.ID); err != nil {
+			t.Errorf("young job: %v", err)
+		}
+		if jobs, _, err := f.engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 1 {
+			t.Errorf("jobs left: %d, %v; want the young one", len(jobs), err)
+		}
+	})
+}
