@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseConfigControlPlaneTables(t *testing.T) {
 	t.Setenv("METADATAD_DEVICE_STATE_TABLE", "DeviceStates")
@@ -55,6 +58,38 @@ func TestParseConfigEngineMemory(t *testing.T) {
 			}
 			if c.cacheSize != tc.cache || c.memTableSize != tc.memtable {
 				t.Fatalf("cache %d, memtable %d; want %d, %d", c.cacheSize, c.memTableSize, tc.cache, tc.memtable)
+			}
+		})
+	}
+}
+
+func TestParseConfigPurgeControl(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		rate      float64
+		retention time.Duration
+		wantErr   bool
+	}{
+		{"defaults", nil, defaultPurgeRowsPerSecond, 30 * 24 * time.Hour, false},
+		{"set", []string{"-purge-rows-per-second", "2500", "-purge-job-retention", "168h"}, 2500, 168 * time.Hour, false},
+		{"no cap", []string{"-purge-rows-per-second", "0"}, 0, 30 * 24 * time.Hour, false},
+		{"negative rate refused", []string{"-purge-rows-per-second", "-1"}, 0, 0, true},
+		{"zero retention refused", []string{"-purge-job-retention", "0s"}, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("parseConfig(%q) accepted", tc.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.purgeRowsPerSec != tc.rate || c.purgeJobRetention != tc.retention {
+				t.Errorf("rate %g, retention %s; want %g, %s", c.purgeRowsPerSec, c.purgeJobRetention, tc.rate, tc.retention)
 			}
 		})
 	}
