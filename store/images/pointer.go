@@ -105,25 +105,24 @@ func (r *Repository) filterPointer(f Filter) (string, bool) {
 }
 
 // pointerWrite is the write that widens pointer row key of camera to cover
-// rowKey, or nil when the row already covers it.
-func (r *Repository) pointerWrite(ctx context.Context, camera, key, rowKey string) (*store.Op, error) {
+// the row keys from newest to oldest, or nil when it covers them already.
+func (r *Repository) pointerWrite(ctx context.Context, camera, key, newest, oldest string) (*store.Op, error) {
 	stored, err := r.pointers.Get(ctx, camera, key)
 	if errors.Is(err, store.ErrNotFound) {
 		e := store.Entity{PartitionKey: camera, RowKey: key,
-			Properties: store.Properties{PropNewestRowKey: rowKey, PropOldestRowKey: rowKey}}
+			Properties: store.Properties{PropNewestRowKey: newest, PropOldestRowKey: oldest}}
 		return &store.Op{Kind: store.OpInsert, Entity: e}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	newest, oldest := pointerBounds(stored)
-	if newest != "" && rowKey >= newest && rowKey <= oldest {
+	had, hadOldest := pointerBounds(stored)
+	if had != "" && newest >= had && oldest <= hadOldest {
 		return nil, nil
 	}
-	if newest == "" || rowKey < newest {
-		newest = rowKey
+	if had != "" {
+		newest, oldest = min(newest, had), max(oldest, hadOldest)
 	}
-	oldest = max(oldest, rowKey)
 	e := store.Entity{PartitionKey: camera, RowKey: key,
 		Properties: store.Properties{PropNewestRowKey: newest, PropOldestRowKey: oldest}}
 	return &store.Op{Kind: store.OpUpdate, Mode: store.Replace, Entity: e, IfMatch: stored.ETag}, nil
@@ -141,10 +140,11 @@ func lostRace(err error) bool {
 	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists) || errors.Is(err, store.ErrNotFound)
 }
 
-// widen makes pointer row key of camera cover rowKey.
-func (r *Repository) widen(ctx context.Context, camera, key, rowKey string) error {
+// widen makes pointer row key of camera cover the row keys from newest to
+// oldest.
+func (r *Repository) widen(ctx context.Context, camera, key, newest, oldest string) error {
 	for range maxPointerAttempts {
-		op, err := r.pointerWrite(ctx, camera, key, rowKey)
+		op, err := r.pointerWrite(ctx, camera, key, newest, oldest)
 		if err != nil || op == nil {
 			return err
 		}
@@ -166,7 +166,7 @@ func (r *Repository) widenFor(ctx context.Context, img Image) error {
 	if !ok {
 		return nil
 	}
-	return r.widen(ctx, img.CameraID, key, img.RowKey)
+	return r.widen(ctx, img.CameraID, key, img.RowKey, img.RowKey)
 }
 
 // pointerRows is the primary row-key range that holds every image of
@@ -227,10 +227,7 @@ func (r *Repository) ensureCovered(ctx context.Context, camera string) error {
 		q.Resume = page.Next
 	}
 	for key, b := range bounds {
-		if err := r.widen(ctx, camera, key, b[0]); err != nil {
-			return err
-		}
-		if err := r.widen(ctx, camera, key, b[1]); err != nil {
+		if err := r.widen(ctx, camera, key, b[0], b[1]); err != nil {
 			return err
 		}
 	}

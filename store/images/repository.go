@@ -181,7 +181,7 @@ func (r *Repository) createAtomically(ctx context.Context, img Image, index, pri
 		return r.transactor.Transact(ctx, ops)
 	}
 	for range maxPointerAttempts {
-		op, err := r.pointerWrite(ctx, img.CameraID, key, img.RowKey)
+		op, err := r.pointerWrite(ctx, img.CameraID, key, img.RowKey, img.RowKey)
 		if err != nil {
 			return err
 		}
