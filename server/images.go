@@ -76,35 +76,48 @@ func toImage(m imageMessage) images.Image {
 
 func (h *imageHandler[M]) create(ctx context.Context, m M) (M, error) {
 	var zero M
-	var v violations
-	if !m.ProtoReflect().IsValid() {
-		v.add("metadata", "required")
-		return zero, v.err()
-	}
-	img := toImage(m)
-	img.CapturedAt = v.checkRecording(img.CameraID, m.GetCapturedAt(), img.SizeBytes)
-	if img.Width < 0 {
-		v.add("metadata.width", "must not be negative")
-	}
-	if img.Height < 0 {
-		v.add("metadata.height", "must not be negative")
-	}
-	if err := v.err(); err != nil {
+	img, err := checkImage(m, "metadata")
+	if err != nil {
 		return zero, err
 	}
 	stored, err := h.repo.Create(ctx, img)
-	var prop *store.PropertyError
-	switch {
-	case errors.Is(err, store.ErrAlreadyExists):
-		return zero, status.Errorf(codes.AlreadyExists,
-			"camera %q already has a different %s image captured at %s", img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))
-	case errors.As(err, &prop):
-		return zero, propertyStatus(prop, "metadata", imageFields)
-	case err != nil:
-		return zero, toStatus(ctx, h.log, err)
+	if err != nil {
+		return zero, h.createError(ctx, img, err, "metadata")
 	}
 	h.feed.Publish(stored)
 	return h.fromImage(stored), nil
+}
+
+// checkImage checks the image in request field message and reads it.
+func checkImage(m imageMessage, message string) (images.Image, error) {
+	var v violations
+	if !m.ProtoReflect().IsValid() {
+		v.add(message, "required")
+		return images.Image{}, v.err()
+	}
+	img := toImage(m)
+	img.CapturedAt = v.checkRecordingIn(message, img.CameraID, m.GetCapturedAt(), img.SizeBytes)
+	if img.Width < 0 {
+		v.add(message+".width", "must not be negative")
+	}
+	if img.Height < 0 {
+		v.add(message+".height", "must not be negative")
+	}
+	return img, v.err()
+}
+
+// createError is the status of a failed create of img, sent in request
+// field message.
+func (h *imageHandler[M]) createError(ctx context.Context, img images.Image, err error, message string) error {
+	var prop *store.PropertyError
+	switch {
+	case errors.Is(err, store.ErrAlreadyExists):
+		return status.Errorf(codes.AlreadyExists,
+			"camera %q already has a different %s image captured at %s", img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))
+	case errors.As(err, &prop):
+		return propertyStatus(prop, message, imageFields)
+	}
+	return toStatus(ctx, h.log, err)
 }
 
 func (h *imageHandler[M]) latest(ctx context.Context, cameraID string, filter images.Filter) (M, error) {

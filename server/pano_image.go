@@ -38,6 +38,18 @@ func (s *panoImageService) CreatePanoImageMetadata(ctx context.Context, req *met
 	return &metadatav1.CreatePanoImageMetadataResponse{Metadata: m}, nil
 }
 
+func (s *panoImageService) BatchCreatePanoImageMetadata(ctx context.Context, req *metadatav1.BatchCreatePanoImageMetadataRequest) (*metadatav1.BatchCreatePanoImageMetadataResponse, error) {
+	created, err := s.h.batchCreate(ctx, req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*metadatav1.BatchCreatePanoImageMetadataResult, len(created))
+	for i, c := range created {
+		results[i] = &metadatav1.BatchCreatePanoImageMetadataResult{Metadata: c.metadata, AlreadyExisted: c.existed, Status: c.status}
+	}
+	return &metadatav1.BatchCreatePanoImageMetadataResponse{Results: results}, nil
+}
+
 func (s *panoImageService) GetLatestPanoImageMetadata(ctx context.Context, req *metadatav1.GetLatestPanoImageMetadataRequest) (*metadatav1.GetLatestPanoImageMetadataResponse, error) {
 	m, err := s.h.latest(ctx, req.GetCameraId(), images.Filter{})
 	if err != nil {

@@ -38,6 +38,18 @@ func (s *preStitchImageService) CreatePreStitchImageMetadata(ctx context.Context
 	return &metadatav1.CreatePreStitchImageMetadataResponse{Metadata: m}, nil
 }
 
+func (s *preStitchImageService) BatchCreatePreStitchImageMetadata(ctx context.Context, req *metadatav1.BatchCreatePreStitchImageMetadataRequest) (*metadatav1.BatchCreatePreStitchImageMetadataResponse, error) {
+	created, err := s.h.batchCreate(ctx, req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*metadatav1.BatchCreatePreStitchImageMetadataResult, len(created))
+	for i, c := range created {
+		results[i] = &metadatav1.BatchCreatePreStitchImageMetadataResult{Metadata: c.metadata, AlreadyExisted: c.existed, Status: c.status}
+	}
+	return &metadatav1.BatchCreatePreStitchImageMetadataResponse{Results: results}, nil
+}
+
 func (s *preStitchImageService) GetLatestPreStitchImageMetadata(ctx context.Context, req *metadatav1.GetLatestPreStitchImageMetadataRequest) (*metadatav1.GetLatestPreStitchImageMetadataResponse, error) {
 	m, err := s.h.latest(ctx, req.GetCameraId(), images.Filter{})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,7 +50,11 @@ func FuzzRequests(f *testing.F) {
 	h := startServerOpts(f, db, serverOpts{})
 	methods := apiMethods(f)
 	for i, m := range methods {
-		for _, req := range []proto.Message{m.input.New().Interface(), sampleRequest(m.input)} {
+		seeds := []proto.Message{m.input.New().Interface(), sampleRequest(m.input)}
+		if m.batch {
+			seeds = append(seeds, mixedBatchRequest(m.input))
+		}
+		for _, req := range seeds {
 			body, err := proto.Marshal(req)
 			if err != nil {
 				f.Fatalf("%s: marshal seed: %v", m.name, err)
@@ -67,8 +72,11 @@ func FuzzRequests(f *testing.F) {
 		st := status.Convert(err)
 		switch st.Code() {
 		case codes.OK:
-			if m.readBack != nil {
-				checkRoundTrip(t, h.conn, m, req, resp)
+			switch {
+			case m.batch:
+				checkBatchResults(t, h.conn, m, req, resp)
+			case m.readBack != nil:
+				checkRoundTrip(t, h.conn, m, field(req, "metadata").Message(), field(resp, "metadata").Message())
 			}
 		case codes.InvalidArgument:
 			if !hasFieldViolations(st) {
@@ -87,9 +95,11 @@ type apiMethod struct {
 	stream bool
 	input  protoreflect.MessageType
 	output protoreflect.MessageType
-	// readBack is, for a Create RPC, the List RPC of its service that reads
-	// the created metadata back.
+	// readBack is, for a Create or BatchCreate RPC, the List RPC of its
+	// service that reads the created metadata back.
 	readBack *apiMethod
+	// batch marks a BatchCreate RPC: one result per image of the request.
+	batch bool
 }
 
 // apiMethods lists every RPC of the API's services, sorted by name so that
@@ -111,10 +121,15 @@ func apiMethods(tb testing.TB) []*apiMethod {
 	slices.SortFunc(methods, func(a, b *apiMethod) int { return strings.Compare(a.name, b.name) })
 	for _, m := range methods {
 		method := m.name[strings.LastIndex(m.name, "/")+1:]
-		if !strings.HasPrefix(method, "Create") {
+		created, isBatch := strings.CutPrefix(method, "BatchCreate")
+		if !isBatch && !strings.HasPrefix(method, "Create") {
 			continue
 		}
-		list := m.name[:strings.LastIndex(m.name, "/")+1] + "List" + strings.TrimPrefix(method, "Create")
+		m.batch = isBatch
+		if !isBatch {
+			created = strings.TrimPrefix(method, "Create")
+		}
+		list := m.name[:strings.LastIndex(m.name, "/")+1] + "List" + created
 		i := slices.IndexFunc(methods, func(o *apiMethod) bool { return o.name == list })
 		if i < 0 {
 			tb.Fatalf("%s has no %s to read its creates back: give it one, or teach FuzzRequests its round trip", m.name, list)
@@ -185,12 +200,47 @@ func hasFieldViolations(st *status.Status) bool {
 	return false
 }
 
+// mixedBatchRequest is a BatchCreate request of a valid image, an empty one
+// and a copy of the first: one created, one refused, one found existing.
+func mixedBatchRequest(mt protoreflect.MessageType) proto.Message {
+	req := sampleRequest(mt).ProtoReflect()
+	items := req.Mutable(req.Descriptor().Fields().ByName("metadata")).List()
+	valid := items.Get(0).Message()
+	items.Append(protoreflect.ValueOfMessage(valid.Type().New()))
+	items.Append(protoreflect.ValueOfMessage(proto.Clone(valid.Interface()).ProtoReflect()))
+	return req.Interface()
+}
+
+// checkBatchResults checks a BatchCreate's answer image by image: one
+// result per image; each stored image round-trips as a Create's does; each
+// refused one is refused as a Create would be, never with an internal error.
+func checkBatchResults(t *testing.T, conn *grpc.ClientConn, m *apiMethod, req, resp proto.Message) {
+	t.Helper()
+	items, results := field(req, "metadata").List(), field(resp, "results").List()
+	if items.Len() != results.Len() {
+		t.Fatalf("%s: %d results for %d images", m.name, results.Len(), items.Len())
+	}
+	for i := range results.Len() {
+		result := results.Get(i).Message().Interface()
+		st := status.FromProto(field(result, "status").Message().Interface().(*spb.Status))
+		switch st.Code() {
+		case codes.OK:
+			checkRoundTrip(t, conn, m, items.Get(i).Message(), field(result, "metadata").Message())
+		case codes.InvalidArgument:
+			if !hasFieldViolations(st) {
+				t.Fatalf("%s image %d (%v): INVALID_ARGUMENT without field violations, %q", m.name, i, items.Get(i), st.Message())
+			}
+		case codes.Internal, codes.Unknown, codes.Unimplemented:
+			t.Fatalf("%s image %d (%v): %v", m.name, i, items.Get(i), st.Err())
+		}
+	}
+}
+
 // checkRoundTrip checks that a create stored what it was asked to and that
 // its service's List reads it back equal.
-func checkRoundTrip(t *testing.T, conn *grpc.ClientConn, m *apiMethod, req, resp proto.Message) {
+func checkRoundTrip(t *testing.T, conn *grpc.ClientConn, m *apiMethod, asked, created protoreflect.Message) {
 	t.Helper()
-	created := field(resp, "metadata").Message()
-	want := proto.Clone(field(req, "metadata").Message().Interface()).ProtoReflect()
+	want := proto.Clone(asked.Interface()).ProtoReflect()
 	set(want, "row_key", field(created.Interface(), "row_key"))
 	captured := field(want.Interface(), "captured_at").Message().Interface().(*timestamppb.Timestamp).AsTime()
 	set(want, "captured_at", protoreflect.ValueOfMessage(timestamppb.New(captured.Truncate(100*time.Nanosecond)).ProtoReflect()))
@@ -288,7 +338,12 @@ func sampleValue(parent protoreflect.Message, fd protoreflect.FieldDescriptor, d
 		if depth > 3 || fd.Message().FullName().Parent() != apiPackage {
 			return protoreflect.Value{}, false
 		}
-		child := parent.NewField(fd).Message()
+		var child protoreflect.Message
+		if fd.IsList() {
+			child = parent.Mutable(fd).List().NewElement().Message()
+		} else {
+			child = parent.NewField(fd).Message()
+		}
 		fillSample(child, depth+1)
 		return protoreflect.ValueOfMessage(child), true
 	}

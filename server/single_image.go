@@ -37,6 +37,18 @@ func (s *singleImageService) CreateSingleImageMetadata(ctx context.Context, req 
 	return &metadatav1.CreateSingleImageMetadataResponse{Metadata: m}, nil
 }
 
+func (s *singleImageService) BatchCreateSingleImageMetadata(ctx context.Context, req *metadatav1.BatchCreateSingleImageMetadataRequest) (*metadatav1.BatchCreateSingleImageMetadataResponse, error) {
+	created, err := s.h.batchCreate(ctx, req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*metadatav1.BatchCreateSingleImageMetadataResult, len(created))
+	for i, c := range created {
+		results[i] = &metadatav1.BatchCreateSingleImageMetadataResult{Metadata: c.metadata, AlreadyExisted: c.existed, Status: c.status}
+	}
+	return &metadatav1.BatchCreateSingleImageMetadataResponse{Results: results}, nil
+}
+
 func (s *singleImageService) GetLatestSingleImageMetadata(ctx context.Context, req *metadatav1.GetLatestSingleImageMetadataRequest) (*metadatav1.GetLatestSingleImageMetadataResponse, error) {
 	m, err := s.h.latest(ctx, req.GetCameraId(), images.Filter{})
 	if err != nil {

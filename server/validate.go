@@ -96,15 +96,21 @@ func (v *violations) checkTime(field string, ts *timestamppb.Timestamp) *time.Ti
 // video) shares: its camera id, a required capture time, and a size that
 // is not negative. It returns the capture time, zero when invalid.
 func (v *violations) checkRecording(cameraID string, capturedAt *timestamppb.Timestamp, sizeBytes int64) time.Time {
-	v.checkCameraID("metadata.camera_id", cameraID)
+	return v.checkRecordingIn("metadata", cameraID, capturedAt, sizeBytes)
+}
+
+// checkRecordingIn is checkRecording of the recording in request field
+// message, such as "metadata[3]" of a batch.
+func (v *violations) checkRecordingIn(message, cameraID string, capturedAt *timestamppb.Timestamp, sizeBytes int64) time.Time {
+	v.checkCameraID(message+".camera_id", cameraID)
 	var at time.Time
 	if capturedAt == nil {
-		v.add("metadata.captured_at", "required")
-	} else if t := v.checkTime("metadata.captured_at", capturedAt); t != nil {
+		v.add(message+".captured_at", "required")
+	} else if t := v.checkTime(message+".captured_at", capturedAt); t != nil {
 		at = *t
 	}
 	if sizeBytes < 0 {
-		v.add("metadata.size_bytes", "must not be negative")
+		v.add(message+".size_bytes", "must not be negative")
 	}
 	return at
 }

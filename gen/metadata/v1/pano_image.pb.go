@@ -7,6 +7,7 @@
 package metadatav1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -241,6 +242,165 @@ func (x *CreatePanoImageMetadataResponse) GetMetadata() *PanoImageMetadata {
 	return nil
 }
 
+// BatchCreatePanoImageMetadataRequest is the input of BatchCreatePanoImageMetadata.
+type BatchCreatePanoImageMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The images to store: 1 to 1,000; row_key is ignored.
+	Metadata      []*PanoImageMetadata `protobuf:"bytes,1,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreatePanoImageMetadataRequest) Reset() {
+	*x = BatchCreatePanoImageMetadataRequest{}
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreatePanoImageMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreatePanoImageMetadataRequest) ProtoMessage() {}
+
+func (x *BatchCreatePanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreatePanoImageMetadataRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreatePanoImageMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchCreatePanoImageMetadataRequest) GetMetadata() []*PanoImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// BatchCreatePanoImageMetadataResponse is the output of BatchCreatePanoImageMetadata.
+type BatchCreatePanoImageMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per image of the request, in its order.
+	Results       []*BatchCreatePanoImageMetadataResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreatePanoImageMetadataResponse) Reset() {
+	*x = BatchCreatePanoImageMetadataResponse{}
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreatePanoImageMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreatePanoImageMetadataResponse) ProtoMessage() {}
+
+func (x *BatchCreatePanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreatePanoImageMetadataResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreatePanoImageMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchCreatePanoImageMetadataResponse) GetResults() []*BatchCreatePanoImageMetadataResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BatchCreatePanoImageMetadataResult is the outcome of one image of BatchCreatePanoImageMetadata.
+type BatchCreatePanoImageMetadataResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image as stored; set when status has code 0 (OK).
+	Metadata *PanoImageMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Whether an identical image was stored already (a retry) rather than created by this call.
+	AlreadyExisted bool `protobuf:"varint,2,opt,name=already_existed,json=alreadyExisted,proto3" json:"already_existed,omitempty"`
+	// Code 0 (OK) when the image is stored; else its error, as CreatePanoImageMetadata would return it:
+	// INVALID_ARGUMENT with a google.rpc.BadRequest whose field violations name the image
+	// ("metadata[3].camera_id"), ALREADY_EXISTS for a different image at the same camera and
+	// instant, or a store error (UNAVAILABLE, INTERNAL, ...) after which the image may be retried.
+	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreatePanoImageMetadataResult) Reset() {
+	*x = BatchCreatePanoImageMetadataResult{}
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreatePanoImageMetadataResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreatePanoImageMetadataResult) ProtoMessage() {}
+
+func (x *BatchCreatePanoImageMetadataResult) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreatePanoImageMetadataResult.ProtoReflect.Descriptor instead.
+func (*BatchCreatePanoImageMetadataResult) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BatchCreatePanoImageMetadataResult) GetMetadata() *PanoImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *BatchCreatePanoImageMetadataResult) GetAlreadyExisted() bool {
+	if x != nil {
+		return x.AlreadyExisted
+	}
+	return false
+}
+
+func (x *BatchCreatePanoImageMetadataResult) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // GetLatestPanoImageMetadataRequest is the input of GetLatestPanoImageMetadata.
 type GetLatestPanoImageMetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -252,7 +412,7 @@ type GetLatestPanoImageMetadataRequest struct {
 
 func (x *GetLatestPanoImageMetadataRequest) Reset() {
 	*x = GetLatestPanoImageMetadataRequest{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[3]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +424,7 @@ func (x *GetLatestPanoImageMetadataRequest) String() string {
 func (*GetLatestPanoImageMetadataRequest) ProtoMessage() {}
 
 func (x *GetLatestPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[3]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +437,7 @@ func (x *GetLatestPanoImageMetadataRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use GetLatestPanoImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetLatestPanoImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{3}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLatestPanoImageMetadataRequest) GetCameraId() string {
@@ -298,7 +458,7 @@ type GetLatestPanoImageMetadataResponse struct {
 
 func (x *GetLatestPanoImageMetadataResponse) Reset() {
 	*x = GetLatestPanoImageMetadataResponse{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[4]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +470,7 @@ func (x *GetLatestPanoImageMetadataResponse) String() string {
 func (*GetLatestPanoImageMetadataResponse) ProtoMessage() {}
 
 func (x *GetLatestPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[4]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +483,7 @@ func (x *GetLatestPanoImageMetadataResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use GetLatestPanoImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetLatestPanoImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{4}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetLatestPanoImageMetadataResponse) GetMetadata() *PanoImageMetadata {
@@ -348,7 +508,7 @@ type BatchGetLatestPanoImageMetadataRequest struct {
 
 func (x *BatchGetLatestPanoImageMetadataRequest) Reset() {
 	*x = BatchGetLatestPanoImageMetadataRequest{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[5]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +520,7 @@ func (x *BatchGetLatestPanoImageMetadataRequest) String() string {
 func (*BatchGetLatestPanoImageMetadataRequest) ProtoMessage() {}
 
 func (x *BatchGetLatestPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[5]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +533,7 @@ func (x *BatchGetLatestPanoImageMetadataRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use BatchGetLatestPanoImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetLatestPanoImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{5}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BatchGetLatestPanoImageMetadataRequest) GetCameraIds() []string {
@@ -408,7 +568,7 @@ type BatchGetLatestPanoImageMetadataResponse struct {
 
 func (x *BatchGetLatestPanoImageMetadataResponse) Reset() {
 	*x = BatchGetLatestPanoImageMetadataResponse{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[6]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +580,7 @@ func (x *BatchGetLatestPanoImageMetadataResponse) String() string {
 func (*BatchGetLatestPanoImageMetadataResponse) ProtoMessage() {}
 
 func (x *BatchGetLatestPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[6]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +593,7 @@ func (x *BatchGetLatestPanoImageMetadataResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use BatchGetLatestPanoImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetLatestPanoImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{6}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BatchGetLatestPanoImageMetadataResponse) GetMetadata() []*PanoImageMetadata {
@@ -462,7 +622,7 @@ type ListPanoImageMetadataRequest struct {
 
 func (x *ListPanoImageMetadataRequest) Reset() {
 	*x = ListPanoImageMetadataRequest{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[7]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +634,7 @@ func (x *ListPanoImageMetadataRequest) String() string {
 func (*ListPanoImageMetadataRequest) ProtoMessage() {}
 
 func (x *ListPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[7]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +647,7 @@ func (x *ListPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPanoImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*ListPanoImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{7}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPanoImageMetadataRequest) GetCameraId() string {
@@ -538,7 +698,7 @@ type ListPanoImageMetadataResponse struct {
 
 func (x *ListPanoImageMetadataResponse) Reset() {
 	*x = ListPanoImageMetadataResponse{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[8]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +710,7 @@ func (x *ListPanoImageMetadataResponse) String() string {
 func (*ListPanoImageMetadataResponse) ProtoMessage() {}
 
 func (x *ListPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[8]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +723,7 @@ func (x *ListPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPanoImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*ListPanoImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{8}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPanoImageMetadataResponse) GetMetadata() []*PanoImageMetadata {
@@ -591,7 +751,7 @@ type GetLatestClearDayPanoImageMetadataRequest struct {
 
 func (x *GetLatestClearDayPanoImageMetadataRequest) Reset() {
 	*x = GetLatestClearDayPanoImageMetadataRequest{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[9]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +763,7 @@ func (x *GetLatestClearDayPanoImageMetadataRequest) String() string {
 func (*GetLatestClearDayPanoImageMetadataRequest) ProtoMessage() {}
 
 func (x *GetLatestClearDayPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[9]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +776,7 @@ func (x *GetLatestClearDayPanoImageMetadataRequest) ProtoReflect() protoreflect.
 
 // Deprecated: Use GetLatestClearDayPanoImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetLatestClearDayPanoImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{9}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetLatestClearDayPanoImageMetadataRequest) GetCameraId() string {
@@ -637,7 +797,7 @@ type GetLatestClearDayPanoImageMetadataResponse struct {
 
 func (x *GetLatestClearDayPanoImageMetadataResponse) Reset() {
 	*x = GetLatestClearDayPanoImageMetadataResponse{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[10]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +809,7 @@ func (x *GetLatestClearDayPanoImageMetadataResponse) String() string {
 func (*GetLatestClearDayPanoImageMetadataResponse) ProtoMessage() {}
 
 func (x *GetLatestClearDayPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[10]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +822,7 @@ func (x *GetLatestClearDayPanoImageMetadataResponse) ProtoReflect() protoreflect
 
 // Deprecated: Use GetLatestClearDayPanoImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetLatestClearDayPanoImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{10}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetLatestClearDayPanoImageMetadataResponse) GetMetadata() *PanoImageMetadata {
@@ -696,7 +856,7 @@ type WatchPanoImageMetadataRequest struct {
 
 func (x *WatchPanoImageMetadataRequest) Reset() {
 	*x = WatchPanoImageMetadataRequest{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[11]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +868,7 @@ func (x *WatchPanoImageMetadataRequest) String() string {
 func (*WatchPanoImageMetadataRequest) ProtoMessage() {}
 
 func (x *WatchPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[11]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +881,7 @@ func (x *WatchPanoImageMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPanoImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchPanoImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{11}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchPanoImageMetadataRequest) GetCameraIds() []string {
@@ -760,7 +920,7 @@ type WatchPanoImageMetadataResponse struct {
 
 func (x *WatchPanoImageMetadataResponse) Reset() {
 	*x = WatchPanoImageMetadataResponse{}
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[12]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +932,7 @@ func (x *WatchPanoImageMetadataResponse) String() string {
 func (*WatchPanoImageMetadataResponse) ProtoMessage() {}
 
 func (x *WatchPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pano_image_proto_msgTypes[12]
+	mi := &file_metadata_v1_pano_image_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +945,7 @@ func (x *WatchPanoImageMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPanoImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchPanoImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{12}
+	return file_metadata_v1_pano_image_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchPanoImageMetadataResponse) GetMetadata() *PanoImageMetadata {
@@ -813,7 +973,7 @@ var File_metadata_v1_pano_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	"\n" +
-	"\x1cmetadata/v1/pano_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xc2\x03\n" +
+	"\x1cmetadata/v1/pano_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x17metadata/v1/scope.proto\"\xc2\x03\n" +
 	"\x11PanoImageMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -837,7 +997,15 @@ const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	"\x1eCreatePanoImageMetadataRequest\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\"]\n" +
 	"\x1fCreatePanoImageMetadataResponse\x12:\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\"@\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\"a\n" +
+	"#BatchCreatePanoImageMetadataRequest\x12:\n" +
+	"\bmetadata\x18\x01 \x03(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\"q\n" +
+	"$BatchCreatePanoImageMetadataResponse\x12I\n" +
+	"\aresults\x18\x01 \x03(\v2/.metadata.v1.BatchCreatePanoImageMetadataResultR\aresults\"\xb5\x01\n" +
+	"\"BatchCreatePanoImageMetadataResult\x12:\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\x12'\n" +
+	"\x0falready_existed\x18\x02 \x01(\bR\x0ealreadyExisted\x12*\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"@\n" +
 	"!GetLatestPanoImageMetadataRequest\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\"`\n" +
 	"\"GetLatestPanoImageMetadataResponse\x12:\n" +
@@ -873,9 +1041,10 @@ const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	"\x1eWatchPanoImageMetadataResponse\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1e.metadata.v1.PanoImageMetadataR\bmetadata\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1a\n" +
-	"\bexisting\x18\x03 \x01(\bR\bexisting2\x92\a\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting2\xac\b\n" +
 	"\x18PanoImageMetadataService\x12\x88\x01\n" +
-	"\x17CreatePanoImageMetadata\x12+.metadata.v1.CreatePanoImageMetadataRequest\x1a,.metadata.v1.CreatePanoImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x90\x01\n" +
+	"\x17CreatePanoImageMetadata\x12+.metadata.v1.CreatePanoImageMetadataRequest\x1a,.metadata.v1.CreatePanoImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x97\x01\n" +
+	"\x1cBatchCreatePanoImageMetadata\x120.metadata.v1.BatchCreatePanoImageMetadataRequest\x1a1.metadata.v1.BatchCreatePanoImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x90\x01\n" +
 	"\x1aGetLatestPanoImageMetadata\x12..metadata.v1.GetLatestPanoImageMetadataRequest\x1a/.metadata.v1.GetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x9f\x01\n" +
 	"\x1fBatchGetLatestPanoImageMetadata\x123.metadata.v1.BatchGetLatestPanoImageMetadataRequest\x1a4.metadata.v1.BatchGetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa8\x01\n" +
 	"\"GetLatestClearDayPanoImageMetadata\x126.metadata.v1.GetLatestClearDayPanoImageMetadataRequest\x1a7.metadata.v1.GetLatestClearDayPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x81\x01\n" +
@@ -894,55 +1063,65 @@ func file_metadata_v1_pano_image_proto_rawDescGZIP() []byte {
 	return file_metadata_v1_pano_image_proto_rawDescData
 }
 
-var file_metadata_v1_pano_image_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_metadata_v1_pano_image_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_metadata_v1_pano_image_proto_goTypes = []any{
 	(*PanoImageMetadata)(nil),                          // 0: metadata.v1.PanoImageMetadata
 	(*CreatePanoImageMetadataRequest)(nil),             // 1: metadata.v1.CreatePanoImageMetadataRequest
 	(*CreatePanoImageMetadataResponse)(nil),            // 2: metadata.v1.CreatePanoImageMetadataResponse
-	(*GetLatestPanoImageMetadataRequest)(nil),          // 3: metadata.v1.GetLatestPanoImageMetadataRequest
-	(*GetLatestPanoImageMetadataResponse)(nil),         // 4: metadata.v1.GetLatestPanoImageMetadataResponse
-	(*BatchGetLatestPanoImageMetadataRequest)(nil),     // 5: metadata.v1.BatchGetLatestPanoImageMetadataRequest
-	(*BatchGetLatestPanoImageMetadataResponse)(nil),    // 6: metadata.v1.BatchGetLatestPanoImageMetadataResponse
-	(*ListPanoImageMetadataRequest)(nil),               // 7: metadata.v1.ListPanoImageMetadataRequest
-	(*ListPanoImageMetadataResponse)(nil),              // 8: metadata.v1.ListPanoImageMetadataResponse
-	(*GetLatestClearDayPanoImageMetadataRequest)(nil),  // 9: metadata.v1.GetLatestClearDayPanoImageMetadataRequest
-	(*GetLatestClearDayPanoImageMetadataResponse)(nil), // 10: metadata.v1.GetLatestClearDayPanoImageMetadataResponse
-	(*WatchPanoImageMetadataRequest)(nil),              // 11: metadata.v1.WatchPanoImageMetadataRequest
-	(*WatchPanoImageMetadataResponse)(nil),             // 12: metadata.v1.WatchPanoImageMetadataResponse
-	nil,                                                // 13: metadata.v1.PanoImageMetadata.AttributesEntry
-	(*timestamppb.Timestamp)(nil),                      // 14: google.protobuf.Timestamp
+	(*BatchCreatePanoImageMetadataRequest)(nil),        // 3: metadata.v1.BatchCreatePanoImageMetadataRequest
+	(*BatchCreatePanoImageMetadataResponse)(nil),       // 4: metadata.v1.BatchCreatePanoImageMetadataResponse
+	(*BatchCreatePanoImageMetadataResult)(nil),         // 5: metadata.v1.BatchCreatePanoImageMetadataResult
+	(*GetLatestPanoImageMetadataRequest)(nil),          // 6: metadata.v1.GetLatestPanoImageMetadataRequest
+	(*GetLatestPanoImageMetadataResponse)(nil),         // 7: metadata.v1.GetLatestPanoImageMetadataResponse
+	(*BatchGetLatestPanoImageMetadataRequest)(nil),     // 8: metadata.v1.BatchGetLatestPanoImageMetadataRequest
+	(*BatchGetLatestPanoImageMetadataResponse)(nil),    // 9: metadata.v1.BatchGetLatestPanoImageMetadataResponse
+	(*ListPanoImageMetadataRequest)(nil),               // 10: metadata.v1.ListPanoImageMetadataRequest
+	(*ListPanoImageMetadataResponse)(nil),              // 11: metadata.v1.ListPanoImageMetadataResponse
+	(*GetLatestClearDayPanoImageMetadataRequest)(nil),  // 12: metadata.v1.GetLatestClearDayPanoImageMetadataRequest
+	(*GetLatestClearDayPanoImageMetadataResponse)(nil), // 13: metadata.v1.GetLatestClearDayPanoImageMetadataResponse
+	(*WatchPanoImageMetadataRequest)(nil),              // 14: metadata.v1.WatchPanoImageMetadataRequest
+	(*WatchPanoImageMetadataResponse)(nil),             // 15: metadata.v1.WatchPanoImageMetadataResponse
+	nil,                                                // 16: metadata.v1.PanoImageMetadata.AttributesEntry
+	(*timestamppb.Timestamp)(nil),                      // 17: google.protobuf.Timestamp
+	(*status.Status)(nil),                              // 18: google.rpc.Status
 }
 var file_metadata_v1_pano_image_proto_depIdxs = []int32{
-	14, // 0: metadata.v1.PanoImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
-	13, // 1: metadata.v1.PanoImageMetadata.attributes:type_name -> metadata.v1.PanoImageMetadata.AttributesEntry
+	17, // 0: metadata.v1.PanoImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
+	16, // 1: metadata.v1.PanoImageMetadata.attributes:type_name -> metadata.v1.PanoImageMetadata.AttributesEntry
 	0,  // 2: metadata.v1.CreatePanoImageMetadataRequest.metadata:type_name -> metadata.v1.PanoImageMetadata
 	0,  // 3: metadata.v1.CreatePanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	0,  // 4: metadata.v1.GetLatestPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	14, // 5: metadata.v1.BatchGetLatestPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	14, // 6: metadata.v1.BatchGetLatestPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 7: metadata.v1.BatchGetLatestPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	14, // 8: metadata.v1.ListPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	14, // 9: metadata.v1.ListPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 10: metadata.v1.ListPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	0,  // 11: metadata.v1.GetLatestClearDayPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	0,  // 12: metadata.v1.WatchPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
-	1,  // 13: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:input_type -> metadata.v1.CreatePanoImageMetadataRequest
-	3,  // 14: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:input_type -> metadata.v1.GetLatestPanoImageMetadataRequest
-	5,  // 15: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:input_type -> metadata.v1.BatchGetLatestPanoImageMetadataRequest
-	9,  // 16: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:input_type -> metadata.v1.GetLatestClearDayPanoImageMetadataRequest
-	7,  // 17: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:input_type -> metadata.v1.ListPanoImageMetadataRequest
-	11, // 18: metadata.v1.PanoImageMetadataService.WatchPanoImageMetadata:input_type -> metadata.v1.WatchPanoImageMetadataRequest
-	2,  // 19: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:output_type -> metadata.v1.CreatePanoImageMetadataResponse
-	4,  // 20: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:output_type -> metadata.v1.GetLatestPanoImageMetadataResponse
-	6,  // 21: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:output_type -> metadata.v1.BatchGetLatestPanoImageMetadataResponse
-	10, // 22: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:output_type -> metadata.v1.GetLatestClearDayPanoImageMetadataResponse
-	8,  // 23: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:output_type -> metadata.v1.ListPanoImageMetadataResponse
-	12, // 24: metadata.v1.PanoImageMetadataService.WatchPanoImageMetadata:output_type -> metadata.v1.WatchPanoImageMetadataResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 4: metadata.v1.BatchCreatePanoImageMetadataRequest.metadata:type_name -> metadata.v1.PanoImageMetadata
+	5,  // 5: metadata.v1.BatchCreatePanoImageMetadataResponse.results:type_name -> metadata.v1.BatchCreatePanoImageMetadataResult
+	0,  // 6: metadata.v1.BatchCreatePanoImageMetadataResult.metadata:type_name -> metadata.v1.PanoImageMetadata
+	18, // 7: metadata.v1.BatchCreatePanoImageMetadataResult.status:type_name -> google.rpc.Status
+	0,  // 8: metadata.v1.GetLatestPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
+	17, // 9: metadata.v1.BatchGetLatestPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	17, // 10: metadata.v1.BatchGetLatestPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 11: metadata.v1.BatchGetLatestPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
+	17, // 12: metadata.v1.ListPanoImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	17, // 13: metadata.v1.ListPanoImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 14: metadata.v1.ListPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
+	0,  // 15: metadata.v1.GetLatestClearDayPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
+	0,  // 16: metadata.v1.WatchPanoImageMetadataResponse.metadata:type_name -> metadata.v1.PanoImageMetadata
+	1,  // 17: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:input_type -> metadata.v1.CreatePanoImageMetadataRequest
+	3,  // 18: metadata.v1.PanoImageMetadataService.BatchCreatePanoImageMetadata:input_type -> metadata.v1.BatchCreatePanoImageMetadataRequest
+	6,  // 19: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:input_type -> metadata.v1.GetLatestPanoImageMetadataRequest
+	8,  // 20: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:input_type -> metadata.v1.BatchGetLatestPanoImageMetadataRequest
+	12, // 21: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:input_type -> metadata.v1.GetLatestClearDayPanoImageMetadataRequest
+	10, // 22: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:input_type -> metadata.v1.ListPanoImageMetadataRequest
+	14, // 23: metadata.v1.PanoImageMetadataService.WatchPanoImageMetadata:input_type -> metadata.v1.WatchPanoImageMetadataRequest
+	2,  // 24: metadata.v1.PanoImageMetadataService.CreatePanoImageMetadata:output_type -> metadata.v1.CreatePanoImageMetadataResponse
+	4,  // 25: metadata.v1.PanoImageMetadataService.BatchCreatePanoImageMetadata:output_type -> metadata.v1.BatchCreatePanoImageMetadataResponse
+	7,  // 26: metadata.v1.PanoImageMetadataService.GetLatestPanoImageMetadata:output_type -> metadata.v1.GetLatestPanoImageMetadataResponse
+	9,  // 27: metadata.v1.PanoImageMetadataService.BatchGetLatestPanoImageMetadata:output_type -> metadata.v1.BatchGetLatestPanoImageMetadataResponse
+	13, // 28: metadata.v1.PanoImageMetadataService.GetLatestClearDayPanoImageMetadata:output_type -> metadata.v1.GetLatestClearDayPanoImageMetadataResponse
+	11, // 29: metadata.v1.PanoImageMetadataService.ListPanoImageMetadata:output_type -> metadata.v1.ListPanoImageMetadataResponse
+	15, // 30: metadata.v1.PanoImageMetadataService.WatchPanoImageMetadata:output_type -> metadata.v1.WatchPanoImageMetadataResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_pano_image_proto_init() }
@@ -957,7 +1136,7 @@ func file_metadata_v1_pano_image_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_pano_image_proto_rawDesc), len(file_metadata_v1_pano_image_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

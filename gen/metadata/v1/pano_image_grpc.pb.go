@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	PanoImageMetadataService_CreatePanoImageMetadata_FullMethodName            = "/metadata.v1.PanoImageMetadataService/CreatePanoImageMetadata"
+	PanoImageMetadataService_BatchCreatePanoImageMetadata_FullMethodName       = "/metadata.v1.PanoImageMetadataService/BatchCreatePanoImageMetadata"
 	PanoImageMetadataService_GetLatestPanoImageMetadata_FullMethodName         = "/metadata.v1.PanoImageMetadataService/GetLatestPanoImageMetadata"
 	PanoImageMetadataService_BatchGetLatestPanoImageMetadata_FullMethodName    = "/metadata.v1.PanoImageMetadataService/BatchGetLatestPanoImageMetadata"
 	PanoImageMetadataService_GetLatestClearDayPanoImageMetadata_FullMethodName = "/metadata.v1.PanoImageMetadataService/GetLatestClearDayPanoImageMetadata"
@@ -37,6 +38,13 @@ type PanoImageMetadataServiceClient interface {
 	// Repeating an identical create succeeds; a different image for the same camera and
 	// instant fails with ALREADY_EXISTS.
 	CreatePanoImageMetadata(ctx context.Context, in *CreatePanoImageMetadataRequest, opts ...grpc.CallOption) (*CreatePanoImageMetadataResponse, error)
+	// BatchCreatePanoImageMetadata stores up to 1,000 images of any cameras and instants in one call, such as
+	// a camera's backlog after an outage. Each image gets its own result, in the order of the
+	// request: created, already stored identically (a retry), or that image's error, so one bad
+	// image never fails the others. Each stored image has the guarantees of CreatePanoImageMetadata,
+	// and its result acknowledges it alone. No image, or more than 1,000, is INVALID_ARGUMENT for
+	// the whole call.
+	BatchCreatePanoImageMetadata(ctx context.Context, in *BatchCreatePanoImageMetadataRequest, opts ...grpc.CallOption) (*BatchCreatePanoImageMetadataResponse, error)
 	// GetLatestPanoImageMetadata returns the camera's newest image; NOT_FOUND if it has none.
 	GetLatestPanoImageMetadata(ctx context.Context, in *GetLatestPanoImageMetadataRequest, opts ...grpc.CallOption) (*GetLatestPanoImageMetadataResponse, error)
 	// BatchGetLatestPanoImageMetadata returns, per camera, the newest image (within
@@ -74,6 +82,16 @@ func (c *panoImageMetadataServiceClient) CreatePanoImageMetadata(ctx context.Con
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreatePanoImageMetadataResponse)
 	err := c.cc.Invoke(ctx, PanoImageMetadataService_CreatePanoImageMetadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *panoImageMetadataServiceClient) BatchCreatePanoImageMetadata(ctx context.Context, in *BatchCreatePanoImageMetadataRequest, opts ...grpc.CallOption) (*BatchCreatePanoImageMetadataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchCreatePanoImageMetadataResponse)
+	err := c.cc.Invoke(ctx, PanoImageMetadataService_BatchCreatePanoImageMetadata_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +167,13 @@ type PanoImageMetadataServiceServer interface {
 	// Repeating an identical create succeeds; a different image for the same camera and
 	// instant fails with ALREADY_EXISTS.
 	CreatePanoImageMetadata(context.Context, *CreatePanoImageMetadataRequest) (*CreatePanoImageMetadataResponse, error)
+	// BatchCreatePanoImageMetadata stores up to 1,000 images of any cameras and instants in one call, such as
+	// a camera's backlog after an outage. Each image gets its own result, in the order of the
+	// request: created, already stored identically (a retry), or that image's error, so one bad
+	// image never fails the others. Each stored image has the guarantees of CreatePanoImageMetadata,
+	// and its result acknowledges it alone. No image, or more than 1,000, is INVALID_ARGUMENT for
+	// the whole call.
+	BatchCreatePanoImageMetadata(context.Context, *BatchCreatePanoImageMetadataRequest) (*BatchCreatePanoImageMetadataResponse, error)
 	// GetLatestPanoImageMetadata returns the camera's newest image; NOT_FOUND if it has none.
 	GetLatestPanoImageMetadata(context.Context, *GetLatestPanoImageMetadataRequest) (*GetLatestPanoImageMetadataResponse, error)
 	// BatchGetLatestPanoImageMetadata returns, per camera, the newest image (within
@@ -184,6 +209,9 @@ type UnimplementedPanoImageMetadataServiceServer struct{}
 
 func (UnimplementedPanoImageMetadataServiceServer) CreatePanoImageMetadata(context.Context, *CreatePanoImageMetadataRequest) (*CreatePanoImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreatePanoImageMetadata not implemented")
+}
+func (UnimplementedPanoImageMetadataServiceServer) BatchCreatePanoImageMetadata(context.Context, *BatchCreatePanoImageMetadataRequest) (*BatchCreatePanoImageMetadataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchCreatePanoImageMetadata not implemented")
 }
 func (UnimplementedPanoImageMetadataServiceServer) GetLatestPanoImageMetadata(context.Context, *GetLatestPanoImageMetadataRequest) (*GetLatestPanoImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLatestPanoImageMetadata not implemented")
@@ -236,6 +264,24 @@ func _PanoImageMetadataService_CreatePanoImageMetadata_Handler(srv interface{}, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(PanoImageMetadataServiceServer).CreatePanoImageMetadata(ctx, req.(*CreatePanoImageMetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PanoImageMetadataService_BatchCreatePanoImageMetadata_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchCreatePanoImageMetadataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PanoImageMetadataServiceServer).BatchCreatePanoImageMetadata(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PanoImageMetadataService_BatchCreatePanoImageMetadata_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PanoImageMetadataServiceServer).BatchCreatePanoImageMetadata(ctx, req.(*BatchCreatePanoImageMetadataRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -333,6 +379,10 @@ var PanoImageMetadataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreatePanoImageMetadata",
 			Handler:    _PanoImageMetadataService_CreatePanoImageMetadata_Handler,
+		},
+		{
+			MethodName: "BatchCreatePanoImageMetadata",
+			Handler:    _PanoImageMetadataService_BatchCreatePanoImageMetadata_Handler,
 		},
 		{
 			MethodName: "GetLatestPanoImageMetadata",

@@ -7,6 +7,7 @@
 package metadatav1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -241,6 +242,165 @@ func (x *CreatePreStitchImageMetadataResponse) GetMetadata() *PreStitchImageMeta
 	return nil
 }
 
+// BatchCreatePreStitchImageMetadataRequest is the input of BatchCreatePreStitchImageMetadata.
+type BatchCreatePreStitchImageMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The images to store: 1 to 1,000; row_key is ignored.
+	Metadata      []*PreStitchImageMetadata `protobuf:"bytes,1,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreatePreStitchImageMetadataRequest) Reset() {
+	*x = BatchCreatePreStitchImageMetadataRequest{}
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreatePreStitchImageMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreatePreStitchImageMetadataRequest) ProtoMessage() {}
+
+func (x *BatchCreatePreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreatePreStitchImageMetadataRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreatePreStitchImageMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchCreatePreStitchImageMetadataRequest) GetMetadata() []*PreStitchImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// BatchCreatePreStitchImageMetadataResponse is the output of BatchCreatePreStitchImageMetadata.
+type BatchCreatePreStitchImageMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per image of the request, in its order.
+	Results       []*BatchCreatePreStitchImageMetadataResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreatePreStitchImageMetadataResponse) Reset() {
+	*x = BatchCreatePreStitchImageMetadataResponse{}
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreatePreStitchImageMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreatePreStitchImageMetadataResponse) ProtoMessage() {}
+
+func (x *BatchCreatePreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreatePreStitchImageMetadataResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreatePreStitchImageMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchCreatePreStitchImageMetadataResponse) GetResults() []*BatchCreatePreStitchImageMetadataResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BatchCreatePreStitchImageMetadataResult is the outcome of one image of BatchCreatePreStitchImageMetadata.
+type BatchCreatePreStitchImageMetadataResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image as stored; set when status has code 0 (OK).
+	Metadata *PreStitchImageMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Whether an identical image was stored already (a retry) rather than created by this call.
+	AlreadyExisted bool `protobuf:"varint,2,opt,name=already_existed,json=alreadyExisted,proto3" json:"already_existed,omitempty"`
+	// Code 0 (OK) when the image is stored; else its error, as CreatePreStitchImageMetadata would return it:
+	// INVALID_ARGUMENT with a google.rpc.BadRequest whose field violations name the image
+	// ("metadata[3].camera_id"), ALREADY_EXISTS for a different image at the same camera and
+	// instant, or a store error (UNAVAILABLE, INTERNAL, ...) after which the image may be retried.
+	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreatePreStitchImageMetadataResult) Reset() {
+	*x = BatchCreatePreStitchImageMetadataResult{}
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreatePreStitchImageMetadataResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreatePreStitchImageMetadataResult) ProtoMessage() {}
+
+func (x *BatchCreatePreStitchImageMetadataResult) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreatePreStitchImageMetadataResult.ProtoReflect.Descriptor instead.
+func (*BatchCreatePreStitchImageMetadataResult) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BatchCreatePreStitchImageMetadataResult) GetMetadata() *PreStitchImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *BatchCreatePreStitchImageMetadataResult) GetAlreadyExisted() bool {
+	if x != nil {
+		return x.AlreadyExisted
+	}
+	return false
+}
+
+func (x *BatchCreatePreStitchImageMetadataResult) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // GetLatestPreStitchImageMetadataRequest is the input of GetLatestPreStitchImageMetadata.
 type GetLatestPreStitchImageMetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -252,7 +412,7 @@ type GetLatestPreStitchImageMetadataRequest struct {
 
 func (x *GetLatestPreStitchImageMetadataRequest) Reset() {
 	*x = GetLatestPreStitchImageMetadataRequest{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[3]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +424,7 @@ func (x *GetLatestPreStitchImageMetadataRequest) String() string {
 func (*GetLatestPreStitchImageMetadataRequest) ProtoMessage() {}
 
 func (x *GetLatestPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[3]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +437,7 @@ func (x *GetLatestPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use GetLatestPreStitchImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetLatestPreStitchImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{3}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLatestPreStitchImageMetadataRequest) GetCameraId() string {
@@ -298,7 +458,7 @@ type GetLatestPreStitchImageMetadataResponse struct {
 
 func (x *GetLatestPreStitchImageMetadataResponse) Reset() {
 	*x = GetLatestPreStitchImageMetadataResponse{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[4]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +470,7 @@ func (x *GetLatestPreStitchImageMetadataResponse) String() string {
 func (*GetLatestPreStitchImageMetadataResponse) ProtoMessage() {}
 
 func (x *GetLatestPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[4]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +483,7 @@ func (x *GetLatestPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use GetLatestPreStitchImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetLatestPreStitchImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{4}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetLatestPreStitchImageMetadataResponse) GetMetadata() *PreStitchImageMetadata {
@@ -348,7 +508,7 @@ type BatchGetLatestPreStitchImageMetadataRequest struct {
 
 func (x *BatchGetLatestPreStitchImageMetadataRequest) Reset() {
 	*x = BatchGetLatestPreStitchImageMetadataRequest{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[5]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +520,7 @@ func (x *BatchGetLatestPreStitchImageMetadataRequest) String() string {
 func (*BatchGetLatestPreStitchImageMetadataRequest) ProtoMessage() {}
 
 func (x *BatchGetLatestPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[5]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +533,7 @@ func (x *BatchGetLatestPreStitchImageMetadataRequest) ProtoReflect() protoreflec
 
 // Deprecated: Use BatchGetLatestPreStitchImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetLatestPreStitchImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{5}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BatchGetLatestPreStitchImageMetadataRequest) GetCameraIds() []string {
@@ -408,7 +568,7 @@ type BatchGetLatestPreStitchImageMetadataResponse struct {
 
 func (x *BatchGetLatestPreStitchImageMetadataResponse) Reset() {
 	*x = BatchGetLatestPreStitchImageMetadataResponse{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[6]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +580,7 @@ func (x *BatchGetLatestPreStitchImageMetadataResponse) String() string {
 func (*BatchGetLatestPreStitchImageMetadataResponse) ProtoMessage() {}
 
 func (x *BatchGetLatestPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[6]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +593,7 @@ func (x *BatchGetLatestPreStitchImageMetadataResponse) ProtoReflect() protorefle
 
 // Deprecated: Use BatchGetLatestPreStitchImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetLatestPreStitchImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{6}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BatchGetLatestPreStitchImageMetadataResponse) GetMetadata() []*PreStitchImageMetadata {
@@ -462,7 +622,7 @@ type ListPreStitchImageMetadataRequest struct {
 
 func (x *ListPreStitchImageMetadataRequest) Reset() {
 	*x = ListPreStitchImageMetadataRequest{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[7]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +634,7 @@ func (x *ListPreStitchImageMetadataRequest) String() string {
 func (*ListPreStitchImageMetadataRequest) ProtoMessage() {}
 
 func (x *ListPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[7]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +647,7 @@ func (x *ListPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPreStitchImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*ListPreStitchImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{7}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPreStitchImageMetadataRequest) GetCameraId() string {
@@ -538,7 +698,7 @@ type ListPreStitchImageMetadataResponse struct {
 
 func (x *ListPreStitchImageMetadataResponse) Reset() {
 	*x = ListPreStitchImageMetadataResponse{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[8]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +710,7 @@ func (x *ListPreStitchImageMetadataResponse) String() string {
 func (*ListPreStitchImageMetadataResponse) ProtoMessage() {}
 
 func (x *ListPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[8]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +723,7 @@ func (x *ListPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPreStitchImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*ListPreStitchImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{8}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPreStitchImageMetadataResponse) GetMetadata() []*PreStitchImageMetadata {
@@ -597,7 +757,7 @@ type ListPreStitchImageMetadataByCorrelationRequest struct {
 
 func (x *ListPreStitchImageMetadataByCorrelationRequest) Reset() {
 	*x = ListPreStitchImageMetadataByCorrelationRequest{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[9]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +769,7 @@ func (x *ListPreStitchImageMetadataByCorrelationRequest) String() string {
 func (*ListPreStitchImageMetadataByCorrelationRequest) ProtoMessage() {}
 
 func (x *ListPreStitchImageMetadataByCorrelationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[9]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +782,7 @@ func (x *ListPreStitchImageMetadataByCorrelationRequest) ProtoReflect() protoref
 
 // Deprecated: Use ListPreStitchImageMetadataByCorrelationRequest.ProtoReflect.Descriptor instead.
 func (*ListPreStitchImageMetadataByCorrelationRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{9}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListPreStitchImageMetadataByCorrelationRequest) GetCameraId() string {
@@ -666,7 +826,7 @@ type ListPreStitchImageMetadataByCorrelationResponse struct {
 
 func (x *ListPreStitchImageMetadataByCorrelationResponse) Reset() {
 	*x = ListPreStitchImageMetadataByCorrelationResponse{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[10]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +838,7 @@ func (x *ListPreStitchImageMetadataByCorrelationResponse) String() string {
 func (*ListPreStitchImageMetadataByCorrelationResponse) ProtoMessage() {}
 
 func (x *ListPreStitchImageMetadataByCorrelationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[10]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +851,7 @@ func (x *ListPreStitchImageMetadataByCorrelationResponse) ProtoReflect() protore
 
 // Deprecated: Use ListPreStitchImageMetadataByCorrelationResponse.ProtoReflect.Descriptor instead.
 func (*ListPreStitchImageMetadataByCorrelationResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{10}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListPreStitchImageMetadataByCorrelationResponse) GetMetadata() []*PreStitchImageMetadata {
@@ -732,7 +892,7 @@ type WatchPreStitchImageMetadataRequest struct {
 
 func (x *WatchPreStitchImageMetadataRequest) Reset() {
 	*x = WatchPreStitchImageMetadataRequest{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[11]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +904,7 @@ func (x *WatchPreStitchImageMetadataRequest) String() string {
 func (*WatchPreStitchImageMetadataRequest) ProtoMessage() {}
 
 func (x *WatchPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[11]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +917,7 @@ func (x *WatchPreStitchImageMetadataRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use WatchPreStitchImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchPreStitchImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{11}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchPreStitchImageMetadataRequest) GetCameraIds() []string {
@@ -796,7 +956,7 @@ type WatchPreStitchImageMetadataResponse struct {
 
 func (x *WatchPreStitchImageMetadataResponse) Reset() {
 	*x = WatchPreStitchImageMetadataResponse{}
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[12]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +968,7 @@ func (x *WatchPreStitchImageMetadataResponse) String() string {
 func (*WatchPreStitchImageMetadataResponse) ProtoMessage() {}
 
 func (x *WatchPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[12]
+	mi := &file_metadata_v1_pre_stitch_image_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +981,7 @@ func (x *WatchPreStitchImageMetadataResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use WatchPreStitchImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchPreStitchImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{12}
+	return file_metadata_v1_pre_stitch_image_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchPreStitchImageMetadataResponse) GetMetadata() *PreStitchImageMetadata {
@@ -849,7 +1009,7 @@ var File_metadata_v1_pre_stitch_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"\n" +
-	"\"metadata/v1/pre_stitch_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xe5\x03\n" +
+	"\"metadata/v1/pre_stitch_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x17metadata/v1/scope.proto\"\xe5\x03\n" +
 	"\x16PreStitchImageMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -872,7 +1032,15 @@ const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"#CreatePreStitchImageMetadataRequest\x12?\n" +
 	"\bmetadata\x18\x01 \x01(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\"g\n" +
 	"$CreatePreStitchImageMetadataResponse\x12?\n" +
-	"\bmetadata\x18\x01 \x01(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\"E\n" +
+	"\bmetadata\x18\x01 \x01(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\"k\n" +
+	"(BatchCreatePreStitchImageMetadataRequest\x12?\n" +
+	"\bmetadata\x18\x01 \x03(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\"{\n" +
+	")BatchCreatePreStitchImageMetadataResponse\x12N\n" +
+	"\aresults\x18\x01 \x03(\v24.metadata.v1.BatchCreatePreStitchImageMetadataResultR\aresults\"\xbf\x01\n" +
+	"'BatchCreatePreStitchImageMetadataResult\x12?\n" +
+	"\bmetadata\x18\x01 \x01(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\x12'\n" +
+	"\x0falready_existed\x18\x02 \x01(\bR\x0ealreadyExisted\x12*\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"E\n" +
 	"&GetLatestPreStitchImageMetadataRequest\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\"j\n" +
 	"'GetLatestPreStitchImageMetadataResponse\x12?\n" +
@@ -913,9 +1081,10 @@ const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"#WatchPreStitchImageMetadataResponse\x12?\n" +
 	"\bmetadata\x18\x01 \x01(\v2#.metadata.v1.PreStitchImageMetadataR\bmetadata\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1a\n" +
-	"\bexisting\x18\x03 \x01(\bR\bexisting2\xf1\a\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting2\x9a\t\n" +
 	"\x1dPreStitchImageMetadataService\x12\x97\x01\n" +
-	"\x1cCreatePreStitchImageMetadata\x120.metadata.v1.CreatePreStitchImageMetadataRequest\x1a1.metadata.v1.CreatePreStitchImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9f\x01\n" +
+	"\x1cCreatePreStitchImageMetadata\x120.metadata.v1.CreatePreStitchImageMetadataRequest\x1a1.metadata.v1.CreatePreStitchImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\xa6\x01\n" +
+	"!BatchCreatePreStitchImageMetadata\x125.metadata.v1.BatchCreatePreStitchImageMetadataRequest\x1a6.metadata.v1.BatchCreatePreStitchImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9f\x01\n" +
 	"\x1fGetLatestPreStitchImageMetadata\x123.metadata.v1.GetLatestPreStitchImageMetadataRequest\x1a4.metadata.v1.GetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xae\x01\n" +
 	"$BatchGetLatestPreStitchImageMetadata\x128.metadata.v1.BatchGetLatestPreStitchImageMetadataRequest\x1a9.metadata.v1.BatchGetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xb7\x01\n" +
 	"'ListPreStitchImageMetadataByCorrelation\x12;.metadata.v1.ListPreStitchImageMetadataByCorrelationRequest\x1a<.metadata.v1.ListPreStitchImageMetadataByCorrelationResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x90\x01\n" +
@@ -934,55 +1103,65 @@ func file_metadata_v1_pre_stitch_image_proto_rawDescGZIP() []byte {
 	return file_metadata_v1_pre_stitch_image_proto_rawDescData
 }
 
-var file_metadata_v1_pre_stitch_image_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_metadata_v1_pre_stitch_image_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_metadata_v1_pre_stitch_image_proto_goTypes = []any{
 	(*PreStitchImageMetadata)(nil),                          // 0: metadata.v1.PreStitchImageMetadata
 	(*CreatePreStitchImageMetadataRequest)(nil),             // 1: metadata.v1.CreatePreStitchImageMetadataRequest
 	(*CreatePreStitchImageMetadataResponse)(nil),            // 2: metadata.v1.CreatePreStitchImageMetadataResponse
-	(*GetLatestPreStitchImageMetadataRequest)(nil),          // 3: metadata.v1.GetLatestPreStitchImageMetadataRequest
-	(*GetLatestPreStitchImageMetadataResponse)(nil),         // 4: metadata.v1.GetLatestPreStitchImageMetadataResponse
-	(*BatchGetLatestPreStitchImageMetadataRequest)(nil),     // 5: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest
-	(*BatchGetLatestPreStitchImageMetadataResponse)(nil),    // 6: metadata.v1.BatchGetLatestPreStitchImageMetadataResponse
-	(*ListPreStitchImageMetadataRequest)(nil),               // 7: metadata.v1.ListPreStitchImageMetadataRequest
-	(*ListPreStitchImageMetadataResponse)(nil),              // 8: metadata.v1.ListPreStitchImageMetadataResponse
-	(*ListPreStitchImageMetadataByCorrelationRequest)(nil),  // 9: metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
-	(*ListPreStitchImageMetadataByCorrelationResponse)(nil), // 10: metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
-	(*WatchPreStitchImageMetadataRequest)(nil),              // 11: metadata.v1.WatchPreStitchImageMetadataRequest
-	(*WatchPreStitchImageMetadataResponse)(nil),             // 12: metadata.v1.WatchPreStitchImageMetadataResponse
-	nil,                           // 13: metadata.v1.PreStitchImageMetadata.AttributesEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*BatchCreatePreStitchImageMetadataRequest)(nil),        // 3: metadata.v1.BatchCreatePreStitchImageMetadataRequest
+	(*BatchCreatePreStitchImageMetadataResponse)(nil),       // 4: metadata.v1.BatchCreatePreStitchImageMetadataResponse
+	(*BatchCreatePreStitchImageMetadataResult)(nil),         // 5: metadata.v1.BatchCreatePreStitchImageMetadataResult
+	(*GetLatestPreStitchImageMetadataRequest)(nil),          // 6: metadata.v1.GetLatestPreStitchImageMetadataRequest
+	(*GetLatestPreStitchImageMetadataResponse)(nil),         // 7: metadata.v1.GetLatestPreStitchImageMetadataResponse
+	(*BatchGetLatestPreStitchImageMetadataRequest)(nil),     // 8: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest
+	(*BatchGetLatestPreStitchImageMetadataResponse)(nil),    // 9: metadata.v1.BatchGetLatestPreStitchImageMetadataResponse
+	(*ListPreStitchImageMetadataRequest)(nil),               // 10: metadata.v1.ListPreStitchImageMetadataRequest
+	(*ListPreStitchImageMetadataResponse)(nil),              // 11: metadata.v1.ListPreStitchImageMetadataResponse
+	(*ListPreStitchImageMetadataByCorrelationRequest)(nil),  // 12: metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
+	(*ListPreStitchImageMetadataByCorrelationResponse)(nil), // 13: metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
+	(*WatchPreStitchImageMetadataRequest)(nil),              // 14: metadata.v1.WatchPreStitchImageMetadataRequest
+	(*WatchPreStitchImageMetadataResponse)(nil),             // 15: metadata.v1.WatchPreStitchImageMetadataResponse
+	nil,                           // 16: metadata.v1.PreStitchImageMetadata.AttributesEntry
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*status.Status)(nil),         // 18: google.rpc.Status
 }
 var file_metadata_v1_pre_stitch_image_proto_depIdxs = []int32{
-	14, // 0: metadata.v1.PreStitchImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
-	13, // 1: metadata.v1.PreStitchImageMetadata.attributes:type_name -> metadata.v1.PreStitchImageMetadata.AttributesEntry
+	17, // 0: metadata.v1.PreStitchImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
+	16, // 1: metadata.v1.PreStitchImageMetadata.attributes:type_name -> metadata.v1.PreStitchImageMetadata.AttributesEntry
 	0,  // 2: metadata.v1.CreatePreStitchImageMetadataRequest.metadata:type_name -> metadata.v1.PreStitchImageMetadata
 	0,  // 3: metadata.v1.CreatePreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	0,  // 4: metadata.v1.GetLatestPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	14, // 5: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	14, // 6: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 7: metadata.v1.BatchGetLatestPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	14, // 8: metadata.v1.ListPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	14, // 9: metadata.v1.ListPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 10: metadata.v1.ListPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	0,  // 11: metadata.v1.ListPreStitchImageMetadataByCorrelationResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	0,  // 12: metadata.v1.WatchPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
-	1,  // 13: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:input_type -> metadata.v1.CreatePreStitchImageMetadataRequest
-	3,  // 14: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:input_type -> metadata.v1.GetLatestPreStitchImageMetadataRequest
-	5,  // 15: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:input_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataRequest
-	9,  // 16: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:input_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
-	7,  // 17: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:input_type -> metadata.v1.ListPreStitchImageMetadataRequest
-	11, // 18: metadata.v1.PreStitchImageMetadataService.WatchPreStitchImageMetadata:input_type -> metadata.v1.WatchPreStitchImageMetadataRequest
-	2,  // 19: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:output_type -> metadata.v1.CreatePreStitchImageMetadataResponse
-	4,  // 20: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:output_type -> metadata.v1.GetLatestPreStitchImageMetadataResponse
-	6,  // 21: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:output_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataResponse
-	10, // 22: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:output_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
-	8,  // 23: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:output_type -> metadata.v1.ListPreStitchImageMetadataResponse
-	12, // 24: metadata.v1.PreStitchImageMetadataService.WatchPreStitchImageMetadata:output_type -> metadata.v1.WatchPreStitchImageMetadataResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 4: metadata.v1.BatchCreatePreStitchImageMetadataRequest.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	5,  // 5: metadata.v1.BatchCreatePreStitchImageMetadataResponse.results:type_name -> metadata.v1.BatchCreatePreStitchImageMetadataResult
+	0,  // 6: metadata.v1.BatchCreatePreStitchImageMetadataResult.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	18, // 7: metadata.v1.BatchCreatePreStitchImageMetadataResult.status:type_name -> google.rpc.Status
+	0,  // 8: metadata.v1.GetLatestPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	17, // 9: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	17, // 10: metadata.v1.BatchGetLatestPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 11: metadata.v1.BatchGetLatestPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	17, // 12: metadata.v1.ListPreStitchImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	17, // 13: metadata.v1.ListPreStitchImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 14: metadata.v1.ListPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	0,  // 15: metadata.v1.ListPreStitchImageMetadataByCorrelationResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	0,  // 16: metadata.v1.WatchPreStitchImageMetadataResponse.metadata:type_name -> metadata.v1.PreStitchImageMetadata
+	1,  // 17: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:input_type -> metadata.v1.CreatePreStitchImageMetadataRequest
+	3,  // 18: metadata.v1.PreStitchImageMetadataService.BatchCreatePreStitchImageMetadata:input_type -> metadata.v1.BatchCreatePreStitchImageMetadataRequest
+	6,  // 19: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:input_type -> metadata.v1.GetLatestPreStitchImageMetadataRequest
+	8,  // 20: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:input_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataRequest
+	12, // 21: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:input_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationRequest
+	10, // 22: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:input_type -> metadata.v1.ListPreStitchImageMetadataRequest
+	14, // 23: metadata.v1.PreStitchImageMetadataService.WatchPreStitchImageMetadata:input_type -> metadata.v1.WatchPreStitchImageMetadataRequest
+	2,  // 24: metadata.v1.PreStitchImageMetadataService.CreatePreStitchImageMetadata:output_type -> metadata.v1.CreatePreStitchImageMetadataResponse
+	4,  // 25: metadata.v1.PreStitchImageMetadataService.BatchCreatePreStitchImageMetadata:output_type -> metadata.v1.BatchCreatePreStitchImageMetadataResponse
+	7,  // 26: metadata.v1.PreStitchImageMetadataService.GetLatestPreStitchImageMetadata:output_type -> metadata.v1.GetLatestPreStitchImageMetadataResponse
+	9,  // 27: metadata.v1.PreStitchImageMetadataService.BatchGetLatestPreStitchImageMetadata:output_type -> metadata.v1.BatchGetLatestPreStitchImageMetadataResponse
+	13, // 28: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadataByCorrelation:output_type -> metadata.v1.ListPreStitchImageMetadataByCorrelationResponse
+	11, // 29: metadata.v1.PreStitchImageMetadataService.ListPreStitchImageMetadata:output_type -> metadata.v1.ListPreStitchImageMetadataResponse
+	15, // 30: metadata.v1.PreStitchImageMetadataService.WatchPreStitchImageMetadata:output_type -> metadata.v1.WatchPreStitchImageMetadataResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_pre_stitch_image_proto_init() }
@@ -997,7 +1176,7 @@ func file_metadata_v1_pre_stitch_image_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_pre_stitch_image_proto_rawDesc), len(file_metadata_v1_pre_stitch_image_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	PreStitchImageMetadataService_CreatePreStitchImageMetadata_FullMethodName            = "/metadata.v1.PreStitchImageMetadataService/CreatePreStitchImageMetadata"
+	PreStitchImageMetadataService_BatchCreatePreStitchImageMetadata_FullMethodName       = "/metadata.v1.PreStitchImageMetadataService/BatchCreatePreStitchImageMetadata"
 	PreStitchImageMetadataService_GetLatestPreStitchImageMetadata_FullMethodName         = "/metadata.v1.PreStitchImageMetadataService/GetLatestPreStitchImageMetadata"
 	PreStitchImageMetadataService_BatchGetLatestPreStitchImageMetadata_FullMethodName    = "/metadata.v1.PreStitchImageMetadataService/BatchGetLatestPreStitchImageMetadata"
 	PreStitchImageMetadataService_ListPreStitchImageMetadataByCorrelation_FullMethodName = "/metadata.v1.PreStitchImageMetadataService/ListPreStitchImageMetadataByCorrelation"
@@ -37,6 +38,13 @@ type PreStitchImageMetadataServiceClient interface {
 	// Repeating an identical create succeeds; a different image for the same camera and
 	// instant fails with ALREADY_EXISTS.
 	CreatePreStitchImageMetadata(ctx context.Context, in *CreatePreStitchImageMetadataRequest, opts ...grpc.CallOption) (*CreatePreStitchImageMetadataResponse, error)
+	// BatchCreatePreStitchImageMetadata stores up to 1,000 images of any cameras and instants in one call, such as
+	// a camera's backlog after an outage. Each image gets its own result, in the order of the
+	// request: created, already stored identically (a retry), or that image's error, so one bad
+	// image never fails the others. Each stored image has the guarantees of CreatePreStitchImageMetadata,
+	// and its result acknowledges it alone. No image, or more than 1,000, is INVALID_ARGUMENT for
+	// the whole call.
+	BatchCreatePreStitchImageMetadata(ctx context.Context, in *BatchCreatePreStitchImageMetadataRequest, opts ...grpc.CallOption) (*BatchCreatePreStitchImageMetadataResponse, error)
 	// GetLatestPreStitchImageMetadata returns the camera's newest image; NOT_FOUND if it has none.
 	GetLatestPreStitchImageMetadata(ctx context.Context, in *GetLatestPreStitchImageMetadataRequest, opts ...grpc.CallOption) (*GetLatestPreStitchImageMetadataResponse, error)
 	// BatchGetLatestPreStitchImageMetadata returns, per camera, the newest image (within
@@ -74,6 +82,16 @@ func (c *preStitchImageMetadataServiceClient) CreatePreStitchImageMetadata(ctx c
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreatePreStitchImageMetadataResponse)
 	err := c.cc.Invoke(ctx, PreStitchImageMetadataService_CreatePreStitchImageMetadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *preStitchImageMetadataServiceClient) BatchCreatePreStitchImageMetadata(ctx context.Context, in *BatchCreatePreStitchImageMetadataRequest, opts ...grpc.CallOption) (*BatchCreatePreStitchImageMetadataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchCreatePreStitchImageMetadataResponse)
+	err := c.cc.Invoke(ctx, PreStitchImageMetadataService_BatchCreatePreStitchImageMetadata_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +167,13 @@ type PreStitchImageMetadataServiceServer interface {
 	// Repeating an identical create succeeds; a different image for the same camera and
 	// instant fails with ALREADY_EXISTS.
 	CreatePreStitchImageMetadata(context.Context, *CreatePreStitchImageMetadataRequest) (*CreatePreStitchImageMetadataResponse, error)
+	// BatchCreatePreStitchImageMetadata stores up to 1,000 images of any cameras and instants in one call, such as
+	// a camera's backlog after an outage. Each image gets its own result, in the order of the
+	// request: created, already stored identically (a retry), or that image's error, so one bad
+	// image never fails the others. Each stored image has the guarantees of CreatePreStitchImageMetadata,
+	// and its result acknowledges it alone. No image, or more than 1,000, is INVALID_ARGUMENT for
+	// the whole call.
+	BatchCreatePreStitchImageMetadata(context.Context, *BatchCreatePreStitchImageMetadataRequest) (*BatchCreatePreStitchImageMetadataResponse, error)
 	// GetLatestPreStitchImageMetadata returns the camera's newest image; NOT_FOUND if it has none.
 	GetLatestPreStitchImageMetadata(context.Context, *GetLatestPreStitchImageMetadataRequest) (*GetLatestPreStitchImageMetadataResponse, error)
 	// BatchGetLatestPreStitchImageMetadata returns, per camera, the newest image (within
@@ -184,6 +209,9 @@ type UnimplementedPreStitchImageMetadataServiceServer struct{}
 
 func (UnimplementedPreStitchImageMetadataServiceServer) CreatePreStitchImageMetadata(context.Context, *CreatePreStitchImageMetadataRequest) (*CreatePreStitchImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreatePreStitchImageMetadata not implemented")
+}
+func (UnimplementedPreStitchImageMetadataServiceServer) BatchCreatePreStitchImageMetadata(context.Context, *BatchCreatePreStitchImageMetadataRequest) (*BatchCreatePreStitchImageMetadataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchCreatePreStitchImageMetadata not implemented")
 }
 func (UnimplementedPreStitchImageMetadataServiceServer) GetLatestPreStitchImageMetadata(context.Context, *GetLatestPreStitchImageMetadataRequest) (*GetLatestPreStitchImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLatestPreStitchImageMetadata not implemented")
@@ -236,6 +264,24 @@ func _PreStitchImageMetadataService_CreatePreStitchImageMetadata_Handler(srv int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(PreStitchImageMetadataServiceServer).CreatePreStitchImageMetadata(ctx, req.(*CreatePreStitchImageMetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PreStitchImageMetadataService_BatchCreatePreStitchImageMetadata_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchCreatePreStitchImageMetadataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PreStitchImageMetadataServiceServer).BatchCreatePreStitchImageMetadata(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PreStitchImageMetadataService_BatchCreatePreStitchImageMetadata_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PreStitchImageMetadataServiceServer).BatchCreatePreStitchImageMetadata(ctx, req.(*BatchCreatePreStitchImageMetadataRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -333,6 +379,10 @@ var PreStitchImageMetadataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreatePreStitchImageMetadata",
 			Handler:    _PreStitchImageMetadataService_CreatePreStitchImageMetadata_Handler,
+		},
+		{
+			MethodName: "BatchCreatePreStitchImageMetadata",
+			Handler:    _PreStitchImageMetadataService_BatchCreatePreStitchImageMetadata_Handler,
 		},
 		{
 			MethodName: "GetLatestPreStitchImageMetadata",

@@ -7,6 +7,7 @@
 package metadatav1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -232,6 +233,165 @@ func (x *CreateSingleImageMetadataResponse) GetMetadata() *SingleImageMetadata {
 	return nil
 }
 
+// BatchCreateSingleImageMetadataRequest is the input of BatchCreateSingleImageMetadata.
+type BatchCreateSingleImageMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The images to store: 1 to 1,000; row_key is ignored.
+	Metadata      []*SingleImageMetadata `protobuf:"bytes,1,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateSingleImageMetadataRequest) Reset() {
+	*x = BatchCreateSingleImageMetadataRequest{}
+	mi := &file_metadata_v1_single_image_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateSingleImageMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateSingleImageMetadataRequest) ProtoMessage() {}
+
+func (x *BatchCreateSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_single_image_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateSingleImageMetadataRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreateSingleImageMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchCreateSingleImageMetadataRequest) GetMetadata() []*SingleImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// BatchCreateSingleImageMetadataResponse is the output of BatchCreateSingleImageMetadata.
+type BatchCreateSingleImageMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per image of the request, in its order.
+	Results       []*BatchCreateSingleImageMetadataResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateSingleImageMetadataResponse) Reset() {
+	*x = BatchCreateSingleImageMetadataResponse{}
+	mi := &file_metadata_v1_single_image_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateSingleImageMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateSingleImageMetadataResponse) ProtoMessage() {}
+
+func (x *BatchCreateSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_single_image_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateSingleImageMetadataResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreateSingleImageMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchCreateSingleImageMetadataResponse) GetResults() []*BatchCreateSingleImageMetadataResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// BatchCreateSingleImageMetadataResult is the outcome of one image of BatchCreateSingleImageMetadata.
+type BatchCreateSingleImageMetadataResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image as stored; set when status has code 0 (OK).
+	Metadata *SingleImageMetadata `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Whether an identical image was stored already (a retry) rather than created by this call.
+	AlreadyExisted bool `protobuf:"varint,2,opt,name=already_existed,json=alreadyExisted,proto3" json:"already_existed,omitempty"`
+	// Code 0 (OK) when the image is stored; else its error, as CreateSingleImageMetadata would return it:
+	// INVALID_ARGUMENT with a google.rpc.BadRequest whose field violations name the image
+	// ("metadata[3].camera_id"), ALREADY_EXISTS for a different image at the same camera and
+	// instant, or a store error (UNAVAILABLE, INTERNAL, ...) after which the image may be retried.
+	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateSingleImageMetadataResult) Reset() {
+	*x = BatchCreateSingleImageMetadataResult{}
+	mi := &file_metadata_v1_single_image_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateSingleImageMetadataResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateSingleImageMetadataResult) ProtoMessage() {}
+
+func (x *BatchCreateSingleImageMetadataResult) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_single_image_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateSingleImageMetadataResult.ProtoReflect.Descriptor instead.
+func (*BatchCreateSingleImageMetadataResult) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BatchCreateSingleImageMetadataResult) GetMetadata() *SingleImageMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *BatchCreateSingleImageMetadataResult) GetAlreadyExisted() bool {
+	if x != nil {
+		return x.AlreadyExisted
+	}
+	return false
+}
+
+func (x *BatchCreateSingleImageMetadataResult) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // GetLatestSingleImageMetadataRequest is the input of GetLatestSingleImageMetadata.
 type GetLatestSingleImageMetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -243,7 +403,7 @@ type GetLatestSingleImageMetadataRequest struct {
 
 func (x *GetLatestSingleImageMetadataRequest) Reset() {
 	*x = GetLatestSingleImageMetadataRequest{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[3]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +415,7 @@ func (x *GetLatestSingleImageMetadataRequest) String() string {
 func (*GetLatestSingleImageMetadataRequest) ProtoMessage() {}
 
 func (x *GetLatestSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[3]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +428,7 @@ func (x *GetLatestSingleImageMetadataRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use GetLatestSingleImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*GetLatestSingleImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{3}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLatestSingleImageMetadataRequest) GetCameraId() string {
@@ -289,7 +449,7 @@ type GetLatestSingleImageMetadataResponse struct {
 
 func (x *GetLatestSingleImageMetadataResponse) Reset() {
 	*x = GetLatestSingleImageMetadataResponse{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[4]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +461,7 @@ func (x *GetLatestSingleImageMetadataResponse) String() string {
 func (*GetLatestSingleImageMetadataResponse) ProtoMessage() {}
 
 func (x *GetLatestSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[4]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +474,7 @@ func (x *GetLatestSingleImageMetadataResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use GetLatestSingleImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*GetLatestSingleImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{4}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetLatestSingleImageMetadataResponse) GetMetadata() *SingleImageMetadata {
@@ -339,7 +499,7 @@ type BatchGetLatestSingleImageMetadataRequest struct {
 
 func (x *BatchGetLatestSingleImageMetadataRequest) Reset() {
 	*x = BatchGetLatestSingleImageMetadataRequest{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[5]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +511,7 @@ func (x *BatchGetLatestSingleImageMetadataRequest) String() string {
 func (*BatchGetLatestSingleImageMetadataRequest) ProtoMessage() {}
 
 func (x *BatchGetLatestSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[5]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +524,7 @@ func (x *BatchGetLatestSingleImageMetadataRequest) ProtoReflect() protoreflect.M
 
 // Deprecated: Use BatchGetLatestSingleImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetLatestSingleImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{5}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BatchGetLatestSingleImageMetadataRequest) GetCameraIds() []string {
@@ -399,7 +559,7 @@ type BatchGetLatestSingleImageMetadataResponse struct {
 
 func (x *BatchGetLatestSingleImageMetadataResponse) Reset() {
 	*x = BatchGetLatestSingleImageMetadataResponse{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[6]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +571,7 @@ func (x *BatchGetLatestSingleImageMetadataResponse) String() string {
 func (*BatchGetLatestSingleImageMetadataResponse) ProtoMessage() {}
 
 func (x *BatchGetLatestSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[6]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +584,7 @@ func (x *BatchGetLatestSingleImageMetadataResponse) ProtoReflect() protoreflect.
 
 // Deprecated: Use BatchGetLatestSingleImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetLatestSingleImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{6}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BatchGetLatestSingleImageMetadataResponse) GetMetadata() []*SingleImageMetadata {
@@ -453,7 +613,7 @@ type ListSingleImageMetadataRequest struct {
 
 func (x *ListSingleImageMetadataRequest) Reset() {
 	*x = ListSingleImageMetadataRequest{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[7]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +625,7 @@ func (x *ListSingleImageMetadataRequest) String() string {
 func (*ListSingleImageMetadataRequest) ProtoMessage() {}
 
 func (x *ListSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[7]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +638,7 @@ func (x *ListSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSingleImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*ListSingleImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{7}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListSingleImageMetadataRequest) GetCameraId() string {
@@ -529,7 +689,7 @@ type ListSingleImageMetadataResponse struct {
 
 func (x *ListSingleImageMetadataResponse) Reset() {
 	*x = ListSingleImageMetadataResponse{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[8]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +701,7 @@ func (x *ListSingleImageMetadataResponse) String() string {
 func (*ListSingleImageMetadataResponse) ProtoMessage() {}
 
 func (x *ListSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[8]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +714,7 @@ func (x *ListSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSingleImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*ListSingleImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{8}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSingleImageMetadataResponse) GetMetadata() []*SingleImageMetadata {
@@ -595,7 +755,7 @@ type WatchSingleImageMetadataRequest struct {
 
 func (x *WatchSingleImageMetadataRequest) Reset() {
 	*x = WatchSingleImageMetadataRequest{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[9]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +767,7 @@ func (x *WatchSingleImageMetadataRequest) String() string {
 func (*WatchSingleImageMetadataRequest) ProtoMessage() {}
 
 func (x *WatchSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[9]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +780,7 @@ func (x *WatchSingleImageMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSingleImageMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchSingleImageMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{9}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchSingleImageMetadataRequest) GetCameraIds() []string {
@@ -659,7 +819,7 @@ type WatchSingleImageMetadataResponse struct {
 
 func (x *WatchSingleImageMetadataResponse) Reset() {
 	*x = WatchSingleImageMetadataResponse{}
-	mi := &file_metadata_v1_single_image_proto_msgTypes[10]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +831,7 @@ func (x *WatchSingleImageMetadataResponse) String() string {
 func (*WatchSingleImageMetadataResponse) ProtoMessage() {}
 
 func (x *WatchSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_single_image_proto_msgTypes[10]
+	mi := &file_metadata_v1_single_image_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +844,7 @@ func (x *WatchSingleImageMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSingleImageMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchSingleImageMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{10}
+	return file_metadata_v1_single_image_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchSingleImageMetadataResponse) GetMetadata() *SingleImageMetadata {
@@ -712,7 +872,7 @@ var File_metadata_v1_single_image_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_single_image_proto_rawDesc = "" +
 	"\n" +
-	"\x1emetadata/v1/single_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xa4\x03\n" +
+	"\x1emetadata/v1/single_image.proto\x12\vmetadata.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x17metadata/v1/scope.proto\"\xa4\x03\n" +
 	"\x13SingleImageMetadata\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x12;\n" +
 	"\vcaptured_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -733,7 +893,15 @@ const file_metadata_v1_single_image_proto_rawDesc = "" +
 	" CreateSingleImageMetadataRequest\x12<\n" +
 	"\bmetadata\x18\x01 \x01(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\"a\n" +
 	"!CreateSingleImageMetadataResponse\x12<\n" +
-	"\bmetadata\x18\x01 \x01(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\"B\n" +
+	"\bmetadata\x18\x01 \x01(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\"e\n" +
+	"%BatchCreateSingleImageMetadataRequest\x12<\n" +
+	"\bmetadata\x18\x01 \x03(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\"u\n" +
+	"&BatchCreateSingleImageMetadataResponse\x12K\n" +
+	"\aresults\x18\x01 \x03(\v21.metadata.v1.BatchCreateSingleImageMetadataResultR\aresults\"\xb9\x01\n" +
+	"$BatchCreateSingleImageMetadataResult\x12<\n" +
+	"\bmetadata\x18\x01 \x01(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\x12'\n" +
+	"\x0falready_existed\x18\x02 \x01(\bR\x0ealreadyExisted\x12*\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusR\x06status\"B\n" +
 	"#GetLatestSingleImageMetadataRequest\x12\x1b\n" +
 	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\"d\n" +
 	"$GetLatestSingleImageMetadataResponse\x12<\n" +
@@ -765,9 +933,10 @@ const file_metadata_v1_single_image_proto_rawDesc = "" +
 	" WatchSingleImageMetadataResponse\x12<\n" +
 	"\bmetadata\x18\x01 \x01(\v2 .metadata.v1.SingleImageMetadataR\bmetadata\x12!\n" +
 	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\x12\x1a\n" +
-	"\bexisting\x18\x03 \x01(\bR\bexisting2\x87\x06\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting2\xa7\a\n" +
 	"\x1aSingleImageMetadataService\x12\x8e\x01\n" +
-	"\x19CreateSingleImageMetadata\x12-.metadata.v1.CreateSingleImageMetadataRequest\x1a..metadata.v1.CreateSingleImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x96\x01\n" +
+	"\x19CreateSingleImageMetadata\x12-.metadata.v1.CreateSingleImageMetadataRequest\x1a..metadata.v1.CreateSingleImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9d\x01\n" +
+	"\x1eBatchCreateSingleImageMetadata\x122.metadata.v1.BatchCreateSingleImageMetadataRequest\x1a3.metadata.v1.BatchCreateSingleImageMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x96\x01\n" +
 	"\x1cGetLatestSingleImageMetadata\x120.metadata.v1.GetLatestSingleImageMetadataRequest\x1a1.metadata.v1.GetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa5\x01\n" +
 	"!BatchGetLatestSingleImageMetadata\x125.metadata.v1.BatchGetLatestSingleImageMetadataRequest\x1a6.metadata.v1.BatchGetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x87\x01\n" +
 	"\x17ListSingleImageMetadata\x12+.metadata.v1.ListSingleImageMetadataRequest\x1a,.metadata.v1.ListSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x8c\x01\n" +
@@ -785,50 +954,60 @@ func file_metadata_v1_single_image_proto_rawDescGZIP() []byte {
 	return file_metadata_v1_single_image_proto_rawDescData
 }
 
-var file_metadata_v1_single_image_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_metadata_v1_single_image_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_metadata_v1_single_image_proto_goTypes = []any{
 	(*SingleImageMetadata)(nil),                       // 0: metadata.v1.SingleImageMetadata
 	(*CreateSingleImageMetadataRequest)(nil),          // 1: metadata.v1.CreateSingleImageMetadataRequest
 	(*CreateSingleImageMetadataResponse)(nil),         // 2: metadata.v1.CreateSingleImageMetadataResponse
-	(*GetLatestSingleImageMetadataRequest)(nil),       // 3: metadata.v1.GetLatestSingleImageMetadataRequest
-	(*GetLatestSingleImageMetadataResponse)(nil),      // 4: metadata.v1.GetLatestSingleImageMetadataResponse
-	(*BatchGetLatestSingleImageMetadataRequest)(nil),  // 5: metadata.v1.BatchGetLatestSingleImageMetadataRequest
-	(*BatchGetLatestSingleImageMetadataResponse)(nil), // 6: metadata.v1.BatchGetLatestSingleImageMetadataResponse
-	(*ListSingleImageMetadataRequest)(nil),            // 7: metadata.v1.ListSingleImageMetadataRequest
-	(*ListSingleImageMetadataResponse)(nil),           // 8: metadata.v1.ListSingleImageMetadataResponse
-	(*WatchSingleImageMetadataRequest)(nil),           // 9: metadata.v1.WatchSingleImageMetadataRequest
-	(*WatchSingleImageMetadataResponse)(nil),          // 10: metadata.v1.WatchSingleImageMetadataResponse
-	nil,                                               // 11: metadata.v1.SingleImageMetadata.AttributesEntry
-	(*timestamppb.Timestamp)(nil),                     // 12: google.protobuf.Timestamp
+	(*BatchCreateSingleImageMetadataRequest)(nil),     // 3: metadata.v1.BatchCreateSingleImageMetadataRequest
+	(*BatchCreateSingleImageMetadataResponse)(nil),    // 4: metadata.v1.BatchCreateSingleImageMetadataResponse
+	(*BatchCreateSingleImageMetadataResult)(nil),      // 5: metadata.v1.BatchCreateSingleImageMetadataResult
+	(*GetLatestSingleImageMetadataRequest)(nil),       // 6: metadata.v1.GetLatestSingleImageMetadataRequest
+	(*GetLatestSingleImageMetadataResponse)(nil),      // 7: metadata.v1.GetLatestSingleImageMetadataResponse
+	(*BatchGetLatestSingleImageMetadataRequest)(nil),  // 8: metadata.v1.BatchGetLatestSingleImageMetadataRequest
+	(*BatchGetLatestSingleImageMetadataResponse)(nil), // 9: metadata.v1.BatchGetLatestSingleImageMetadataResponse
+	(*ListSingleImageMetadataRequest)(nil),            // 10: metadata.v1.ListSingleImageMetadataRequest
+	(*ListSingleImageMetadataResponse)(nil),           // 11: metadata.v1.ListSingleImageMetadataResponse
+	(*WatchSingleImageMetadataRequest)(nil),           // 12: metadata.v1.WatchSingleImageMetadataRequest
+	(*WatchSingleImageMetadataResponse)(nil),          // 13: metadata.v1.WatchSingleImageMetadataResponse
+	nil,                                               // 14: metadata.v1.SingleImageMetadata.AttributesEntry
+	(*timestamppb.Timestamp)(nil),                     // 15: google.protobuf.Timestamp
+	(*status.Status)(nil),                             // 16: google.rpc.Status
 }
 var file_metadata_v1_single_image_proto_depIdxs = []int32{
-	12, // 0: metadata.v1.SingleImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
-	11, // 1: metadata.v1.SingleImageMetadata.attributes:type_name -> metadata.v1.SingleImageMetadata.AttributesEntry
+	15, // 0: metadata.v1.SingleImageMetadata.captured_at:type_name -> google.protobuf.Timestamp
+	14, // 1: metadata.v1.SingleImageMetadata.attributes:type_name -> metadata.v1.SingleImageMetadata.AttributesEntry
 	0,  // 2: metadata.v1.CreateSingleImageMetadataRequest.metadata:type_name -> metadata.v1.SingleImageMetadata
 	0,  // 3: metadata.v1.CreateSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	0,  // 4: metadata.v1.GetLatestSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	12, // 5: metadata.v1.BatchGetLatestSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	12, // 6: metadata.v1.BatchGetLatestSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 7: metadata.v1.BatchGetLatestSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	12, // 8: metadata.v1.ListSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
-	12, // 9: metadata.v1.ListSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
-	0,  // 10: metadata.v1.ListSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	0,  // 11: metadata.v1.WatchSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
-	1,  // 12: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:input_type -> metadata.v1.CreateSingleImageMetadataRequest
-	3,  // 13: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:input_type -> metadata.v1.GetLatestSingleImageMetadataRequest
-	5,  // 14: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:input_type -> metadata.v1.BatchGetLatestSingleImageMetadataRequest
-	7,  // 15: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:input_type -> metadata.v1.ListSingleImageMetadataRequest
-	9,  // 16: metadata.v1.SingleImageMetadataService.WatchSingleImageMetadata:input_type -> metadata.v1.WatchSingleImageMetadataRequest
-	2,  // 17: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:output_type -> metadata.v1.CreateSingleImageMetadataResponse
-	4,  // 18: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:output_type -> metadata.v1.GetLatestSingleImageMetadataResponse
-	6,  // 19: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:output_type -> metadata.v1.BatchGetLatestSingleImageMetadataResponse
-	8,  // 20: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:output_type -> metadata.v1.ListSingleImageMetadataResponse
-	10, // 21: metadata.v1.SingleImageMetadataService.WatchSingleImageMetadata:output_type -> metadata.v1.WatchSingleImageMetadataResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	0,  // 4: metadata.v1.BatchCreateSingleImageMetadataRequest.metadata:type_name -> metadata.v1.SingleImageMetadata
+	5,  // 5: metadata.v1.BatchCreateSingleImageMetadataResponse.results:type_name -> metadata.v1.BatchCreateSingleImageMetadataResult
+	0,  // 6: metadata.v1.BatchCreateSingleImageMetadataResult.metadata:type_name -> metadata.v1.SingleImageMetadata
+	16, // 7: metadata.v1.BatchCreateSingleImageMetadataResult.status:type_name -> google.rpc.Status
+	0,  // 8: metadata.v1.GetLatestSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
+	15, // 9: metadata.v1.BatchGetLatestSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	15, // 10: metadata.v1.BatchGetLatestSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 11: metadata.v1.BatchGetLatestSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
+	15, // 12: metadata.v1.ListSingleImageMetadataRequest.start_time:type_name -> google.protobuf.Timestamp
+	15, // 13: metadata.v1.ListSingleImageMetadataRequest.end_time:type_name -> google.protobuf.Timestamp
+	0,  // 14: metadata.v1.ListSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
+	0,  // 15: metadata.v1.WatchSingleImageMetadataResponse.metadata:type_name -> metadata.v1.SingleImageMetadata
+	1,  // 16: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:input_type -> metadata.v1.CreateSingleImageMetadataRequest
+	3,  // 17: metadata.v1.SingleImageMetadataService.BatchCreateSingleImageMetadata:input_type -> metadata.v1.BatchCreateSingleImageMetadataRequest
+	6,  // 18: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:input_type -> metadata.v1.GetLatestSingleImageMetadataRequest
+	8,  // 19: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:input_type -> metadata.v1.BatchGetLatestSingleImageMetadataRequest
+	10, // 20: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:input_type -> metadata.v1.ListSingleImageMetadataRequest
+	12, // 21: metadata.v1.SingleImageMetadataService.WatchSingleImageMetadata:input_type -> metadata.v1.WatchSingleImageMetadataRequest
+	2,  // 22: metadata.v1.SingleImageMetadataService.CreateSingleImageMetadata:output_type -> metadata.v1.CreateSingleImageMetadataResponse
+	4,  // 23: metadata.v1.SingleImageMetadataService.BatchCreateSingleImageMetadata:output_type -> metadata.v1.BatchCreateSingleImageMetadataResponse
+	7,  // 24: metadata.v1.SingleImageMetadataService.GetLatestSingleImageMetadata:output_type -> metadata.v1.GetLatestSingleImageMetadataResponse
+	9,  // 25: metadata.v1.SingleImageMetadataService.BatchGetLatestSingleImageMetadata:output_type -> metadata.v1.BatchGetLatestSingleImageMetadataResponse
+	11, // 26: metadata.v1.SingleImageMetadataService.ListSingleImageMetadata:output_type -> metadata.v1.ListSingleImageMetadataResponse
+	13, // 27: metadata.v1.SingleImageMetadataService.WatchSingleImageMetadata:output_type -> metadata.v1.WatchSingleImageMetadataResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_single_image_proto_init() }
@@ -843,7 +1022,7 @@ func file_metadata_v1_single_image_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_single_image_proto_rawDesc), len(file_metadata_v1_single_image_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

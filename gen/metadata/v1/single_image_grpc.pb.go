@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SingleImageMetadataService_CreateSingleImageMetadata_FullMethodName         = "/metadata.v1.SingleImageMetadataService/CreateSingleImageMetadata"
+	SingleImageMetadataService_BatchCreateSingleImageMetadata_FullMethodName    = "/metadata.v1.SingleImageMetadataService/BatchCreateSingleImageMetadata"
 	SingleImageMetadataService_GetLatestSingleImageMetadata_FullMethodName      = "/metadata.v1.SingleImageMetadataService/GetLatestSingleImageMetadata"
 	SingleImageMetadataService_BatchGetLatestSingleImageMetadata_FullMethodName = "/metadata.v1.SingleImageMetadataService/BatchGetLatestSingleImageMetadata"
 	SingleImageMetadataService_ListSingleImageMetadata_FullMethodName           = "/metadata.v1.SingleImageMetadataService/ListSingleImageMetadata"
@@ -36,6 +37,13 @@ type SingleImageMetadataServiceClient interface {
 	// Repeating an identical create succeeds; a different image for the same camera and
 	// instant fails with ALREADY_EXISTS.
 	CreateSingleImageMetadata(ctx context.Context, in *CreateSingleImageMetadataRequest, opts ...grpc.CallOption) (*CreateSingleImageMetadataResponse, error)
+	// BatchCreateSingleImageMetadata stores up to 1,000 images of any cameras and instants in one call, such as
+	// a camera's backlog after an outage. Each image gets its own result, in the order of the
+	// request: created, already stored identically (a retry), or that image's error, so one bad
+	// image never fails the others. Each stored image has the guarantees of CreateSingleImageMetadata,
+	// and its result acknowledges it alone. No image, or more than 1,000, is INVALID_ARGUMENT for
+	// the whole call.
+	BatchCreateSingleImageMetadata(ctx context.Context, in *BatchCreateSingleImageMetadataRequest, opts ...grpc.CallOption) (*BatchCreateSingleImageMetadataResponse, error)
 	// GetLatestSingleImageMetadata returns the camera's newest image; NOT_FOUND if it has none.
 	GetLatestSingleImageMetadata(ctx context.Context, in *GetLatestSingleImageMetadataRequest, opts ...grpc.CallOption) (*GetLatestSingleImageMetadataResponse, error)
 	// BatchGetLatestSingleImageMetadata returns, per camera, the newest image (within
@@ -70,6 +78,16 @@ func (c *singleImageMetadataServiceClient) CreateSingleImageMetadata(ctx context
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateSingleImageMetadataResponse)
 	err := c.cc.Invoke(ctx, SingleImageMetadataService_CreateSingleImageMetadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *singleImageMetadataServiceClient) BatchCreateSingleImageMetadata(ctx context.Context, in *BatchCreateSingleImageMetadataRequest, opts ...grpc.CallOption) (*BatchCreateSingleImageMetadataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchCreateSingleImageMetadataResponse)
+	err := c.cc.Invoke(ctx, SingleImageMetadataService_BatchCreateSingleImageMetadata_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +153,13 @@ type SingleImageMetadataServiceServer interface {
 	// Repeating an identical create succeeds; a different image for the same camera and
 	// instant fails with ALREADY_EXISTS.
 	CreateSingleImageMetadata(context.Context, *CreateSingleImageMetadataRequest) (*CreateSingleImageMetadataResponse, error)
+	// BatchCreateSingleImageMetadata stores up to 1,000 images of any cameras and instants in one call, such as
+	// a camera's backlog after an outage. Each image gets its own result, in the order of the
+	// request: created, already stored identically (a retry), or that image's error, so one bad
+	// image never fails the others. Each stored image has the guarantees of CreateSingleImageMetadata,
+	// and its result acknowledges it alone. No image, or more than 1,000, is INVALID_ARGUMENT for
+	// the whole call.
+	BatchCreateSingleImageMetadata(context.Context, *BatchCreateSingleImageMetadataRequest) (*BatchCreateSingleImageMetadataResponse, error)
 	// GetLatestSingleImageMetadata returns the camera's newest image; NOT_FOUND if it has none.
 	GetLatestSingleImageMetadata(context.Context, *GetLatestSingleImageMetadataRequest) (*GetLatestSingleImageMetadataResponse, error)
 	// BatchGetLatestSingleImageMetadata returns, per camera, the newest image (within
@@ -167,6 +192,9 @@ type UnimplementedSingleImageMetadataServiceServer struct{}
 
 func (UnimplementedSingleImageMetadataServiceServer) CreateSingleImageMetadata(context.Context, *CreateSingleImageMetadataRequest) (*CreateSingleImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSingleImageMetadata not implemented")
+}
+func (UnimplementedSingleImageMetadataServiceServer) BatchCreateSingleImageMetadata(context.Context, *BatchCreateSingleImageMetadataRequest) (*BatchCreateSingleImageMetadataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchCreateSingleImageMetadata not implemented")
 }
 func (UnimplementedSingleImageMetadataServiceServer) GetLatestSingleImageMetadata(context.Context, *GetLatestSingleImageMetadataRequest) (*GetLatestSingleImageMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLatestSingleImageMetadata not implemented")
@@ -216,6 +244,24 @@ func _SingleImageMetadataService_CreateSingleImageMetadata_Handler(srv interface
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SingleImageMetadataServiceServer).CreateSingleImageMetadata(ctx, req.(*CreateSingleImageMetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SingleImageMetadataService_BatchCreateSingleImageMetadata_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchCreateSingleImageMetadataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SingleImageMetadataServiceServer).BatchCreateSingleImageMetadata(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SingleImageMetadataService_BatchCreateSingleImageMetadata_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SingleImageMetadataServiceServer).BatchCreateSingleImageMetadata(ctx, req.(*BatchCreateSingleImageMetadataRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -295,6 +341,10 @@ var SingleImageMetadataService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateSingleImageMetadata",
 			Handler:    _SingleImageMetadataService_CreateSingleImageMetadata_Handler,
+		},
+		{
+			MethodName: "BatchCreateSingleImageMetadata",
+			Handler:    _SingleImageMetadataService_BatchCreateSingleImageMetadata_Handler,
 		},
 		{
 			MethodName: "GetLatestSingleImageMetadata",
