@@ -253,12 +253,25 @@ func (r *Repository) writeRound(ctx context.Context, round []pending, results []
 				}
 				return
 			}
-			if errors.Is(err, store.ErrAlreadyExists) {
-				taken[group[be.Index].at] = true
-			} else {
+			if !errors.Is(err, store.ErrAlreadyExists) {
 				failed[group[be.Index].at] = be.Err
+				group = slices.Delete(group, be.Index, be.Index+1)
+				continue
 			}
-			group = slices.Delete(group, be.Index, be.Index+1)
+			// One taken key often means many (a retried upload): find them
+			// all in one read rather than a failed batch each.
+			stored, err := r.storedKeys(ctx, group)
+			if err != nil {
+				for _, p := range group {
+					failed[p.at] = err
+				}
+				return
+			}
+			stored[group[be.Index].primary.RowKey] = true
+			group = slices.DeleteFunc(group, func(p pending) bool {
+				taken[p.at] = stored[p.primary.RowKey]
+				return taken[p.at]
+			})
 		}
 	})
 	var stored []pending
@@ -333,4 +346,25 @@ func chunkBy(ps []pending, n, bytes int, size func(pending) int) [][]pending {
 		out = append(out, ps[start:])
 	}
 	return out
+}
+
+// storedKeys reads which of the primary row keys of group, images of one
+// camera in row-key order, are stored.
+func (r *Repository) storedKeys(ctx context.Context, group []pending) (map[string]bool, error) {
+	q := store.Query{PartitionKey: group[0].primary.PartitionKey,
+		Rows: store.Range{From: group[0].primary.RowKey, To: group[len(group)-1].primary.RowKey + "0"}}
+	stored := map[string]bool{}
+	for {
+		page, err := r.primary.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Entities {
+			stored[e.RowKey] = true
+		}
+		if page.Next == nil {
+			return stored, nil
+		}
+		q.Resume = page.Next
+	}
 }
