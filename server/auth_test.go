@@ -74,7 +74,7 @@ func expectedScope(t *testing.T, service, method string) string {
 		return auth.ScopeAdmin
 	case strings.HasPrefix(method, "Delete"):
 		return auth.ScopeDelete
-	case strings.HasPrefix(method, "Create"), strings.HasPrefix(method, "Record"), strings.HasPrefix(method, "Update"):
+	case strings.HasPrefix(method, "Create"), strings.HasPrefix(method, "BatchCreate"), strings.HasPrefix(method, "Record"), strings.HasPrefix(method, "Update"):
 		return auth.ScopeWrite
 	case strings.HasPrefix(method, "Get"), strings.HasPrefix(method, "BatchGet"), strings.HasPrefix(method, "List"), strings.HasPrefix(method, "Watch"):
 		return auth.ScopeRead
