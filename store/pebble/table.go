@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -164,10 +165,19 @@ func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 	return page, ctx.Err()
 }
 
-// DeleteRanges removes the rows in the ranges with one range tombstone
-// each, in one synced commit, however many rows they hold. It holds the
-// ranges' partitions against every other write meanwhile (see locks), so
-// the keys it counts under that hold are exactly the rows it removes.
+// DeleteRanges removes the rows in the ranges in one synced commit,
+// however many rows they hold. It holds the ranges' partitions against
+// every other write meanwhile (see locks), so the keys it counts under that
+// hold are exactly the rows it removes.
+//
+// A range of up to pointDeleteMax rows goes as point deletes of the keys it
+// counted, a larger one as one range tombstone. A purge deletes one range
+// per camera, most of them small in a large fleet, and every iterator opened
+// after a range tombstone re-fragments all of the memtable's (see
+// memTableRangeDels): point deletes of the small ranges keep the later
+// reads, the purge's own counts included, from paying for the fleet. One
+// iterator walks every range, moved by its bounds, rather than one opened
+// per range.
 func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -177,35 +187,70 @@ func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]in
 		partitions[i] = partitionPrefix(t.key, r.PartitionKey)
 	}
 	defer t.db.locks.lockPartitions(partitions, true)()
+	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{})
+	if err != nil {
+		return nil, engineError("iterate", err)
+	}
+	defer iter.Close()
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
 	removed := make([]int64, len(ranges))
+	var tombstones int64
+	keys := make([][]byte, 0, pointDeleteMax)
 	for i, r := range ranges {
 		lower, upper := t.rowBounds(r.PartitionKey, r.Rows)
 		if bytes.Compare(lower, upper) >= 0 {
 			continue
 		}
-		n, err := t.countKeys(ctx, lower, upper)
-		if err != nil {
-			return nil, err
+		iter.SetBounds(lower, upper)
+		keys = keys[:0]
+		var n int64
+		for valid := iter.First(); valid; valid = iter.Next() {
+			if n++; n <= pointDeleteMax {
+				keys = append(keys, slices.Clone(iter.Key()))
+			}
+			if n%ctxCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
 		}
-		if removed[i] = n; n == 0 {
-			continue
+		if err := iter.Error(); err != nil {
+			return nil, engineError("iterate", err)
 		}
-		if err := batch.DeleteRange(lower, upper, nil); err != nil {
-			return nil, fmt.Errorf("pebble: delete range: %w", err)
+		removed[i] = n
+		switch {
+		case n == 0:
+		case n <= pointDeleteMax:
+			for _, k := range keys {
+				if err := batch.Delete(k, nil); err != nil {
+					return nil, fmt.Errorf("pebble: delete: %w", err)
+				}
+			}
+		default:
+			if err := batch.DeleteRange(lower, upper, nil); err != nil {
+				return nil, fmt.Errorf("pebble: delete range: %w", err)
+			}
+			tombstones++
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if batch.Empty() {
 		return removed, nil
 	}
-	tombstones := int64(batch.Count())
 	if err := batch.Commit(pebbledb.Sync); err != nil {
 		return nil, fmt.Errorf("pebble: delete range: %w", err)
 	}
 	t.db.flushRangeDels(tombstones)
 	return removed, nil
 }
+
+// pointDeleteMax is the most rows of one range DeleteRanges deletes key by
+// key: enough for a camera's few minutes of expired images, few enough
+// that the keys it holds meanwhile stay small (64 keys of under 600 bytes).
+const pointDeleteMax = 64
 
 // Fence marks the writes so far; see locks for how writes are marked.
 func (t *table) Fence() store.Fence { return store.Fence(t.db.locks.fence()) }

@@ -54,7 +54,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Workers is how many tasks run at once in this process; default 4.
 	Workers int
-	// GroupSize is how many cameras one task deletes; default 100.
+	// GroupSize is how many cameras one task deletes; default 500. Each
+	// task costs a few synced bookkeeping writes (its record twice, its
+	// queue message, the job's totals), so larger groups keep a fleet of
+	// many cameras with little expired data each from paying per camera.
 	GroupSize int
 	// VisibilityTimeout hides a task being worked on; default 2 minutes. A
 	// worker extends it every third of it while the task runs, so only a
@@ -114,7 +117,7 @@ func (o Options) withDefaults() Options {
 		o.Workers = 4
 	}
 	if o.GroupSize <= 0 {
-		o.GroupSize = 100
+		o.GroupSize = defaultGroupSize
 	}
 	if o.VisibilityTimeout <= 0 {
 		o.VisibilityTimeout = 2 * time.Minute

@@ -16,3 +16,6 @@ func SweepSteps() []string {
 func SetSweepHook(e *Engine, hook func(step string, partitions store.Range)) {
 	e.sweepHook = func(s sweepStep, partitions store.Range) { hook(string(s), partitions) }
 }
+
+// DefaultGroupSize is how many cameras a task holds by default.
+const DefaultGroupSize = defaultGroupSize

@@ -62,7 +62,7 @@ func BenchmarkPurgeMemory(b *testing.B) {
 				b.StopTimer()
 				peak = max(peak, float64(sampler.stop()))
 				s.check(b, j, l, 0)
-				tasks = float64((sz.cameras + 99) / 100) // GroupSize 100
+				tasks = float64((sz.cameras + retention.DefaultGroupSize - 1) / retention.DefaultGroupSize)
 				buckets = float64(max(j.Kinds[0].Buckets, 1))
 				s.close()
 			}

@@ -11,9 +11,13 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 )
 
-// maxTaskIDBytes bounds the camera ids of one task, so the task record stays
-// far under the 64 KiB property limit whatever the ids' lengths.
-const maxTaskIDBytes = 16 << 10
+// maxTaskIDBytes bounds the camera ids of one task, so the task record (a
+// few properties of taskDocChunk) stays far under the 1 MiB entity limit
+// whatever the ids' lengths.
+const maxTaskIDBytes = 64 << 10
+
+// defaultGroupSize is Options.GroupSize unless set.
+const defaultGroupSize = 500
 
 // cameraBytes is what planning counts against Options.CameraMemory for one
 // camera id held in a set: its bytes plus the set's own overhead.

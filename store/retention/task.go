@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -94,19 +97,49 @@ type taskStore struct {
 	table store.Table
 }
 
+// taskDocChunk is the most bytes of a task's document one property holds:
+// a string property holds at most 64 KiB as UTF-16, and each UTF-8 byte is
+// at most one UTF-16 unit, two bytes. A task of GroupSize cameras takes a
+// few chunks; the entity stays far under its 1 MiB.
+const taskDocChunk = 30_000
+
+// docProperty names the property of the document's chunk i: Doc, then
+// Doc1, Doc2 and so on, so that a task written in one chunk reads as before.
+func docProperty(i int) string {
+	if i == 0 {
+		return propDoc
+	}
+	return propDoc + strconv.Itoa(i)
+}
+
 func (s *taskStore) entity(t *task) (store.Entity, error) {
 	doc, err := json.Marshal(t)
 	if err != nil {
 		return store.Entity{}, fmt.Errorf("retention: encode task: %w", err)
 	}
-	return store.Entity{PartitionKey: t.JobID, RowKey: taskRowKey(t.Kind, t.Seq),
-		Properties: store.Properties{propDoc: string(doc)}}, nil
+	props := store.Properties{}
+	for i := 0; i == 0 || len(doc) > 0; i++ {
+		n := min(len(doc), taskDocChunk)
+		for n < len(doc) && !utf8.RuneStart(doc[n]) {
+			n-- // a chunk ends between characters, so each is valid UTF-8
+		}
+		props[docProperty(i)] = string(doc[:n])
+		doc = doc[n:]
+	}
+	return store.Entity{PartitionKey: t.JobID, RowKey: taskRowKey(t.Kind, t.Seq), Properties: props}, nil
 }
 
 func decodeTask(e store.Entity) (*task, error) {
-	doc, _ := e.Properties[propDoc].(string)
+	var doc strings.Builder
+	for i := 0; ; i++ {
+		chunk, ok := e.Properties[docProperty(i)].(string)
+		if !ok {
+			break
+		}
+		doc.WriteString(chunk)
+	}
 	var t task
-	if err := json.Unmarshal([]byte(doc), &t); err != nil {
+	if err := json.Unmarshal([]byte(doc.String()), &t); err != nil {
 		return nil, fmt.Errorf("retention: decode task %s/%s: %w", e.PartitionKey, e.RowKey, err)
 	}
 	return &t, nil
