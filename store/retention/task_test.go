@@ -63,3 +63,42 @@ func TestTaskOfOneChunkKeepsItsFormat(t *testing.T) {
 		t.Fatalf("decodeTask = %+v, %v", got, err)
 	}
 }
+
+// TestRangeChunksBoundEachDeletion: a task's pending cameras go to range
+// deletions of at most rangeChunkCameras cameras and rangeChunkRows rows by
+// their counts (a camera with more rows alone), each pending camera once,
+// in order, the cameras already done in none.
+func TestRangeChunksBoundEachDeletion(t *testing.T) {
+	tk := &task{}
+	rows := []int64{1, 2, rangeChunkRows, 3, rangeChunkRows + 5, 0}
+	for i := range 300 {
+		d := &taskDevice{ID: fmt.Sprintf("cam-%03d", i), Rows: rows[i%len(rows)], Counted: true}
+		if i%7 == 0 {
+			d.State = deviceDone
+		}
+		tk.Devices = append(tk.Devices, d)
+	}
+	var got []string
+	for _, chunk := range rangeChunks(tk) {
+		var n int64
+		for _, d := range chunk {
+			n += d.Rows
+			got = append(got, d.ID)
+		}
+		if len(chunk) == 0 || len(chunk) > rangeChunkCameras {
+			t.Fatalf("a chunk of %d cameras", len(chunk))
+		}
+		if len(chunk) > 1 && n > rangeChunkRows {
+			t.Fatalf("a chunk of %d cameras holds %d rows", len(chunk), n)
+		}
+	}
+	var want []string
+	for _, d := range tk.Devices {
+		if d.State == devicePending {
+			want = append(want, d.ID)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("chunks hold %v, want the pending cameras %v", got, want)
+	}
+}

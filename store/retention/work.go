@@ -259,9 +259,9 @@ func deletedRows(d *taskDevice, removed int64) int64 {
 
 // deletePrimaries deletes the expired primary rows of the task's pending
 // cameras and returns the rows removed and the error of each camera that
-// failed. A backend that deletes ranges does every camera in one
-// operation; others query and delete in batches of up to 100, one
-// partition at a time.
+// failed. A backend that deletes ranges does a chunk of cameras in each
+// operation (see rangeChunks); others query and delete in batches of up to
+// 100, one partition at a time.
 func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, rows store.Range) (map[string]int64, map[string]error) {
 	removed, failures := map[string]int64{}, map[string]error{}
 	var pending []string
@@ -271,16 +271,18 @@ func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *ta
 		}
 	}
 	if rd, ok := primary.(store.RangeDeleter); ok {
-		ranges := make([]store.RowRange, len(pending))
-		for i, id := range pending {
-			ranges[i] = store.RowRange{PartitionKey: id, Rows: rows}
-		}
-		n, err := rd.DeleteRanges(ctx, ranges)
-		for i, id := range pending {
-			if err != nil {
-				failures[id] = err
-			} else {
-				removed[id] = n[i]
+		for _, chunk := range rangeChunks(t) {
+			ranges := make([]store.RowRange, len(chunk))
+			for i, d := range chunk {
+				ranges[i] = store.RowRange{PartitionKey: d.ID, Rows: rows}
+			}
+			n, err := rd.DeleteRanges(ctx, ranges)
+			for i, d := range chunk {
+				if err != nil {
+					failures[d.ID] = err
+				} else {
+					removed[d.ID] = n[i]
+				}
 			}
 		}
 		return removed, failures
@@ -293,6 +295,39 @@ func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *ta
 		removed[id] = n
 	}
 	return removed, failures
+}
+
+// A range deletion holds its cameras' partitions against every write from
+// its count to its commit (see store.RangeDeleter), so a create of one of
+// them waits for the whole call: one call takes at most rangeChunkCameras
+// cameras and, by their counts, about rangeChunkRows rows, which keeps that
+// wait short whatever the task's size.
+const (
+	rangeChunkCameras = 64
+	rangeChunkRows    = 10_000
+)
+
+// rangeChunks splits the task's pending cameras into the groups of one
+// range deletion each.
+func rangeChunks(t *task) [][]*taskDevice {
+	var chunks [][]*taskDevice
+	var chunk []*taskDevice
+	var chunkRows int64
+	for _, d := range t.Devices {
+		if d.State != devicePending {
+			continue
+		}
+		if len(chunk) > 0 && (len(chunk) == rangeChunkCameras || chunkRows+d.Rows > rangeChunkRows) {
+			chunks = append(chunks, chunk)
+			chunk, chunkRows = nil, 0
+		}
+		chunk = append(chunk, d)
+		chunkRows += d.Rows
+	}
+	if len(chunk) > 0 {
+		chunks = append(chunks, chunk)
+	}
+	return chunks
 }
 
 // deleteQueried deletes every row of a partition's range, a batch at a time,
