@@ -15,15 +15,7 @@ import (
 // reads as before.
 func TestCompactReturnsTheSpaceOfDeletedRows(t *testing.T) {
 	ctx := t.Context()
-	db, err := pebble.Open(pebble.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tbl, err := db.Table(ctx, "Rows")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tbl := openRows(t, pebble.Options{Dir: t.TempDir()})
 	const partitions, rows = 10, 200
 	for p := range partitions {
 		var ops []store.TableOp

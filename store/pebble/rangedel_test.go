@@ -17,15 +17,7 @@ import (
 // small enough to go key by key leave no tombstone and flush nothing.
 func TestRangeTombstonesFlushTheMemTable(t *testing.T) {
 	ctx := t.Context()
-	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tbl, err := db.Table(ctx, "Rows")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tbl := openRows(t, pebble.Options{Dir: "db", FS: vfs.NewMem()})
 	partitions := pebble.MemTableRangeDels + 1
 	// Each partition has one row more than goes key by key, so that its
 	// range deletion is a tombstone; the small ones have one row.
@@ -67,15 +59,7 @@ func TestRangeTombstonesFlushTheMemTable(t *testing.T) {
 // stay.
 func TestDeleteRangesOfEverySize(t *testing.T) {
 	ctx := t.Context()
-	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tbl, err := db.Table(ctx, "Rows")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tbl := openRows(t, pebble.Options{Dir: "db", FS: vfs.NewMem()})
 	sizes := []int{0, 1, pebble.PointDeleteMax - 1, pebble.PointDeleteMax, pebble.PointDeleteMax + 1, 5 * pebble.PointDeleteMax}
 	var ranges []store.RowRange
 	for i, n := range sizes {
@@ -130,4 +114,19 @@ func seed(t *testing.T, tbl store.Table, prefix string, n, rows int) {
 			}
 		}
 	}
+}
+
+// openRows opens a store, closed when the test ends, and its table Rows.
+func openRows(t *testing.T, opts pebble.Options) (*pebble.DB, store.Table) {
+	t.Helper()
+	db, err := pebble.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tbl, err := db.Table(t.Context(), "Rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tbl
 }
