@@ -46,6 +46,9 @@ type Limits struct {
 	// MaxWatches is how many WatchPurge streams may be open at once. 0
 	// means 64.
 	MaxWatches int
+	// MaxFeeds is how many live image feeds (Watch{Single,Pano,PreStitch}
+	// ImageMetadata streams) may be open at once. 0 means 256.
+	MaxFeeds int
 }
 
 func (l *Limits) fill() {
@@ -70,6 +73,9 @@ func (l *Limits) fill() {
 	if l.MaxWatches <= 0 {
 		l.MaxWatches = 64
 	}
+	if l.MaxFeeds <= 0 {
+		l.MaxFeeds = 256
+	}
 }
 
 // serverOptions are the grpc.Server options enforcing l on connections.
@@ -90,11 +96,17 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 }
 
 // callLimits enforces the per-call limits: rate per principal, calls in
-// flight, open watches, and the default deadline.
+// flight, open watches and feeds, and the default deadline.
+//
+// A watch or a feed is a stream that stays open for as long as its client
+// wants: besides the calls in flight it counts against a cap of its own,
+// far below MaxInFlight by default, so that open streams cannot take every
+// place of the calls that do work.
 type callLimits struct {
 	limits   Limits
 	inFlight atomic.Int64
 	watches  atomic.Int64
+	feeds    atomic.Int64
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -104,7 +116,12 @@ func newCallLimits(l Limits) *callLimits {
 	return &callLimits{limits: l, limiters: map[string]*rate.Limiter{}}
 }
 
-var watchPurge = "/" + metadatav1.RetentionService_ServiceDesc.ServiceName + "/WatchPurge"
+// feeds are the methods of the live image feeds.
+var feeds = map[string]bool{
+	metadatav1.SingleImageMetadataService_WatchSingleImageMetadata_FullMethodName:       true,
+	metadatav1.PanoImageMetadataService_WatchPanoImageMetadata_FullMethodName:           true,
+	metadatav1.PreStitchImageMetadataService_WatchPreStitchImageMetadata_FullMethodName: true,
+}
 
 // Limit is the ratelimit.Limiter of the calling principal's rate: the
 // interceptor turns its error into RESOURCE_EXHAUSTED. It runs after the
@@ -130,19 +147,34 @@ func (c *callLimits) Limit(ctx context.Context) error {
 // enter admits a call of method, or says why not; leave must follow an
 // admission.
 func (c *callLimits) enter(method string) (leave func(), err error) {
-	if n := c.inFlight.Add(1); n > int64(c.limits.MaxInFlight) {
-		c.inFlight.Add(-1)
-		return nil, status.Errorf(codes.ResourceExhausted, "server busy: %d calls in flight; retry with backoff", c.limits.MaxInFlight)
+	leaveFlight, err := admit(&c.inFlight, c.limits.MaxInFlight, "server busy: %d calls in flight; retry with backoff")
+	if err != nil {
+		return nil, err
 	}
-	if method != watchPurge {
-		return func() { c.inFlight.Add(-1) }, nil
+	var leaveStream func()
+	switch {
+	case method == metadatav1.RetentionService_WatchPurge_FullMethodName:
+		leaveStream, err = admit(&c.watches, c.limits.MaxWatches, "%d WatchPurge streams already open; poll GetPurge instead")
+	case feeds[method]:
+		leaveStream, err = admit(&c.feeds, c.limits.MaxFeeds, "%d image feeds already open; retry with backoff, or watch more cameras per stream")
+	default:
+		return leaveFlight, nil
 	}
-	if n := c.watches.Add(1); n > int64(c.limits.MaxWatches) {
-		c.watches.Add(-1)
-		c.inFlight.Add(-1)
-		return nil, status.Errorf(codes.ResourceExhausted, "%d WatchPurge streams already open; poll GetPurge instead", c.limits.MaxWatches)
+	if err != nil {
+		leaveFlight()
+		return nil, err
 	}
-	return func() { c.watches.Add(-1); c.inFlight.Add(-1) }, nil
+	return func() { leaveStream(); leaveFlight() }, nil
+}
+
+// admit takes a place of n, which may hold at most limit, or refuses with
+// RESOURCE_EXHAUSTED and refusal, formatted with the limit.
+func admit(n *atomic.Int64, limit int, refusal string) (leave func(), err error) {
+	if n.Add(1) > int64(limit) {
+		n.Add(-1)
+		return nil, status.Errorf(codes.ResourceExhausted, refusal, limit)
+	}
+	return func() { n.Add(-1) }, nil
 }
 
 func (c *callLimits) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

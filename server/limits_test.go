@@ -117,3 +117,46 @@ func eventually(t *testing.T, check func() error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestFeedCap: a live image feed beyond -max-feeds is refused at once, of
+// any image kind, while unary calls and a WatchPurge are still admitted;
+// once a feed ends its place is free again.
+func TestFeedCap(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{limits: server.Limits{MaxFeeds: 1}})
+	_, err := h.single.CreateSingleImageMetadata(t.Context(), &metadatav1.CreateSingleImageMetadataRequest{Metadata: &metadatav1.SingleImageMetadata{
+		CameraId: "cam-1", CapturedAt: timestamppb.New(base), BlobUri: "https://blobs.test/1"}})
+	requireOK(t, err, "create")
+	feed := func(ctx context.Context) error {
+		stream, err := h.single.WatchSingleImageMetadata(ctx, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: []string{"cam-1"}, StartWithLatest: true})
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv() // the latest image: the feed is open
+		return err
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	requireOK(t, feed(ctx), "the first feed")
+
+	st := requireCode(t, feed(t.Context()), codes.ResourceExhausted)
+	if want := "1 image feeds already open"; !strings.Contains(st.Message(), want) {
+		t.Errorf("refused with %q, want %q", st.Message(), want)
+	}
+	pano, err := h.pano.WatchPanoImageMetadata(t.Context(), &metadatav1.WatchPanoImageMetadataRequest{CameraIds: []string{"cam-1"}})
+	requireOK(t, err, "WatchPanoImageMetadata")
+	_, err = pano.Recv()
+	requireCode(t, err, codes.ResourceExhausted)
+
+	_, err = h.single.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"})
+	requireOK(t, err, "a unary call with every feed taken")
+	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
+	requireOK(t, err, "StartPurge")
+	watch, err := h.retention.WatchPurge(t.Context(), &metadatav1.WatchPurgeRequest{JobId: started.GetJob().GetJobId()})
+	requireOK(t, err, "WatchPurge")
+	_, err = watch.Recv()
+	requireOK(t, err, "a WatchPurge with every feed taken")
+
+	cancel()
+	eventually(t, func() error { return feed(t.Context()) })
+}

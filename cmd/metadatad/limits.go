@@ -17,6 +17,7 @@ type limitsConfig struct {
 	burst                int
 	maxInFlight          int
 	maxWatches           int
+	maxFeeds             int
 }
 
 func (l *limitsConfig) register(fs *flag.FlagSet) {
@@ -28,6 +29,7 @@ func (l *limitsConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.burst, "rate-burst", 0, "with -rate-limit: the burst a principal may make at once (default the rate, at least 1)")
 	fs.IntVar(&l.maxInFlight, "max-in-flight", 1024, "calls the server runs at once; one more is RESOURCE_EXHAUSTED instead of queued")
 	fs.IntVar(&l.maxWatches, "max-watches", 64, "WatchPurge streams open at once")
+	fs.IntVar(&l.maxFeeds, "max-feeds", 256, "live image feeds (Watch*ImageMetadata streams) open at once")
 }
 
 func (l limitsConfig) server() server.Limits {
@@ -35,5 +37,6 @@ func (l limitsConfig) server() server.Limits {
 		MaxRequestBytes: l.maxRequestBytes, MaxConcurrentStreams: uint32(l.maxConcurrentStreams),
 		MaxConnectionAge: l.maxConnectionAge, DefaultDeadline: l.defaultDeadline,
 		Rate: l.rate, Burst: l.burst, MaxInFlight: l.maxInFlight, MaxWatches: l.maxWatches,
+		MaxFeeds: l.maxFeeds,
 	}
 }
