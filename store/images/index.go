@@ -192,18 +192,6 @@ func ExpiredRows(boundary time.Time) store.Range {
 	return store.InvertedTicksRows(nil, &boundary)
 }
 
-// ExpiredCameras calls visit with the camera of every index row captured
-// before boundary's minute, in the index's order: a camera once per row it
-// has there, so a caller that wants each once keeps its own set.
-func (r *Repository) ExpiredCameras(ctx context.Context, boundary time.Time, visit func(cameraID string) error) error {
-	return r.EachIndexRow(ctx, ExpiredIndex(boundary), func(row IndexRow) error {
-		if row.CameraID == "" {
-			return nil
-		}
-		return visit(row.CameraID)
-	})
-}
-
 // OldestIndexed is the capture minute of the oldest indexed rows, the next
 // a purge would retire; false when the index is empty.
 func (r *Repository) OldestIndexed(ctx context.Context) (time.Time, bool, error) {

@@ -171,6 +171,8 @@ type Engine struct {
 	tasks taskStore
 	queue Queue
 	repos map[images.Kind]*images.Repository
+	// policies are the retention policies and legal holds.
+	policies *Policies
 
 	mu      sync.Mutex
 	runCtx  context.Context
@@ -211,6 +213,15 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.jobs, e.tasks = jobStore{table: jobs}, taskStore{table: tasks}
+	policies, err := opts.Backend.Table(ctx, DefaultPoliciesTable)
+	if err != nil {
+		return nil, err
+	}
+	holds, err := opts.Backend.Table(ctx, DefaultHoldsTable)
+	if err != nil {
+		return nil, err
+	}
+	e.policies = &Policies{policies: policies, holds: holds, now: opts.Now}
 	e.queue = opts.Queue
 	if e.queue == nil {
 		q, err := opts.Backend.Table(ctx, DefaultQueueTable)
@@ -225,12 +236,22 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 // Now is the engine's clock, against which cutoffs are judged.
 func (e *Engine) Now() time.Time { return e.opts.Now() }
 
+// Policies are the retention policies and legal holds purges with
+// policies apply.
+func (e *Engine) Policies() *Policies { return e.policies }
+
 // StartRequest describes a purge.
 type StartRequest struct {
 	// Kinds to purge; each once, none repeated.
 	Kinds []images.Kind
-	// Cutoff retires rows captured before the start of its minute; not after Now.
+	// Cutoff retires rows captured before the start of its minute; not
+	// after Now. Ignored with UsePolicies.
 	Cutoff time.Time
+	// UsePolicies gives each camera the cutoff of its retention policy
+	// (now less its days) and spares the cameras on legal hold; kinds that
+	// no policy sets a retention for are left out of the job, and a job
+	// left with no kind fails with ErrNoPolicies.
+	UsePolicies bool
 	// DryRun counts without deleting.
 	DryRun bool
 	// RowsPerSecond caps the rows the job deletes per second in each
@@ -247,18 +268,41 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		return nil, ErrNoKinds
 	}
 	now := e.opts.Now().UTC()
-	if req.Cutoff.After(now) {
+	if req.Cutoff.After(now) && !req.UsePolicies {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
-		RowsPerSecond: max(0, req.RowsPerSecond)}
+		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies}
+	var shortest map[images.Kind]int
+	if req.UsePolicies {
+		var err error
+		if shortest, err = e.policies.shortest(ctx); err != nil {
+			return nil, err
+		}
+		j.Cutoff = time.Time{}
+	}
 	for _, k := range req.Kinds {
 		if _, ok := e.repos[k]; !ok {
 			return nil, fmt.Errorf("retention: no repository for kind %s", k)
 		}
-		if j.progress(k) == nil {
-			j.Kinds = append(j.Kinds, &KindProgress{Kind: k, Phase: phasePlan})
+		if j.progress(k) != nil {
+			continue
 		}
+		p := &KindProgress{Kind: k, Phase: phasePlan}
+		if req.UsePolicies {
+			days, ok := shortest[k]
+			if !ok {
+				continue
+			}
+			p.Cutoff = now.Add(-Days(days))
+			if p.Cutoff.After(j.Cutoff) {
+				j.Cutoff = p.Cutoff
+			}
+		}
+		j.Kinds = append(j.Kinds, p)
+	}
+	if len(j.Kinds) == 0 {
+		return nil, ErrNoPolicies
 	}
 	// The job is recorded unconfirmed, so that it never runs unless this
 	// Start reaches its last write, whatever happens before: the caller

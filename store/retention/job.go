@@ -39,6 +39,9 @@ type Counts struct {
 	MetadataRows int64 `json:"metadataRows"`
 	// IndexRows counts deleted index rows (in a dry run: to delete).
 	IndexRows int64 `json:"indexRows"`
+	// DevicesHeld counts the cameras of a purge with policies that a legal
+	// hold placed after planning spared: planned, never deleted.
+	DevicesHeld int64 `json:"devicesHeld,omitempty"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -47,6 +50,7 @@ func (c *Counts) add(o Counts) {
 	c.DevicesFailed += o.DevicesFailed
 	c.MetadataRows += o.MetadataRows
 	c.IndexRows += o.IndexRows
+	c.DevicesHeld += o.DevicesHeld
 }
 
 // Phases of one kind's purge.
@@ -79,6 +83,9 @@ type KindProgress struct {
 	Tasks int `json:"tasks,omitempty"`
 	// Tallied is how many tasks, from the first, are done and in Counts.
 	Tallied int `json:"tallied,omitempty"`
+	// Cutoff, in a purge with policies, is the kind's newest cutoff in
+	// force (of its shortest retention): the index is scanned up to it.
+	Cutoff time.Time `json:"cutoff,omitzero"`
 }
 
 // Job is one purge.
@@ -108,11 +115,24 @@ type Job struct {
 	CancelRequested bool `json:"cancelRequested,omitempty"`
 	// RowsPerSecond is the job's own cap on deletes; see StartRequest.
 	RowsPerSecond float64 `json:"rowsPerSecond,omitempty"`
+	// UsePolicies gives each camera the cutoff of its retention policy,
+	// counted from Created; Cutoff is then the newest of them.
+	UsePolicies bool `json:"usePolicies,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before
 // it is expired, and the index partitions before its minute hold only such rows.
 func (j *Job) Boundary() time.Time { return j.Cutoff.UTC().Truncate(time.Minute) }
+
+// boundary is the start of the minute of the kind's cutoff, the newest in
+// force in a purge with policies: the index partitions before it are the
+// ones the purge scans.
+func (j *Job) boundary(kind images.Kind) time.Time {
+	if j.UsePolicies {
+		return j.progress(kind).Cutoff.UTC().Truncate(time.Minute)
+	}
+	return j.Boundary()
+}
 
 // Totals are the counts summed over the job's kinds.
 func (j *Job) Totals() Counts {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -191,6 +192,11 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 			return nil
 		}
 		t := &task{JobID: p.job.ID, Kind: p.kind, Seq: p.seq, Devices: group}
+		if p.job.UsePolicies {
+			if err := p.e.tasks.recordBoundaries(ctx, t); err != nil {
+				return err
+			}
+		}
 		if err := p.e.tasks.create(ctx, t); err != nil {
 			return err
 		}
@@ -211,14 +217,35 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		}
 		return nil
 	}
-	err = p.e.repos[p.kind].ExpiredCameras(ctx, p.job.Boundary(), func(device string) error {
-		if bucketOf(device, n) != bucket || !seen.add(device) {
+	var policies *resolver
+	if p.job.UsePolicies {
+		if policies, err = p.e.policies.resolver(ctx, p.kind, p.job.Created); err != nil {
+			return false, err
+		}
+	}
+	err = p.e.repos[p.kind].EachIndexRow(ctx, images.ExpiredIndex(p.job.boundary(p.kind)), func(row images.IndexRow) error {
+		device := row.CameraID
+		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
 			return nil
 		}
-		group = append(group, &taskDevice{ID: device})
-		if groupBytes += len(device); len(group) >= p.e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
-			if err := flush(); err != nil {
+		d := &taskDevice{ID: device}
+		planned := true
+		if policies != nil {
+			// The scan meets a camera first at its oldest row: if that one
+			// is not expired by the camera's own cutoff, none is, and the
+			// camera costs nothing more.
+			b, kept, err := policies.boundary(ctx, device)
+			if err != nil {
 				return err
+			}
+			planned, d.Boundary = !kept && expiredFor(row, b), b
+		}
+		if planned {
+			group = append(group, d)
+			if groupBytes += len(device); len(group) >= p.e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
+				if err := flush(); err != nil {
+					return err
+				}
 			}
 		}
 		if seen.full() {
@@ -274,22 +301,54 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 	repo := e.repos[kind]
 	primary, _ := repo.Tables()
 	var c Counts
-	rows := images.ExpiredRows(j.Boundary())
+	var policies *resolver
+	if j.UsePolicies {
+		var err error
+		if policies, err = e.policies.resolver(ctx, kind, j.Created); err != nil {
+			return Counts{}, false, err
+		}
+	}
 	for bucket := range n {
-		seen := newCameraSet(e.opts.CameraMemory)
-		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.Boundary()), func(row images.IndexRow) error {
+		// Each camera seen, with its boundary: the job's, or in a purge
+		// with policies its own, zero if its rows are kept.
+		seen := newCameraBounds(e.opts.CameraMemory)
+		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.boundary(kind)), func(row images.IndexRow) error {
 			device := row.CameraID
 			if bucketOf(device, n) != bucket {
 				return nil
 			}
-			c.IndexRows++
-			if device == "" || !seen.add(device) {
+			if device == "" {
+				if !j.UsePolicies {
+					c.IndexRows++ // as the sweep would, found no camera to keep it for
+				}
 				return nil
 			}
+			if b, ok := seen.of[device]; ok {
+				if !b.IsZero() && expiredFor(row, b) {
+					c.IndexRows++
+				}
+				return nil
+			}
+			b := j.Boundary()
+			if policies != nil {
+				var kept bool
+				var err error
+				if b, kept, err = policies.boundary(ctx, device); err != nil {
+					return err
+				}
+				if kept || !expiredFor(row, b) {
+					b = time.Time{}
+				}
+			}
+			seen.put(device, b)
 			if seen.full() {
 				return errOutgrown
 			}
-			count, err := countRows(ctx, primary, device, rows)
+			if b.IsZero() {
+				return nil
+			}
+			c.IndexRows++
+			count, err := countRows(ctx, primary, device, images.ExpiredRows(b))
 			if err != nil {
 				return err
 			}

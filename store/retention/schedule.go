@@ -15,11 +15,14 @@ import (
 func Days(n int) time.Duration { return time.Duration(n) * 24 * time.Hour }
 
 // Schedule starts a purge of every kind every Interval, retiring what is
-// older than Retention, for deployments without an outside scheduler.
+// older than Retention, or with UsePolicies what each camera's retention
+// policy retires, for deployments without an outside scheduler.
 type Schedule struct {
 	// Retention is how old a row must be to go: Days(n) for n days.
 	Retention time.Duration
 	Interval  time.Duration
+	// UsePolicies purges with the retention policies instead of Retention.
+	UsePolicies bool
 }
 
 // RunSchedule starts a purge at once and then every interval until ctx
@@ -51,8 +54,11 @@ func (e *Engine) scheduledPurge(ctx context.Context, s Schedule) {
 		e.log.Info("scheduled purge skipped: the schedule is paused", "since", state.Changed)
 		return
 	}
-	j, err := e.Start(ctx, StartRequest{Kinds: e.Kinds(), Cutoff: e.opts.Now().Add(-s.Retention)})
+	req := StartRequest{Kinds: e.Kinds(), Cutoff: e.opts.Now().Add(-s.Retention), UsePolicies: s.UsePolicies}
+	j, err := e.Start(ctx, req)
 	switch {
+	case errors.Is(err, ErrNoPolicies):
+		e.log.Info("scheduled purge skipped: no retention policy is set")
 	case errors.Is(err, ErrPurgeRunning):
 		e.log.Info("scheduled purge skipped: the previous one is still running", "err", err)
 	case err != nil && ctx.Err() == nil:

@@ -33,9 +33,12 @@ type sweeper struct {
 	index   store.Table
 	// fencer deletes whole index partitions, fenced; nil where the backend cannot.
 	fencer store.RangeDeleter
-	// failed are the cameras the work phase could not purge: they keep
-	// their index rows for the next purge.
+	// failed are the cameras the work phase could not purge, or spared
+	// for a legal hold placed after planning: they keep their index rows.
 	failed *cameraSet
+	// bounds, in a purge with policies, tells the boundary each camera
+	// got; zero for a camera not planned, whose rows all stay.
+	bounds *boundaryCache
 	// trusted is the instant before which an index row of an expired
 	// partition, written then, qualifies without a look at its primary
 	// row: the plan met it, and its primary row landed before its camera
@@ -58,7 +61,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 			firstCount = t.CountedAt
 		}
 		for _, d := range t.Devices {
-			if d.State == deviceFailed {
+			if d.State == deviceFailed || d.State == deviceHeld {
 				failed.add(d.ID)
 			}
 		}
@@ -80,6 +83,9 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	}
 	s := &sweeper{e: e, job: j, kind: kind, repo: repo, primary: primary, index: index, failed: failed,
 		trusted: firstCount.Add(-e.opts.IndexGrace - lag), settled: started.Add(-lag)}
+	if j.UsePolicies {
+		s.bounds = &boundaryCache{tasks: &e.tasks, job: j.ID, kind: kind, known: newCameraBounds(e.opts.CameraMemory)}
+	}
 	if in := j.progress(kind).Intent; in != nil {
 		if err := s.replay(ctx, *in); err != nil {
 			return err
@@ -87,7 +93,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	}
 
 	s.fencer, _ = index.(store.RangeDeleter)
-	return s.sweepRange(ctx, images.ExpiredIndex(j.Boundary()))
+	return s.sweepRange(ctx, images.ExpiredIndex(j.boundary(kind)))
 }
 
 // Steps of the sweep, where a test may interleave writes (Engine.sweepHook).
@@ -234,6 +240,14 @@ func (s *sweeper) qualifies(ctx context.Context, row images.IndexRow) (bool, err
 	}
 	if _, failed := s.failed.ids[device]; failed {
 		return false, nil // a failed camera keeps its index rows for the next purge
+	}
+	if s.bounds != nil {
+		// Only where the work deleted the camera's primary rows: before
+		// the boundary recorded for it, never for a camera not planned.
+		b, err := s.bounds.boundary(ctx, device)
+		if err != nil || b.IsZero() || !expiredFor(row, b) {
+			return false, err
+		}
 	}
 	if !row.Timestamp.Before(s.settled) {
 		return false, nil // its primary row may still land

@@ -19,6 +19,8 @@ const (
 	devicePending = ""
 	deviceDone    = "done"
 	deviceFailed  = "failed"
+	// deviceHeld: a legal hold placed after planning spared the camera.
+	deviceHeld = "held"
 )
 
 // taskDevice is one camera of a task.
@@ -31,6 +33,17 @@ type taskDevice struct {
 	Rows    int64  `json:"rows"`
 	Counted bool   `json:"counted,omitempty"`
 	State   string `json:"state,omitempty"`
+	// Boundary, in a purge with policies, is the start of the minute of
+	// the camera's own cutoff; zero means the job's.
+	Boundary time.Time `json:"boundary,omitzero"`
+}
+
+// expiredRows is the row range of the camera's expired primary rows.
+func (d *taskDevice) expiredRows(j *Job) store.Range {
+	if !d.Boundary.IsZero() {
+		return images.ExpiredRows(d.Boundary)
+	}
+	return images.ExpiredRows(j.Boundary())
 }
 
 // task is a group of cameras whose expired primary rows one worker deletes.
@@ -87,6 +100,8 @@ func (t *task) counts() Counts {
 			c.MetadataRows += d.Rows
 		case deviceFailed:
 			c.DevicesFailed++
+		case deviceHeld:
+			c.DevicesHeld++
 		}
 	}
 	return c

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/queue"
 )
 
@@ -157,11 +156,10 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		return 0, fmt.Errorf("retention: task of unknown kind %d", t.Kind)
 	}
 	primary, _ := repo.Tables()
-	rows := images.ExpiredRows(j.Boundary())
 
 	// Count before deleting, and record the counts: a redelivery after a
 	// crash then reports the rows this task deleted, not the ones left.
-	counted, err := e.count(ctx, t, primary, rows)
+	counted, err := e.count(ctx, t, primary, j)
 	if err != nil {
 		return 0, err
 	}
@@ -174,7 +172,12 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	if err := e.pace(ctx, j, pendingRows(t)); err != nil {
 		return 0, err
 	}
-	removed, failures := e.deletePrimaries(ctx, primary, t, rows)
+	if j.UsePolicies {
+		if err := e.spareHeld(ctx, t); err != nil {
+			return 0, err
+		}
+	}
+	removed, failures := e.deletePrimaries(ctx, primary, t, j)
 	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
 	anyFailed := false
 	t.Done = true
@@ -209,7 +212,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 
 // count fills in the expired row counts of the cameras not yet counted and
 // reports whether it counted any.
-func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows store.Range) (bool, error) {
+func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job) (bool, error) {
 	// Taken before counting: a primary row that landed before it was counted.
 	started := e.opts.Now().UTC()
 	counted := false
@@ -217,7 +220,7 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, rows s
 		if d.Counted {
 			continue
 		}
-		n, err := countRows(ctx, primary, d.ID, rows)
+		n, err := countRows(ctx, primary, d.ID, d.expiredRows(j))
 		if err != nil {
 			return false, err
 		}
@@ -258,23 +261,18 @@ func deletedRows(d *taskDevice, removed int64) int64 {
 }
 
 // deletePrimaries deletes the expired primary rows of the task's pending
-// cameras and returns the rows removed and the error of each camera that
-// failed. A backend that deletes ranges does a chunk of cameras in each
-// operation (see rangeChunks); others query and delete in batches of up to
-// 100, one partition at a time.
-func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, rows store.Range) (map[string]int64, map[string]error) {
+// cameras, each before its own boundary (see taskDevice.expiredRows), and
+// returns the rows removed and the error of each camera that failed. A
+// backend that deletes ranges does a chunk of cameras in each operation
+// (see rangeChunks); others query and delete in batches of up to 100, one
+// partition at a time.
+func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, j *Job) (map[string]int64, map[string]error) {
 	removed, failures := map[string]int64{}, map[string]error{}
-	var pending []string
-	for _, d := range t.Devices {
-		if d.State == devicePending {
-			pending = append(pending, d.ID)
-		}
-	}
 	if rd, ok := primary.(store.RangeDeleter); ok {
 		for _, chunk := range rangeChunks(t) {
 			ranges := make([]store.RowRange, len(chunk))
 			for i, d := range chunk {
-				ranges[i] = store.RowRange{PartitionKey: d.ID, Rows: rows}
+				ranges[i] = store.RowRange{PartitionKey: d.ID, Rows: d.expiredRows(j)}
 			}
 			n, err := rd.DeleteRanges(ctx, ranges)
 			for i, d := range chunk {
@@ -287,12 +285,15 @@ func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *ta
 		}
 		return removed, failures
 	}
-	for _, id := range pending {
-		n, err := deleteQueried(ctx, primary, id, rows)
-		if err != nil {
-			failures[id] = err
+	for _, d := range t.Devices {
+		if d.State != devicePending {
+			continue
 		}
-		removed[id] = n
+		n, err := deleteQueried(ctx, primary, d.ID, d.expiredRows(j))
+		if err != nil {
+			failures[d.ID] = err
+		}
+		removed[d.ID] = n
 	}
 	return removed, failures
 }
@@ -328,6 +329,27 @@ func rangeChunks(t *task) [][]*taskDevice {
 		chunks = append(chunks, chunk)
 	}
 	return chunks
+}
+
+// spareHeld marks the task's pending cameras that are on legal hold now,
+// read just before their delete: a hold placed after planning still
+// spares a camera whose delete has not begun. The sweep keeps their index
+// rows (see sweep).
+func (e *Engine) spareHeld(ctx context.Context, t *task) error {
+	for _, d := range t.Devices {
+		if d.State != devicePending {
+			continue
+		}
+		held, err := e.policies.held(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		if held {
+			d.State = deviceHeld
+			e.log.Info("purge: camera on legal hold spared", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID)
+		}
+	}
+	return nil
 }
 
 // deleteQueried deletes every row of a partition's range, a batch at a time,

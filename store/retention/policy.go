@@ -1,0 +1,345 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// Default tables of the retention policies and legal holds.
+const (
+	DefaultPoliciesTable = "RetentionPolicies"
+	DefaultHoldsTable    = "LegalHolds"
+)
+
+// MaxPrefixPolicies bounds the prefix policies: a purge holds them all in
+// memory (about 300 bytes each at most), while camera policies and holds
+// are read one camera at a time.
+const MaxPrefixPolicies = 10_000
+
+// ErrTooManyPrefixes reports a prefix policy beyond MaxPrefixPolicies.
+var ErrTooManyPrefixes = errors.New("retention: too many prefix policies")
+
+// PolicyScope says which cameras a policy covers.
+type PolicyScope string
+
+// The policy scopes, from the least to the most specific.
+const (
+	// ScopeDefault covers every camera.
+	ScopeDefault PolicyScope = "default"
+	// ScopePrefix covers the cameras whose id starts with the target; the
+	// longest matching prefix wins.
+	ScopePrefix PolicyScope = "prefix"
+	// ScopeCamera covers the camera whose id is the target.
+	ScopeCamera PolicyScope = "camera"
+)
+
+// Policy is how long the images of some cameras are kept.
+type Policy struct {
+	Scope PolicyScope
+	// Target is the camera id (ScopeCamera) or the id prefix (ScopePrefix);
+	// empty for ScopeDefault.
+	Target string
+	// Days is the retention of each kind, in days (see Days); a kind
+	// missing or 0 is left to the next less specific policy, and with none
+	// the kind's images are kept by purges with policies.
+	Days map[images.Kind]int
+	// Updated is when the policy was last written.
+	Updated time.Time
+	// ETag is the stored version, for conditional updates and deletes.
+	ETag string
+}
+
+// Hold is a legal hold: no image of its camera is purged while it stands.
+type Hold struct {
+	CameraID string
+	// Reason says why, for operators.
+	Reason  string
+	Created time.Time
+	// Updated is when the hold was last written.
+	Updated time.Time
+	ETag    string
+}
+
+// Property names of policy and hold rows. Days are kept per kind as
+// Int32 properties, so the table reads well in a storage browser.
+const (
+	propUpdated = "Updated"
+	propReason  = "Reason"
+	propHeldAt  = "Created"
+	holdsPart   = "hold"
+)
+
+func daysProperty(k images.Kind) string {
+	switch k {
+	case images.Single:
+		return "SingleDays"
+	case images.Pano:
+		return "PanoDays"
+	case images.PreStitch:
+		return "PreStitchDays"
+	}
+	return ""
+}
+
+func policyKey(scope PolicyScope, target string) (string, string) {
+	if scope == ScopeDefault {
+		return string(ScopeDefault), string(ScopeDefault)
+	}
+	return string(scope), target
+}
+
+func policyEntity(p Policy) store.Entity {
+	pk, rk := policyKey(p.Scope, p.Target)
+	props := store.Properties{propUpdated: p.Updated}
+	for _, k := range images.Kinds {
+		if d := p.Days[k]; d > 0 {
+			props[daysProperty(k)] = int32(d)
+		}
+	}
+	return store.Entity{PartitionKey: pk, RowKey: rk, Properties: props}
+}
+
+func policyFromEntity(e store.Entity) Policy {
+	p := Policy{Scope: PolicyScope(e.PartitionKey), Days: map[images.Kind]int{}, ETag: e.ETag}
+	if p.Scope != ScopeDefault {
+		p.Target = e.RowKey
+	}
+	for _, k := range images.Kinds {
+		if d, ok := e.Properties[daysProperty(k)].(int32); ok && d > 0 {
+			p.Days[k] = int(d)
+		}
+	}
+	p.Updated, _ = e.Properties[propUpdated].(time.Time)
+	return p
+}
+
+func holdEntity(h Hold) store.Entity {
+	return store.Entity{PartitionKey: holdsPart, RowKey: h.CameraID, Properties: store.Properties{
+		propReason: h.Reason, propHeldAt: h.Created, propUpdated: h.Updated}}
+}
+
+func holdFromEntity(e store.Entity) Hold {
+	h := Hold{CameraID: e.RowKey, ETag: e.ETag}
+	h.Reason, _ = e.Properties[propReason].(string)
+	h.Created, _ = e.Properties[propHeldAt].(time.Time)
+	h.Updated, _ = e.Properties[propUpdated].(time.Time)
+	return h
+}
+
+// Policies keeps the retention policies and legal holds in tables of the
+// store, so every process sharing it sees the same.
+type Policies struct {
+	policies store.Table
+	holds    store.Table
+	now      func() time.Time
+}
+
+func (p *Policies) stamp() time.Time { return store.TruncateToTicks(p.now().UTC()) }
+
+// CreatePolicy stores a new policy; store.ErrAlreadyExists if its scope
+// and target have one, ErrTooManyPrefixes beyond MaxPrefixPolicies.
+func (p *Policies) CreatePolicy(ctx context.Context, pol Policy) (Policy, error) {
+	if pol.Scope == ScopePrefix {
+		n, err := countRows(ctx, p.policies, string(ScopePrefix), store.Range{})
+		if err != nil {
+			return Policy{}, err
+		}
+		if n >= MaxPrefixPolicies {
+			return Policy{}, fmt.Errorf("%w: at most %d", ErrTooManyPrefixes, MaxPrefixPolicies)
+		}
+	}
+	pol.Updated = p.stamp()
+	written, err := p.policies.Insert(ctx, policyEntity(pol))
+	if err != nil {
+		return Policy{}, err
+	}
+	pol.ETag = written.ETag
+	return pol, nil
+}
+
+// GetPolicy reads one policy; store.ErrNotFound if there is none.
+func (p *Policies) GetPolicy(ctx context.Context, scope PolicyScope, target string) (Policy, error) {
+	pk, rk := policyKey(scope, target)
+	e, err := p.policies.Get(ctx, pk, rk)
+	if err != nil {
+		return Policy{}, err
+	}
+	return policyFromEntity(e), nil
+}
+
+// ListPolicies returns a page of up to limit policies: the camera
+// policies by camera id, the default, then the prefix policies by prefix.
+func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cursor) ([]Policy, *store.Cursor, error) {
+	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
+		return p.policies.Scan(ctx, store.Scan{Limit: want, Resume: resume})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Policy, len(page.Entities))
+	for i, e := range page.Entities {
+		out[i] = policyFromEntity(e)
+	}
+	return out, page.Next, nil
+}
+
+// PolicyUpdate changes the days of some kinds of one policy.
+type PolicyUpdate struct {
+	// Policy names the policy and holds the new days of Kinds.
+	Policy Policy
+	// Kinds are the kinds whose days change; 0 or missing clears them.
+	Kinds []images.Kind
+	// AllowMissing creates the policy if there is none.
+	AllowMissing bool
+	// IfMatch, when set, is the ETag the stored policy must have:
+	// store.ErrConflict when it has another.
+	IfMatch string
+}
+
+// UpdatePolicy applies u and returns the policy as stored.
+func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, error) {
+	pk, rk := policyKey(u.Policy.Scope, u.Policy.Target)
+	var out Policy
+	err := p.update(ctx, p.policies, pk, rk, u.IfMatch, u.AllowMissing, func(stored *store.Entity) (store.Entity, error) {
+		pol := Policy{Scope: u.Policy.Scope, Target: u.Policy.Target, Days: map[images.Kind]int{}}
+		if stored != nil {
+			pol = policyFromEntity(*stored)
+		} else if u.Policy.Scope == ScopePrefix {
+			if n, err := countRows(ctx, p.policies, string(ScopePrefix), store.Range{}); err != nil {
+				return store.Entity{}, err
+			} else if n >= MaxPrefixPolicies {
+				return store.Entity{}, fmt.Errorf("%w: at most %d", ErrTooManyPrefixes, MaxPrefixPolicies)
+			}
+		}
+		pol.Days = maps.Clone(pol.Days)
+		for _, k := range u.Kinds {
+			pol.Days[k] = u.Policy.Days[k]
+		}
+		pol.Updated = p.stamp()
+		out = pol
+		return policyEntity(pol), nil
+	}, func(written store.Entity) { out.ETag = written.ETag })
+	return out, err
+}
+
+// DeletePolicy deletes one policy; store.ErrNotFound if there is none,
+// store.ErrConflict if ifMatch is set and stale.
+func (p *Policies) DeletePolicy(ctx context.Context, scope PolicyScope, target, ifMatch string) error {
+	pk, rk := policyKey(scope, target)
+	return p.policies.Delete(ctx, pk, rk, ifMatch)
+}
+
+// CreateHold places a legal hold on a camera; store.ErrAlreadyExists if it
+// has one.
+func (p *Policies) CreateHold(ctx context.Context, h Hold) (Hold, error) {
+	h.Created = p.stamp()
+	h.Updated = h.Created
+	written, err := p.holds.Insert(ctx, holdEntity(h))
+	if err != nil {
+		return Hold{}, err
+	}
+	h.ETag = written.ETag
+	return h, nil
+}
+
+// GetHold reads a camera's legal hold; store.ErrNotFound if it has none.
+func (p *Policies) GetHold(ctx context.Context, cameraID string) (Hold, error) {
+	e, err := p.holds.Get(ctx, holdsPart, cameraID)
+	if err != nil {
+		return Hold{}, err
+	}
+	return holdFromEntity(e), nil
+}
+
+// ListHolds returns a page of up to limit holds, by camera id.
+func (p *Policies) ListHolds(ctx context.Context, limit int, resume *store.Cursor) ([]Hold, *store.Cursor, error) {
+	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
+		return p.holds.Query(ctx, store.Query{PartitionKey: holdsPart, Limit: want, Resume: resume})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Hold, len(page.Entities))
+	for i, e := range page.Entities {
+		out[i] = holdFromEntity(e)
+	}
+	return out, page.Next, nil
+}
+
+// UpdateHold changes a hold's reason; store.ErrNotFound if the camera has
+// no hold, store.ErrConflict if ifMatch is set and stale.
+func (p *Policies) UpdateHold(ctx context.Context, h Hold, ifMatch string) (Hold, error) {
+	var out Hold
+	err := p.update(ctx, p.holds, holdsPart, h.CameraID, ifMatch, false, func(stored *store.Entity) (store.Entity, error) {
+		out = holdFromEntity(*stored)
+		out.Reason, out.Updated = h.Reason, p.stamp()
+		return holdEntity(out), nil
+	}, func(written store.Entity) { out.ETag = written.ETag })
+	return out, err
+}
+
+// DeleteHold releases a camera's hold: the next purge may delete its
+// expired images. store.ErrNotFound if it has none.
+func (p *Policies) DeleteHold(ctx context.Context, cameraID, ifMatch string) error {
+	return p.holds.Delete(ctx, holdsPart, cameraID, ifMatch)
+}
+
+// update is a read-change-write of one row at the version read, retried
+// when another writer comes between, unless the caller holds an ETag of
+// its own (its view is stale then). change gets nil for a missing row,
+// which is store.ErrNotFound unless allowMissing.
+func (p *Policies) update(ctx context.Context, t store.Table, pk, rk, ifMatch string, allowMissing bool,
+	change func(stored *store.Entity) (store.Entity, error), written func(store.Entity)) error {
+	for attempt := 1; ; attempt++ {
+		stored, err := t.Get(ctx, pk, rk)
+		found := err == nil
+		switch {
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return err
+		case !found && (!allowMissing || ifMatch != ""):
+			return fmt.Errorf("retention: %s/%s: %w", pk, rk, store.ErrNotFound)
+		case found && ifMatch != "" && ifMatch != stored.ETag:
+			return fmt.Errorf("retention: %s/%s changed since etag %s: %w", pk, rk, ifMatch, store.ErrConflict)
+		}
+		var from *store.Entity
+		if found {
+			from = &stored
+		}
+		e, err := change(from)
+		if err != nil {
+			return err
+		}
+		var w store.Entity
+		if found {
+			w, err = t.Update(ctx, e, store.Replace, stored.ETag)
+		} else {
+			w, err = t.Insert(ctx, e)
+		}
+		if err == nil {
+			written(w)
+			return nil
+		}
+		raced := errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists)
+		if !raced || ifMatch != "" || attempt == casAttempts {
+			return err
+		}
+	}
+}
+
+// held reports whether the camera has a legal hold.
+func (p *Policies) held(ctx context.Context, cameraID string) (bool, error) {
+	_, err := p.holds.Get(ctx, holdsPart, cameraID)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}

@@ -1,0 +1,269 @@
+package retention_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// The policy fixture: every camera has an image at 30 s past the start of
+// each of policyDays days, and the engine's clock stands still policyDays
+// days after the first, so a retention of d days expires the images of the
+// first policyDays-d days. Every camera's image of a day lies in the same
+// index partition, so a camera kept there makes the partition only partly
+// expired. The clock stands ahead of the backend's by more than
+// Options.IndexGrace, as a purge's does of old rows: the sweep deletes the
+// index rows of planned cameras without reading their primary rows.
+const policyDays = 5
+
+// policyOptions returns the options of a policy fixture and its clock's instant.
+func policyOptions() (retention.Options, time.Time) {
+	now := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Minute)
+	o := quickOptions()
+	o.Now = func() time.Time { return now }
+	return o, now
+}
+
+func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cameras ...string) {
+	t.Helper()
+	first := now.Add(-retention.Days(policyDays))
+	for _, r := range f.seeders(t) {
+		if !slices.Contains(kinds, r.Kind()) {
+			continue
+		}
+		for _, c := range cameras {
+			for d := range policyDays {
+				img := images.Image{CameraID: c, CapturedAt: first.Add(retention.Days(d) + 30*time.Second)}
+				if _, err := r.Create(t.Context(), img); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	f.lastCreate = time.Now()
+	f.settle()
+}
+
+// kept is how many of a camera's images a retention of days keeps (0:
+// kept whole, as under a hold).
+func kept(days int) int {
+	if days == 0 {
+		return policyDays
+	}
+	return min(days, policyDays)
+}
+
+// checkKept checks that each camera has exactly the images its retention
+// of days keeps, each with its index row, and that no index row is left
+// without its primary row.
+func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days map[string]int) {
+	t.Helper()
+	primary, _ := f.repo(kind).Tables()
+	have := map[string][]string{}
+	for _, e := range rows(t, primary) {
+		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
+	}
+	indexed := map[string][]string{}
+	if err := f.repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
+		indexed[row.CameraID] = append(indexed[row.CameraID], row.RowKey)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for camera, d := range days {
+		want := kept(d)
+		if got := len(have[camera]); got != want {
+			t.Errorf("%s %s: %d primary rows, want %d (retention %d days)", kind, camera, got, want, d)
+		}
+		cutoff := now.Add(-retention.Days(want))
+		for _, rk := range have[camera] {
+			c, err := store.TimeFromInvertedTicksRowKey(rk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Before(cutoff) {
+				t.Errorf("%s %s: kept an image of %s, before its cutoff %s", kind, camera, c, cutoff)
+			}
+		}
+		slices.Sort(have[camera])
+		slices.Sort(indexed[camera])
+		if !slices.Equal(have[camera], indexed[camera]) {
+			t.Errorf("%s %s: primary rows %v, index rows %v: want the same", kind, camera, have[camera], indexed[camera])
+		}
+	}
+}
+
+// setPolicies sets the policies of the fixture's cameras and returns each
+// camera's retention of single images, 0 for a camera on hold.
+func setPolicies(t *testing.T, e *retention.Engine) map[string]int {
+	t.Helper()
+	p := e.Policies()
+	for _, pol := range []retention.Policy{
+		{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Single: 3, images.Pano: 3}},
+		{Scope: retention.ScopePrefix, Target: "acme-", Days: map[images.Kind]int{images.Single: 2}},
+		{Scope: retention.ScopePrefix, Target: "acme-x-", Days: map[images.Kind]int{images.Single: 4}},
+		{Scope: retention.ScopeCamera, Target: "acme-own", Days: map[images.Kind]int{images.Single: 1}},
+		{Scope: retention.ScopeCamera, Target: "cam-own", Days: map[images.Kind]int{images.Single: 1}},
+		{Scope: retention.ScopeCamera, Target: "cam-long", Days: map[images.Kind]int{images.Single: 4}},
+	} {
+		if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "held-1", Reason: "case 42"}); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]int{
+		"site-a-cam1": 3, // the default
+		"acme-1":      2, // a prefix
+		"acme-x-1":    4, // the longest prefix
+		"acme-own":    1, // its own policy before its prefix's
+		"cam-own":     1,
+		"cam-long":    4,
+		"held-1":      0, // on hold
+	}
+}
+
+func cameraNames(days map[string]int) []string {
+	var out []string
+	for c := range days {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// expired is how many images of a retention of days a purge deletes.
+func expired(days map[string]int) int64 {
+	var n int64
+	for _, d := range days {
+		n += int64(policyDays - kept(d))
+	}
+	return n
+}
+
+// TestPurgeWithPolicies: each camera loses exactly the images its own
+// policy expires (camera before the longest prefix before the default, per
+// kind), a held camera nothing, and every kept image keeps its index row,
+// also in the partitions every other camera's rows left; once the hold is
+// released, the next purge deletes the held camera's expired images.
+func TestPurgeWithPolicies(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+		opts, now := policyOptions()
+		f := open(t, opts)
+		single := setPolicies(t, f.engine)
+		cameras := cameraNames(single)
+		f.seedDays(t, now, []images.Kind{images.Single, images.Pano, images.PreStitch}, cameras...)
+		// Pano falls to the default (3 days) but for the held camera; no
+		// policy sets pre-stitch images, which are kept whole.
+		pano := map[string]int{}
+		for c := range single {
+			pano[c] = 3
+		}
+		pano["held-1"] = 0
+		f.run(t)
+
+		dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true, DryRun: true})
+		j := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
+		if j.State != retention.Succeeded {
+			t.Fatalf("purge ended %s: %s", j.State, j.Error)
+		}
+		if got := j.ImageKinds(); !slices.Equal(got, []images.Kind{images.Single, images.Pano}) {
+			t.Errorf("purged kinds %v, want single and pano: no policy sets pre-stitch", got)
+		}
+		if want := now.Add(-retention.Days(1)); !j.Cutoff.Equal(want) {
+			t.Errorf("job cutoff %s, want the newest in force %s", j.Cutoff, want)
+		}
+		want := expired(single) + expired(pano)
+		if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesTotal != 12 || got.DevicesDone != 12 {
+			t.Errorf("counts %+v, want %d rows of each table, 12 cameras", got, want)
+		}
+		if got := dry.Totals(); got.MetadataRows != want || got.IndexRows != want {
+			t.Errorf("dry run counts %+v, want %d rows of each table", got, want)
+		}
+		f.checkKept(t, now, images.Single, single)
+		f.checkKept(t, now, images.Pano, pano)
+		all := map[string]int{}
+		for c := range single {
+			all[c] = 0
+		}
+		f.checkKept(t, now, images.PreStitch, all)
+
+		if err := f.engine.Policies().DeleteHold(t.Context(), "held-1", ""); err != nil {
+			t.Fatal(err)
+		}
+		j = f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
+		released := int64(2 * (policyDays - 3))
+		if got := j.Totals(); got.MetadataRows != released || got.IndexRows != released || got.DevicesDone != 2 {
+			t.Errorf("after the release: counts %+v, want %d rows of each table of 2 cameras", got, released)
+		}
+		single["held-1"], pano["held-1"] = 3, 3
+		f.checkKept(t, now, images.Single, single)
+		f.checkKept(t, now, images.Pano, pano)
+	})
+}
+
+// TestPolicyChangesDuringPurge: a purge applies each camera's policy as it
+// stood when the plan reached the camera, so a policy removed after that
+// takes effect at the next purge; a hold placed after the plan reached the
+// camera, before its delete, spares it, counted as held, index rows and all.
+func TestPolicyChangesDuringPurge(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+		opts, now := policyOptions()
+		f := open(t, opts)
+		single := setPolicies(t, f.engine)
+		f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
+		var once sync.Map
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+			if !strings.EqualFold(table, retention.DefaultTasksTable) || op != "batch" {
+				return nil
+			}
+			for _, k := range keys {
+				camera, ok := strings.CutPrefix(k.RowKey, "b_single_")
+				if !ok {
+					continue
+				}
+				if _, done := once.LoadOrStore(camera, true); done {
+					continue
+				}
+				var err error
+				switch camera {
+				case "cam-long":
+					err = f.engine.Policies().DeletePolicy(t.Context(), retention.ScopeCamera, "cam-long", "")
+				case "site-a-cam1":
+					_, err = f.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: camera})
+				}
+				if err != nil {
+					return fmt.Errorf("test: %w", err)
+				}
+			}
+			return nil
+		}})
+		f.run(t)
+		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+		if _, ok := once.Load("site-a-cam1"); !ok {
+			t.Fatal("the plan recorded no boundary for site-a-cam1")
+		}
+		single["site-a-cam1"] = 0
+		want := expired(single)
+		if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesHeld != 1 || got.DevicesDone != 5 {
+			t.Errorf("counts %+v, want %d rows of each table, 5 cameras done and 1 held", got, want)
+		}
+		f.checkKept(t, now, images.Single, single)
+
+		// cam-long now falls to the default, site-a-cam1 still held.
+		j = f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+		if got := j.Totals(); got.MetadataRows != 1 || got.IndexRows != 1 {
+			t.Errorf("next purge: counts %+v, want cam-long's one image more", got)
+		}
+		single["cam-long"] = 3
+		f.checkKept(t, now, images.Single, single)
+	})
+}
