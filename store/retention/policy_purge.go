@@ -125,7 +125,9 @@ func expiredFor(row images.IndexRow, boundary time.Time) bool {
 // policies became since.
 const propBoundary = "Boundary"
 
-func boundaryRowKey(kind images.Kind, camera string) string { return "b_" + kind.String() + "_" + camera }
+func boundaryRowKey(kind images.Kind, camera string) string {
+	return "b_" + kind.String() + "_" + camera
+}
 
 // recordBoundaries writes the boundaries of a task's cameras, before the
 // task itself: a task recorded has its cameras' boundaries recorded.
