@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -137,15 +136,7 @@ paths:
 				continue paths
 			}
 		}
-		field := fmt.Sprintf("update_mask.paths[%d]", i)
-		switch path {
-		case "device_id", "update_time", "etag":
-			v.add(field, fmt.Sprintf("%s cannot be updated", path))
-		case "*":
-			v.add(field, `"*" must be the only path`)
-		default:
-			v.add(field, fmt.Sprintf("unknown field %q", bounded(path, maxEchoBytes)))
-		}
+		v.maskViolation(i, path, "device_id", "update_time", "etag")
 	}
 	return fields
 }

@@ -105,8 +105,13 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 			}
 			cutoff = *t
 		}
-	default:
-		v.add("cutoff", "one of retention_days or cutoff_time is required")
+	case nil:
+		if !req.GetUsePolicies() {
+			v.add("cutoff", "one of retention_days, cutoff_time or use_policies is required")
+		}
+	}
+	if req.GetUsePolicies() && req.GetCutoff() != nil {
+		v.add("use_policies", "must not be set with retention_days or cutoff_time")
 	}
 	if req.GetRowsPerSecond() < 0 {
 		v.add("rows_per_second", "must not be negative")
@@ -116,9 +121,11 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 	}
 	// A purge is how space comes back: its records pass the free-space guard.
 	j, err := s.engine.Start(diskspace.Exempt(ctx), retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun(),
-		RowsPerSecond: float64(req.GetRowsPerSecond())})
+		RowsPerSecond: float64(req.GetRowsPerSecond()), UsePolicies: req.GetUsePolicies()})
 	var running *retention.RunningError
 	switch {
+	case errors.Is(err, retention.ErrNoPolicies):
+		return nil, status.Error(codes.FailedPrecondition, "no retention policy sets a retention for the image types; create retentionPolicies/default or another policy first")
 	case errors.As(err, &running):
 		st := status.New(codes.FailedPrecondition, fmt.Sprintf("purge %s of %s images is running", running.JobID, running.Kind))
 		if detailed, derr := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{
@@ -250,6 +257,8 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 		Error:               j.Error,
 		CancelRequested:     j.CancelRequested,
 		RowsPerSecond:       int32(j.RowsPerSecond),
+		UsePolicies:         j.UsePolicies,
+		DevicesHeld:         totals.DevicesHeld,
 	}
 	if !j.Started.IsZero() {
 		out.StartTime = timestamppb.New(j.Started)
@@ -267,6 +276,7 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 			DevicesFailed:       k.Counts.DevicesFailed,
 			MetadataRowsDeleted: k.Counts.MetadataRows,
 			IndexRowsDeleted:    k.Counts.IndexRows,
+			DevicesHeld:         k.Counts.DevicesHeld,
 		})
 	}
 	return out

@@ -40,7 +40,7 @@ func (s *retentionService) GetRetentionSchedule(ctx context.Context, _ *metadata
 func (s *retentionService) retentionSchedule(state retention.ScheduleState) *metadatav1.RetentionSchedule {
 	out := &metadatav1.RetentionSchedule{Paused: state.Paused}
 	if s.schedule.Interval > 0 {
-		out.Configured = true
+		out.Configured, out.UsePolicies = true, s.schedule.UsePolicies
 		out.RetentionDays = int32(s.schedule.Retention / retention.Days(1))
 		out.Interval = durationpb.New(s.schedule.Interval)
 	}

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -161,8 +162,12 @@ type PurgeCounts struct {
 	MetadataRowsDeleted int64 `protobuf:"varint,5,opt,name=metadata_rows_deleted,json=metadataRowsDeleted,proto3" json:"metadata_rows_deleted,omitempty"`
 	// Index rows deleted (in a dry run: that a real run would delete).
 	IndexRowsDeleted int64 `protobuf:"varint,6,opt,name=index_rows_deleted,json=indexRowsDeleted,proto3" json:"index_rows_deleted,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Cameras with expired rows that a legal hold placed while the purge ran
+	// spared (counted in devices_total, never deleted). Cameras held before
+	// the purge reached them are not counted at all.
+	DevicesHeld   int64 `protobuf:"varint,7,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PurgeCounts) Reset() {
@@ -237,6 +242,13 @@ func (x *PurgeCounts) GetIndexRowsDeleted() int64 {
 	return 0
 }
 
+func (x *PurgeCounts) GetDevicesHeld() int64 {
+	if x != nil {
+		return x.DevicesHeld
+	}
+	return 0
+}
+
 // PurgeJob is one purge: what it retires and how far it got.
 type PurgeJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -275,6 +287,12 @@ type PurgeJob struct {
 	CancelRequested bool `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// The job's own cap on rows deleted per second; 0 for none.
 	RowsPerSecond int32 `protobuf:"varint,17,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
+	// Each camera got the cutoff of its retention policy; cutoff_time is
+	// then the newest of them (of the shortest retention in force), and
+	// image_types only the types some policy sets a retention for.
+	UsePolicies bool `protobuf:"varint,18,opt,name=use_policies,json=usePolicies,proto3" json:"use_policies,omitempty"`
+	// Totals over the purged types.
+	DevicesHeld   int64 `protobuf:"varint,19,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,6 +446,20 @@ func (x *PurgeJob) GetRowsPerSecond() int32 {
 	return 0
 }
 
+func (x *PurgeJob) GetUsePolicies() bool {
+	if x != nil {
+		return x.UsePolicies
+	}
+	return false
+}
+
+func (x *PurgeJob) GetDevicesHeld() int64 {
+	if x != nil {
+		return x.DevicesHeld
+	}
+	return 0
+}
+
 // StartPurgeRequest is the input of StartPurge.
 type StartPurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -447,6 +479,13 @@ type StartPurgeRequest struct {
 	// (-purge-rows-per-second); 0 means no cap of its own; not negative.
 	// A lower rate spares live requests more and makes the purge longer.
 	RowsPerSecond int32 `protobuf:"varint,5,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
+	// Give each camera the cutoff of its retention policy instead of one
+	// cutoff (set neither retention_days nor cutoff_time): now less the days
+	// of the camera's own policy, else of the longest prefix policy matching
+	// its id, else of the default, the first that sets the image type; a
+	// camera on legal hold or without a retention for the type is kept.
+	// FAILED_PRECONDITION when no policy sets a retention.
+	UsePolicies   bool `protobuf:"varint,6,opt,name=use_policies,json=usePolicies,proto3" json:"use_policies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,6 +564,13 @@ func (x *StartPurgeRequest) GetRowsPerSecond() int32 {
 		return x.RowsPerSecond
 	}
 	return 0
+}
+
+func (x *StartPurgeRequest) GetUsePolicies() bool {
+	if x != nil {
+		return x.UsePolicies
+	}
+	return false
 }
 
 type isStartPurgeRequest_Cutoff interface {
@@ -1002,7 +1048,10 @@ type RetentionSchedule struct {
 	// Paused by PauseRetentionSchedule, for every replica sharing the store.
 	Paused bool `protobuf:"varint,4,opt,name=paused,proto3" json:"paused,omitempty"`
 	// When the schedule was last paused or resumed; unset if never.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// This replica's schedule purges with the retention policies
+	// (-purge-use-policies) rather than retention_days.
+	UsePolicies   bool `protobuf:"varint,6,opt,name=use_policies,json=usePolicies,proto3" json:"use_policies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1070,6 +1119,13 @@ func (x *RetentionSchedule) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *RetentionSchedule) GetUsePolicies() bool {
+	if x != nil {
+		return x.UsePolicies
+	}
+	return false
 }
 
 // PauseRetentionScheduleRequest is the input of PauseRetentionSchedule.
@@ -1321,11 +1377,1185 @@ func (x *GetRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
 	return nil
 }
 
+// RetentionPolicy says how long the images of some cameras are kept, per
+// image type. For each type, a camera gets the days of its own policy,
+// else of the longest prefix policy matching its id, else of the default:
+// the first of them that sets the type (a 0 leaves it to the next). A type
+// that none sets is kept by purges with policies.
+type RetentionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's resource name, which says the cameras it covers:
+	// "retentionPolicies/default" (every camera),
+	// "retentionPolicies/cameras/{camera_id}" (one camera) or
+	// "retentionPolicies/prefixes/{prefix}" (the cameras whose id starts with
+	// the prefix, e.g. a customer's or a site's). Camera ids and prefixes
+	// follow the camera id rules.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Days single images are kept: 0 (left to the next policy) or from the
+	// server's floor (-min-retention-days) to 100,000. A day is 24 hours.
+	SingleRetentionDays int32 `protobuf:"varint,2,opt,name=single_retention_days,json=singleRetentionDays,proto3" json:"single_retention_days,omitempty"`
+	// Days pano images are kept; as single_retention_days.
+	PanoRetentionDays int32 `protobuf:"varint,3,opt,name=pano_retention_days,json=panoRetentionDays,proto3" json:"pano_retention_days,omitempty"`
+	// Days pre-stitch images are kept; as single_retention_days.
+	PreStitchRetentionDays int32 `protobuf:"varint,4,opt,name=pre_stitch_retention_days,json=preStitchRetentionDays,proto3" json:"pre_stitch_retention_days,omitempty"`
+	// When the policy was last written; set by the server.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The stored version, set by the server: send it back with an update or a
+	// delete to make it conditional (ABORTED if the policy changed since).
+	Etag          string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionPolicy) Reset() {
+	*x = RetentionPolicy{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionPolicy) ProtoMessage() {}
+
+func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
+func (*RetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RetentionPolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RetentionPolicy) GetSingleRetentionDays() int32 {
+	if x != nil {
+		return x.SingleRetentionDays
+	}
+	return 0
+}
+
+func (x *RetentionPolicy) GetPanoRetentionDays() int32 {
+	if x != nil {
+		return x.PanoRetentionDays
+	}
+	return 0
+}
+
+func (x *RetentionPolicy) GetPreStitchRetentionDays() int32 {
+	if x != nil {
+		return x.PreStitchRetentionDays
+	}
+	return 0
+}
+
+func (x *RetentionPolicy) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *RetentionPolicy) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// LegalHold keeps every image of one camera from purges with policies
+// while it stands.
+type LegalHold struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "legalHolds/{camera_id}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why the camera is held, for operators; at most 1,024 bytes.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the hold was placed; set by the server.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When the hold was last written; set by the server.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The stored version, set by the server; as RetentionPolicy.etag.
+	Etag          string `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LegalHold) Reset() {
+	*x = LegalHold{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LegalHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LegalHold) ProtoMessage() {}
+
+func (x *LegalHold) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LegalHold.ProtoReflect.Descriptor instead.
+func (*LegalHold) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *LegalHold) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LegalHold) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LegalHold) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *LegalHold) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *LegalHold) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// CreateRetentionPolicyRequest is the input of CreateRetentionPolicy.
+type CreateRetentionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy, named; update_time and etag are ignored.
+	RetentionPolicy *RetentionPolicy `protobuf:"bytes,1,opt,name=retention_policy,json=retentionPolicy,proto3" json:"retention_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CreateRetentionPolicyRequest) Reset() {
+	*x = CreateRetentionPolicyRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRetentionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRetentionPolicyRequest) ProtoMessage() {}
+
+func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*CreateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.RetentionPolicy
+	}
+	return nil
+}
+
+// CreateRetentionPolicyResponse is the output of CreateRetentionPolicy.
+type CreateRetentionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy as stored, with its etag.
+	RetentionPolicy *RetentionPolicy `protobuf:"bytes,1,opt,name=retention_policy,json=retentionPolicy,proto3" json:"retention_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CreateRetentionPolicyResponse) Reset() {
+	*x = CreateRetentionPolicyResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRetentionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRetentionPolicyResponse) ProtoMessage() {}
+
+func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*CreateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CreateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.RetentionPolicy
+	}
+	return nil
+}
+
+// GetRetentionPolicyRequest is the input of GetRetentionPolicy.
+type GetRetentionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name, e.g. "retentionPolicies/default".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRetentionPolicyRequest) Reset() {
+	*x = GetRetentionPolicyRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRetentionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRetentionPolicyRequest) ProtoMessage() {}
+
+func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRetentionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetRetentionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetRetentionPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetRetentionPolicyResponse is the output of GetRetentionPolicy.
+type GetRetentionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy.
+	RetentionPolicy *RetentionPolicy `protobuf:"bytes,1,opt,name=retention_policy,json=retentionPolicy,proto3" json:"retention_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetRetentionPolicyResponse) Reset() {
+	*x = GetRetentionPolicyResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRetentionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRetentionPolicyResponse) ProtoMessage() {}
+
+func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRetentionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetRetentionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.RetentionPolicy
+	}
+	return nil
+}
+
+// ListRetentionPoliciesRequest is the input of ListRetentionPolicies.
+type ListRetentionPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Maximum policies per page: 0 means 100, at most 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, or empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRetentionPoliciesRequest) Reset() {
+	*x = ListRetentionPoliciesRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRetentionPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRetentionPoliciesRequest) ProtoMessage() {}
+
+func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRetentionPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListRetentionPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListRetentionPoliciesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRetentionPoliciesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRetentionPoliciesResponse is the output of ListRetentionPolicies.
+type ListRetentionPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Policies in name order.
+	RetentionPolicies []*RetentionPolicy `protobuf:"bytes,1,rep,name=retention_policies,json=retentionPolicies,proto3" json:"retention_policies,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRetentionPoliciesResponse) Reset() {
+	*x = ListRetentionPoliciesResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRetentionPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRetentionPoliciesResponse) ProtoMessage() {}
+
+func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRetentionPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListRetentionPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListRetentionPoliciesResponse) GetRetentionPolicies() []*RetentionPolicy {
+	if x != nil {
+		return x.RetentionPolicies
+	}
+	return nil
+}
+
+func (x *ListRetentionPoliciesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateRetentionPolicyRequest is the input of UpdateRetentionPolicy.
+type UpdateRetentionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy, named, with the new values of the fields in update_mask;
+	// etag, when set, makes the update conditional.
+	RetentionPolicy *RetentionPolicy `protobuf:"bytes,1,opt,name=retention_policy,json=retentionPolicy,proto3" json:"retention_policy,omitempty"`
+	// The fields to change: single_retention_days, pano_retention_days,
+	// pre_stitch_retention_days. A field in the mask but 0 in the request is
+	// cleared (left to the next policy). An empty mask names the fields that
+	// are not 0 in the request; "*" names all three.
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Create the policy if it does not exist (with the fields of the mask).
+	AllowMissing  bool `protobuf:"varint,3,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRetentionPolicyRequest) Reset() {
+	*x = UpdateRetentionPolicyRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRetentionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRetentionPolicyRequest) ProtoMessage() {}
+
+func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*UpdateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UpdateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.RetentionPolicy
+	}
+	return nil
+}
+
+func (x *UpdateRetentionPolicyRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *UpdateRetentionPolicyRequest) GetAllowMissing() bool {
+	if x != nil {
+		return x.AllowMissing
+	}
+	return false
+}
+
+// UpdateRetentionPolicyResponse is the output of UpdateRetentionPolicy.
+type UpdateRetentionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy after the update, with its new etag.
+	RetentionPolicy *RetentionPolicy `protobuf:"bytes,1,opt,name=retention_policy,json=retentionPolicy,proto3" json:"retention_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateRetentionPolicyResponse) Reset() {
+	*x = UpdateRetentionPolicyResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRetentionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRetentionPolicyResponse) ProtoMessage() {}
+
+func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*UpdateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UpdateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.RetentionPolicy
+	}
+	return nil
+}
+
+// DeleteRetentionPolicyRequest is the input of DeleteRetentionPolicy.
+type DeleteRetentionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional etag the stored policy must still have.
+	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRetentionPolicyRequest) Reset() {
+	*x = DeleteRetentionPolicyRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRetentionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRetentionPolicyRequest) ProtoMessage() {}
+
+func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRetentionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRetentionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeleteRetentionPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteRetentionPolicyRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// DeleteRetentionPolicyResponse is the output of DeleteRetentionPolicy.
+type DeleteRetentionPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRetentionPolicyResponse) Reset() {
+	*x = DeleteRetentionPolicyResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRetentionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRetentionPolicyResponse) ProtoMessage() {}
+
+func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRetentionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRetentionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
+}
+
+// CreateLegalHoldRequest is the input of CreateLegalHold.
+type CreateLegalHoldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold, named "legalHolds/{camera_id}"; the times and etag are ignored.
+	LegalHold     *LegalHold `protobuf:"bytes,1,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLegalHoldRequest) Reset() {
+	*x = CreateLegalHoldRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLegalHoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLegalHoldRequest) ProtoMessage() {}
+
+func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLegalHoldRequest.ProtoReflect.Descriptor instead.
+func (*CreateLegalHoldRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CreateLegalHoldRequest) GetLegalHold() *LegalHold {
+	if x != nil {
+		return x.LegalHold
+	}
+	return nil
+}
+
+// CreateLegalHoldResponse is the output of CreateLegalHold.
+type CreateLegalHoldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold as stored, with its etag.
+	LegalHold     *LegalHold `protobuf:"bytes,1,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLegalHoldResponse) Reset() {
+	*x = CreateLegalHoldResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLegalHoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLegalHoldResponse) ProtoMessage() {}
+
+func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLegalHoldResponse.ProtoReflect.Descriptor instead.
+func (*CreateLegalHoldResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CreateLegalHoldResponse) GetLegalHold() *LegalHold {
+	if x != nil {
+		return x.LegalHold
+	}
+	return nil
+}
+
+// GetLegalHoldRequest is the input of GetLegalHold.
+type GetLegalHoldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold's name, "legalHolds/{camera_id}".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLegalHoldRequest) Reset() {
+	*x = GetLegalHoldRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLegalHoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLegalHoldRequest) ProtoMessage() {}
+
+func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLegalHoldRequest.ProtoReflect.Descriptor instead.
+func (*GetLegalHoldRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetLegalHoldRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetLegalHoldResponse is the output of GetLegalHold.
+type GetLegalHoldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold.
+	LegalHold     *LegalHold `protobuf:"bytes,1,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLegalHoldResponse) Reset() {
+	*x = GetLegalHoldResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLegalHoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLegalHoldResponse) ProtoMessage() {}
+
+func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLegalHoldResponse.ProtoReflect.Descriptor instead.
+func (*GetLegalHoldResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetLegalHoldResponse) GetLegalHold() *LegalHold {
+	if x != nil {
+		return x.LegalHold
+	}
+	return nil
+}
+
+// ListLegalHoldsRequest is the input of ListLegalHolds.
+type ListLegalHoldsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Maximum holds per page: 0 means 100, at most 1,000.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, or empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLegalHoldsRequest) Reset() {
+	*x = ListLegalHoldsRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLegalHoldsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLegalHoldsRequest) ProtoMessage() {}
+
+func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLegalHoldsRequest.ProtoReflect.Descriptor instead.
+func (*ListLegalHoldsRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListLegalHoldsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLegalHoldsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLegalHoldsResponse is the output of ListLegalHolds.
+type ListLegalHoldsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holds in camera id order.
+	LegalHolds []*LegalHold `protobuf:"bytes,1,rep,name=legal_holds,json=legalHolds,proto3" json:"legal_holds,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLegalHoldsResponse) Reset() {
+	*x = ListLegalHoldsResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLegalHoldsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLegalHoldsResponse) ProtoMessage() {}
+
+func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLegalHoldsResponse.ProtoReflect.Descriptor instead.
+func (*ListLegalHoldsResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListLegalHoldsResponse) GetLegalHolds() []*LegalHold {
+	if x != nil {
+		return x.LegalHolds
+	}
+	return nil
+}
+
+func (x *ListLegalHoldsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateLegalHoldRequest is the input of UpdateLegalHold.
+type UpdateLegalHoldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold, named, with its new reason; etag, when set, makes the update
+	// conditional.
+	LegalHold *LegalHold `protobuf:"bytes,1,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	// The fields to change: reason is the only one. An empty mask or "*"
+	// names it.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLegalHoldRequest) Reset() {
+	*x = UpdateLegalHoldRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLegalHoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLegalHoldRequest) ProtoMessage() {}
+
+func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLegalHoldRequest.ProtoReflect.Descriptor instead.
+func (*UpdateLegalHoldRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UpdateLegalHoldRequest) GetLegalHold() *LegalHold {
+	if x != nil {
+		return x.LegalHold
+	}
+	return nil
+}
+
+func (x *UpdateLegalHoldRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateLegalHoldResponse is the output of UpdateLegalHold.
+type UpdateLegalHoldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold after the update, with its new etag.
+	LegalHold     *LegalHold `protobuf:"bytes,1,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLegalHoldResponse) Reset() {
+	*x = UpdateLegalHoldResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLegalHoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLegalHoldResponse) ProtoMessage() {}
+
+func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLegalHoldResponse.ProtoReflect.Descriptor instead.
+func (*UpdateLegalHoldResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UpdateLegalHoldResponse) GetLegalHold() *LegalHold {
+	if x != nil {
+		return x.LegalHold
+	}
+	return nil
+}
+
+// DeleteLegalHoldRequest is the input of DeleteLegalHold.
+type DeleteLegalHoldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold's name, "legalHolds/{camera_id}".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional etag the stored hold must still have.
+	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLegalHoldRequest) Reset() {
+	*x = DeleteLegalHoldRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLegalHoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLegalHoldRequest) ProtoMessage() {}
+
+func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLegalHoldRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLegalHoldRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeleteLegalHoldRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteLegalHoldRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// DeleteLegalHoldResponse is the output of DeleteLegalHold.
+type DeleteLegalHoldResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLegalHoldResponse) Reset() {
+	*x = DeleteLegalHoldResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLegalHoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLegalHoldResponse) ProtoMessage() {}
+
+func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLegalHoldResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLegalHoldResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
+}
+
 var File_metadata_v1_retention_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x95\x02\n" +
+	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xb8\x02\n" +
 	"\vPurgeCounts\x125\n" +
 	"\n" +
 	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12#\n" +
@@ -1333,7 +2563,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\fdevices_done\x18\x03 \x01(\x03R\vdevicesDone\x12%\n" +
 	"\x0edevices_failed\x18\x04 \x01(\x03R\rdevicesFailed\x122\n" +
 	"\x15metadata_rows_deleted\x18\x05 \x01(\x03R\x13metadataRowsDeleted\x12,\n" +
-	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\"\x83\x06\n" +
+	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\x12!\n" +
+	"\fdevices_held\x18\a \x01(\x03R\vdevicesHeld\"\xc9\x06\n" +
 	"\bPurgeJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x127\n" +
 	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
@@ -1357,7 +2588,9 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12)\n" +
 	"\x10cancel_requested\x18\x10 \x01(\bR\x0fcancelRequested\x12&\n" +
-	"\x0frows_per_second\x18\x11 \x01(\x05R\rrowsPerSecond\"\xff\x01\n" +
+	"\x0frows_per_second\x18\x11 \x01(\x05R\rrowsPerSecond\x12!\n" +
+	"\fuse_policies\x18\x12 \x01(\bR\vusePolicies\x12!\n" +
+	"\fdevices_held\x18\x13 \x01(\x03R\vdevicesHeld\"\xa2\x02\n" +
 	"\x11StartPurgeRequest\x127\n" +
 	"\vimage_types\x18\x01 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
 	"imageTypes\x12'\n" +
@@ -1365,7 +2598,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\vcutoff_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\n" +
 	"cutoffTime\x12\x17\n" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12&\n" +
-	"\x0frows_per_second\x18\x05 \x01(\x05R\rrowsPerSecondB\b\n" +
+	"\x0frows_per_second\x18\x05 \x01(\x05R\rrowsPerSecond\x12!\n" +
+	"\fuse_policies\x18\x06 \x01(\bR\vusePoliciesB\b\n" +
 	"\x06cutoff\"=\n" +
 	"\x12StartPurgeResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"(\n" +
@@ -1388,7 +2622,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x12CancelPurgeRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\">\n" +
 	"\x13CancelPurgeResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"\xe6\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"\x89\x02\n" +
 	"\x11RetentionSchedule\x12\x1e\n" +
 	"\n" +
 	"configured\x18\x01 \x01(\bR\n" +
@@ -1397,7 +2631,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x16\n" +
 	"\x06paused\x18\x04 \x01(\bR\x06paused\x12;\n" +
 	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x1f\n" +
+	"updateTime\x12!\n" +
+	"\fuse_policies\x18\x06 \x01(\bR\vusePolicies\"\x1f\n" +
 	"\x1dPauseRetentionScheduleRequest\"\\\n" +
 	"\x1ePauseRetentionScheduleResponse\x12:\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\" \n" +
@@ -1406,7 +2641,80 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\"\x1d\n" +
 	"\x1bGetRetentionScheduleRequest\"Z\n" +
 	"\x1cGetRetentionScheduleResponse\x12:\n" +
-	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule*n\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\"\x95\x02\n" +
+	"\x0fRetentionPolicy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\x15single_retention_days\x18\x02 \x01(\x05R\x13singleRetentionDays\x12.\n" +
+	"\x13pano_retention_days\x18\x03 \x01(\x05R\x11panoRetentionDays\x129\n" +
+	"\x19pre_stitch_retention_days\x18\x04 \x01(\x05R\x16preStitchRetentionDays\x12;\n" +
+	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x12\n" +
+	"\x04etag\x18\x06 \x01(\tR\x04etag\"\xc5\x01\n" +
+	"\tLegalHold\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x12\n" +
+	"\x04etag\x18\x05 \x01(\tR\x04etag\"g\n" +
+	"\x1cCreateRetentionPolicyRequest\x12G\n" +
+	"\x10retention_policy\x18\x01 \x01(\v2\x1c.metadata.v1.RetentionPolicyR\x0fretentionPolicy\"h\n" +
+	"\x1dCreateRetentionPolicyResponse\x12G\n" +
+	"\x10retention_policy\x18\x01 \x01(\v2\x1c.metadata.v1.RetentionPolicyR\x0fretentionPolicy\"/\n" +
+	"\x19GetRetentionPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"e\n" +
+	"\x1aGetRetentionPolicyResponse\x12G\n" +
+	"\x10retention_policy\x18\x01 \x01(\v2\x1c.metadata.v1.RetentionPolicyR\x0fretentionPolicy\"Z\n" +
+	"\x1cListRetentionPoliciesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x94\x01\n" +
+	"\x1dListRetentionPoliciesResponse\x12K\n" +
+	"\x12retention_policies\x18\x01 \x03(\v2\x1c.metadata.v1.RetentionPolicyR\x11retentionPolicies\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
+	"\x1cUpdateRetentionPolicyRequest\x12G\n" +
+	"\x10retention_policy\x18\x01 \x01(\v2\x1c.metadata.v1.RetentionPolicyR\x0fretentionPolicy\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x12#\n" +
+	"\rallow_missing\x18\x03 \x01(\bR\fallowMissing\"h\n" +
+	"\x1dUpdateRetentionPolicyResponse\x12G\n" +
+	"\x10retention_policy\x18\x01 \x01(\v2\x1c.metadata.v1.RetentionPolicyR\x0fretentionPolicy\"F\n" +
+	"\x1cDeleteRetentionPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x1f\n" +
+	"\x1dDeleteRetentionPolicyResponse\"O\n" +
+	"\x16CreateLegalHoldRequest\x125\n" +
+	"\n" +
+	"legal_hold\x18\x01 \x01(\v2\x16.metadata.v1.LegalHoldR\tlegalHold\"P\n" +
+	"\x17CreateLegalHoldResponse\x125\n" +
+	"\n" +
+	"legal_hold\x18\x01 \x01(\v2\x16.metadata.v1.LegalHoldR\tlegalHold\")\n" +
+	"\x13GetLegalHoldRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
+	"\x14GetLegalHoldResponse\x125\n" +
+	"\n" +
+	"legal_hold\x18\x01 \x01(\v2\x16.metadata.v1.LegalHoldR\tlegalHold\"S\n" +
+	"\x15ListLegalHoldsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"y\n" +
+	"\x16ListLegalHoldsResponse\x127\n" +
+	"\vlegal_holds\x18\x01 \x03(\v2\x16.metadata.v1.LegalHoldR\n" +
+	"legalHolds\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x01\n" +
+	"\x16UpdateLegalHoldRequest\x125\n" +
+	"\n" +
+	"legal_hold\x18\x01 \x01(\v2\x16.metadata.v1.LegalHoldR\tlegalHold\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"P\n" +
+	"\x17UpdateLegalHoldResponse\x125\n" +
+	"\n" +
+	"legal_hold\x18\x01 \x01(\v2\x16.metadata.v1.LegalHoldR\tlegalHold\"@\n" +
+	"\x16DeleteLegalHoldRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x19\n" +
+	"\x17DeleteLegalHoldResponse*n\n" +
 	"\tImageType\x12\x1a\n" +
 	"\x16IMAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11IMAGE_TYPE_SINGLE\x10\x01\x12\x13\n" +
@@ -1419,7 +2727,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x13PURGE_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15PURGE_STATE_SUCCEEDED\x10\x03\x12\x16\n" +
 	"\x12PURGE_STATE_FAILED\x10\x04\x12\x19\n" +
-	"\x15PURGE_STATE_CANCELLED\x10\x052\x9d\a\n" +
+	"\x15PURGE_STATE_CANCELLED\x10\x052\xe4\x10\n" +
 	"\x10RetentionService\x12b\n" +
 	"\n" +
 	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\\\n" +
@@ -1431,7 +2739,17 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x86\x01\n" +
 	"\x16PauseRetentionSchedule\x12*.metadata.v1.PauseRetentionScheduleRequest\x1a+.metadata.v1.PauseRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x89\x01\n" +
 	"\x17ResumeRetentionSchedule\x12+.metadata.v1.ResumeRetentionScheduleRequest\x1a,.metadata.v1.ResumeRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x80\x01\n" +
-	"\x14GetRetentionSchedule\x12(.metadata.v1.GetRetentionScheduleRequest\x1a).metadata.v1.GetRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.adminB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x14GetRetentionSchedule\x12(.metadata.v1.GetRetentionScheduleRequest\x1a).metadata.v1.GetRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x83\x01\n" +
+	"\x15CreateRetentionPolicy\x12).metadata.v1.CreateRetentionPolicyRequest\x1a*.metadata.v1.CreateRetentionPolicyResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12z\n" +
+	"\x12GetRetentionPolicy\x12&.metadata.v1.GetRetentionPolicyRequest\x1a'.metadata.v1.GetRetentionPolicyResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x83\x01\n" +
+	"\x15ListRetentionPolicies\x12).metadata.v1.ListRetentionPoliciesRequest\x1a*.metadata.v1.ListRetentionPoliciesResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x83\x01\n" +
+	"\x15UpdateRetentionPolicy\x12).metadata.v1.UpdateRetentionPolicyRequest\x1a*.metadata.v1.UpdateRetentionPolicyResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x83\x01\n" +
+	"\x15DeleteRetentionPolicy\x12).metadata.v1.DeleteRetentionPolicyRequest\x1a*.metadata.v1.DeleteRetentionPolicyResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12q\n" +
+	"\x0fCreateLegalHold\x12#.metadata.v1.CreateLegalHoldRequest\x1a$.metadata.v1.CreateLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12h\n" +
+	"\fGetLegalHold\x12 .metadata.v1.GetLegalHoldRequest\x1a!.metadata.v1.GetLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12n\n" +
+	"\x0eListLegalHolds\x12\".metadata.v1.ListLegalHoldsRequest\x1a#.metadata.v1.ListLegalHoldsResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12q\n" +
+	"\x0fUpdateLegalHold\x12#.metadata.v1.UpdateLegalHoldRequest\x1a$.metadata.v1.UpdateLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12q\n" +
+	"\x0fDeleteLegalHold\x12#.metadata.v1.DeleteLegalHoldRequest\x1a$.metadata.v1.DeleteLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.adminB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
 
 var (
 	file_metadata_v1_retention_proto_rawDescOnce sync.Once
@@ -1446,7 +2764,7 @@ func file_metadata_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_metadata_v1_retention_proto_goTypes = []any{
 	(ImageType)(0),                          // 0: metadata.v1.ImageType
 	(PurgeState)(0),                         // 1: metadata.v1.PurgeState
@@ -1469,52 +2787,112 @@ var file_metadata_v1_retention_proto_goTypes = []any{
 	(*ResumeRetentionScheduleResponse)(nil), // 18: metadata.v1.ResumeRetentionScheduleResponse
 	(*GetRetentionScheduleRequest)(nil),     // 19: metadata.v1.GetRetentionScheduleRequest
 	(*GetRetentionScheduleResponse)(nil),    // 20: metadata.v1.GetRetentionScheduleResponse
-	(*timestamppb.Timestamp)(nil),           // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 22: google.protobuf.Duration
+	(*RetentionPolicy)(nil),                 // 21: metadata.v1.RetentionPolicy
+	(*LegalHold)(nil),                       // 22: metadata.v1.LegalHold
+	(*CreateRetentionPolicyRequest)(nil),    // 23: metadata.v1.CreateRetentionPolicyRequest
+	(*CreateRetentionPolicyResponse)(nil),   // 24: metadata.v1.CreateRetentionPolicyResponse
+	(*GetRetentionPolicyRequest)(nil),       // 25: metadata.v1.GetRetentionPolicyRequest
+	(*GetRetentionPolicyResponse)(nil),      // 26: metadata.v1.GetRetentionPolicyResponse
+	(*ListRetentionPoliciesRequest)(nil),    // 27: metadata.v1.ListRetentionPoliciesRequest
+	(*ListRetentionPoliciesResponse)(nil),   // 28: metadata.v1.ListRetentionPoliciesResponse
+	(*UpdateRetentionPolicyRequest)(nil),    // 29: metadata.v1.UpdateRetentionPolicyRequest
+	(*UpdateRetentionPolicyResponse)(nil),   // 30: metadata.v1.UpdateRetentionPolicyResponse
+	(*DeleteRetentionPolicyRequest)(nil),    // 31: metadata.v1.DeleteRetentionPolicyRequest
+	(*DeleteRetentionPolicyResponse)(nil),   // 32: metadata.v1.DeleteRetentionPolicyResponse
+	(*CreateLegalHoldRequest)(nil),          // 33: metadata.v1.CreateLegalHoldRequest
+	(*CreateLegalHoldResponse)(nil),         // 34: metadata.v1.CreateLegalHoldResponse
+	(*GetLegalHoldRequest)(nil),             // 35: metadata.v1.GetLegalHoldRequest
+	(*GetLegalHoldResponse)(nil),            // 36: metadata.v1.GetLegalHoldResponse
+	(*ListLegalHoldsRequest)(nil),           // 37: metadata.v1.ListLegalHoldsRequest
+	(*ListLegalHoldsResponse)(nil),          // 38: metadata.v1.ListLegalHoldsResponse
+	(*UpdateLegalHoldRequest)(nil),          // 39: metadata.v1.UpdateLegalHoldRequest
+	(*UpdateLegalHoldResponse)(nil),         // 40: metadata.v1.UpdateLegalHoldResponse
+	(*DeleteLegalHoldRequest)(nil),          // 41: metadata.v1.DeleteLegalHoldRequest
+	(*DeleteLegalHoldResponse)(nil),         // 42: metadata.v1.DeleteLegalHoldResponse
+	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 44: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),           // 45: google.protobuf.FieldMask
 }
 var file_metadata_v1_retention_proto_depIdxs = []int32{
 	0,  // 0: metadata.v1.PurgeCounts.image_type:type_name -> metadata.v1.ImageType
 	0,  // 1: metadata.v1.PurgeJob.image_types:type_name -> metadata.v1.ImageType
-	21, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
+	43, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: metadata.v1.PurgeJob.state:type_name -> metadata.v1.PurgeState
 	2,  // 4: metadata.v1.PurgeJob.type_counts:type_name -> metadata.v1.PurgeCounts
-	21, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
-	21, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
-	21, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
+	43, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
+	43, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
+	43, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: metadata.v1.StartPurgeRequest.image_types:type_name -> metadata.v1.ImageType
-	21, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
+	43, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
 	3,  // 10: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 11: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	1,  // 12: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
 	3,  // 13: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
 	3,  // 14: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 15: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	22, // 16: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
-	21, // 17: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
+	44, // 16: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
+	43, // 17: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
 	14, // 18: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
 	14, // 19: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
 	14, // 20: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	4,  // 21: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
-	6,  // 22: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
-	8,  // 23: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
-	10, // 24: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
-	12, // 25: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
-	15, // 26: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
-	17, // 27: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
-	19, // 28: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
-	5,  // 29: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
-	7,  // 30: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
-	9,  // 31: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
-	11, // 32: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
-	13, // 33: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
-	16, // 34: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
-	18, // 35: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
-	20, // 36: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	43, // 21: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
+	43, // 22: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
+	43, // 23: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
+	21, // 24: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	21, // 25: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	21, // 26: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	21, // 27: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
+	21, // 28: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	45, // 29: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
+	21, // 30: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	22, // 31: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	22, // 32: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	22, // 33: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	22, // 34: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
+	22, // 35: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	45, // 36: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
+	22, // 37: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	4,  // 38: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
+	6,  // 39: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
+	8,  // 40: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
+	10, // 41: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
+	12, // 42: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
+	15, // 43: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
+	17, // 44: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
+	19, // 45: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
+	23, // 46: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
+	25, // 47: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
+	27, // 48: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
+	29, // 49: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
+	31, // 50: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
+	33, // 51: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
+	35, // 52: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
+	37, // 53: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
+	39, // 54: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
+	41, // 55: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
+	5,  // 56: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
+	7,  // 57: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
+	9,  // 58: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
+	11, // 59: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
+	13, // 60: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
+	16, // 61: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
+	18, // 62: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
+	20, // 63: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
+	24, // 64: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
+	26, // 65: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
+	28, // 66: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
+	30, // 67: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
+	32, // 68: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
+	34, // 69: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
+	36, // 70: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
+	38, // 71: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
+	40, // 72: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
+	42, // 73: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
+	56, // [56:74] is the sub-list for method output_type
+	38, // [38:56] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_retention_proto_init() }
@@ -1533,7 +2911,7 @@ func file_metadata_v1_retention_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_retention_proto_rawDesc), len(file_metadata_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,16 @@ const (
 	RetentionService_PauseRetentionSchedule_FullMethodName  = "/metadata.v1.RetentionService/PauseRetentionSchedule"
 	RetentionService_ResumeRetentionSchedule_FullMethodName = "/metadata.v1.RetentionService/ResumeRetentionSchedule"
 	RetentionService_GetRetentionSchedule_FullMethodName    = "/metadata.v1.RetentionService/GetRetentionSchedule"
+	RetentionService_CreateRetentionPolicy_FullMethodName   = "/metadata.v1.RetentionService/CreateRetentionPolicy"
+	RetentionService_GetRetentionPolicy_FullMethodName      = "/metadata.v1.RetentionService/GetRetentionPolicy"
+	RetentionService_ListRetentionPolicies_FullMethodName   = "/metadata.v1.RetentionService/ListRetentionPolicies"
+	RetentionService_UpdateRetentionPolicy_FullMethodName   = "/metadata.v1.RetentionService/UpdateRetentionPolicy"
+	RetentionService_DeleteRetentionPolicy_FullMethodName   = "/metadata.v1.RetentionService/DeleteRetentionPolicy"
+	RetentionService_CreateLegalHold_FullMethodName         = "/metadata.v1.RetentionService/CreateLegalHold"
+	RetentionService_GetLegalHold_FullMethodName            = "/metadata.v1.RetentionService/GetLegalHold"
+	RetentionService_ListLegalHolds_FullMethodName          = "/metadata.v1.RetentionService/ListLegalHolds"
+	RetentionService_UpdateLegalHold_FullMethodName         = "/metadata.v1.RetentionService/UpdateLegalHold"
+	RetentionService_DeleteLegalHold_FullMethodName         = "/metadata.v1.RetentionService/DeleteLegalHold"
 )
 
 // RetentionServiceClient is the client API for RetentionService service.
@@ -70,6 +80,43 @@ type RetentionServiceClient interface {
 	// GetRetentionSchedule returns this replica's built-in schedule and
 	// whether it is paused.
 	GetRetentionSchedule(ctx context.Context, in *GetRetentionScheduleRequest, opts ...grpc.CallOption) (*GetRetentionScheduleResponse, error)
+	// CreateRetentionPolicy stores a new retention policy, named by
+	// retention_policy.name; ALREADY_EXISTS if that name has one. Policies are
+	// kept in the store, so every replica applies the same ones. They are
+	// applied by purges with use_policies (and the built-in schedule with
+	// -purge-use-policies).
+	CreateRetentionPolicy(ctx context.Context, in *CreateRetentionPolicyRequest, opts ...grpc.CallOption) (*CreateRetentionPolicyResponse, error)
+	// GetRetentionPolicy returns one policy; NOT_FOUND if there is none.
+	GetRetentionPolicy(ctx context.Context, in *GetRetentionPolicyRequest, opts ...grpc.CallOption) (*GetRetentionPolicyResponse, error)
+	// ListRetentionPolicies pages through the policies in name order: the
+	// camera policies, the default, then the prefix policies.
+	ListRetentionPolicies(ctx context.Context, in *ListRetentionPoliciesRequest, opts ...grpc.CallOption) (*ListRetentionPoliciesResponse, error)
+	// UpdateRetentionPolicy changes the fields of update_mask; NOT_FOUND for a
+	// policy that does not exist unless allow_missing. With
+	// retention_policy.etag set, a policy changed since that etag was read is
+	// ABORTED.
+	UpdateRetentionPolicy(ctx context.Context, in *UpdateRetentionPolicyRequest, opts ...grpc.CallOption) (*UpdateRetentionPolicyResponse, error)
+	// DeleteRetentionPolicy removes one policy; NOT_FOUND if there is none,
+	// ABORTED if etag is set and stale. A purge running keeps the policy
+	// it read for the cameras it has planned; the next purge goes without.
+	DeleteRetentionPolicy(ctx context.Context, in *DeleteRetentionPolicyRequest, opts ...grpc.CallOption) (*DeleteRetentionPolicyResponse, error)
+	// CreateLegalHold places a legal hold on a camera: no purge with policies
+	// deletes any of its images while the hold stands, including a purge
+	// running when it is placed, for every camera whose delete has not begun.
+	// ALREADY_EXISTS if the camera is held. Purges with a fixed cutoff or
+	// retention_days (without use_policies) do not look at holds.
+	CreateLegalHold(ctx context.Context, in *CreateLegalHoldRequest, opts ...grpc.CallOption) (*CreateLegalHoldResponse, error)
+	// GetLegalHold returns a camera's hold; NOT_FOUND if it has none.
+	GetLegalHold(ctx context.Context, in *GetLegalHoldRequest, opts ...grpc.CallOption) (*GetLegalHoldResponse, error)
+	// ListLegalHolds pages through the holds in camera id order.
+	ListLegalHolds(ctx context.Context, in *ListLegalHoldsRequest, opts ...grpc.CallOption) (*ListLegalHoldsResponse, error)
+	// UpdateLegalHold changes a hold's reason; NOT_FOUND if the camera has
+	// no hold, ABORTED if legal_hold.etag is set and stale.
+	UpdateLegalHold(ctx context.Context, in *UpdateLegalHoldRequest, opts ...grpc.CallOption) (*UpdateLegalHoldResponse, error)
+	// DeleteLegalHold releases a hold: the next purge with policies deletes
+	// the camera's expired images. NOT_FOUND if it has none, ABORTED if etag
+	// is set and stale.
+	DeleteLegalHold(ctx context.Context, in *DeleteLegalHoldRequest, opts ...grpc.CallOption) (*DeleteLegalHoldResponse, error)
 }
 
 type retentionServiceClient struct {
@@ -169,6 +216,106 @@ func (c *retentionServiceClient) GetRetentionSchedule(ctx context.Context, in *G
 	return out, nil
 }
 
+func (c *retentionServiceClient) CreateRetentionPolicy(ctx context.Context, in *CreateRetentionPolicyRequest, opts ...grpc.CallOption) (*CreateRetentionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateRetentionPolicyResponse)
+	err := c.cc.Invoke(ctx, RetentionService_CreateRetentionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) GetRetentionPolicy(ctx context.Context, in *GetRetentionPolicyRequest, opts ...grpc.CallOption) (*GetRetentionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRetentionPolicyResponse)
+	err := c.cc.Invoke(ctx, RetentionService_GetRetentionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) ListRetentionPolicies(ctx context.Context, in *ListRetentionPoliciesRequest, opts ...grpc.CallOption) (*ListRetentionPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRetentionPoliciesResponse)
+	err := c.cc.Invoke(ctx, RetentionService_ListRetentionPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) UpdateRetentionPolicy(ctx context.Context, in *UpdateRetentionPolicyRequest, opts ...grpc.CallOption) (*UpdateRetentionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateRetentionPolicyResponse)
+	err := c.cc.Invoke(ctx, RetentionService_UpdateRetentionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) DeleteRetentionPolicy(ctx context.Context, in *DeleteRetentionPolicyRequest, opts ...grpc.CallOption) (*DeleteRetentionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRetentionPolicyResponse)
+	err := c.cc.Invoke(ctx, RetentionService_DeleteRetentionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) CreateLegalHold(ctx context.Context, in *CreateLegalHoldRequest, opts ...grpc.CallOption) (*CreateLegalHoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateLegalHoldResponse)
+	err := c.cc.Invoke(ctx, RetentionService_CreateLegalHold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) GetLegalHold(ctx context.Context, in *GetLegalHoldRequest, opts ...grpc.CallOption) (*GetLegalHoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLegalHoldResponse)
+	err := c.cc.Invoke(ctx, RetentionService_GetLegalHold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) ListLegalHolds(ctx context.Context, in *ListLegalHoldsRequest, opts ...grpc.CallOption) (*ListLegalHoldsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLegalHoldsResponse)
+	err := c.cc.Invoke(ctx, RetentionService_ListLegalHolds_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) UpdateLegalHold(ctx context.Context, in *UpdateLegalHoldRequest, opts ...grpc.CallOption) (*UpdateLegalHoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateLegalHoldResponse)
+	err := c.cc.Invoke(ctx, RetentionService_UpdateLegalHold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) DeleteLegalHold(ctx context.Context, in *DeleteLegalHoldRequest, opts ...grpc.CallOption) (*DeleteLegalHoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteLegalHoldResponse)
+	err := c.cc.Invoke(ctx, RetentionService_DeleteLegalHold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RetentionServiceServer is the server API for RetentionService service.
 // All implementations must embed UnimplementedRetentionServiceServer
 // for forward compatibility.
@@ -210,6 +357,43 @@ type RetentionServiceServer interface {
 	// GetRetentionSchedule returns this replica's built-in schedule and
 	// whether it is paused.
 	GetRetentionSchedule(context.Context, *GetRetentionScheduleRequest) (*GetRetentionScheduleResponse, error)
+	// CreateRetentionPolicy stores a new retention policy, named by
+	// retention_policy.name; ALREADY_EXISTS if that name has one. Policies are
+	// kept in the store, so every replica applies the same ones. They are
+	// applied by purges with use_policies (and the built-in schedule with
+	// -purge-use-policies).
+	CreateRetentionPolicy(context.Context, *CreateRetentionPolicyRequest) (*CreateRetentionPolicyResponse, error)
+	// GetRetentionPolicy returns one policy; NOT_FOUND if there is none.
+	GetRetentionPolicy(context.Context, *GetRetentionPolicyRequest) (*GetRetentionPolicyResponse, error)
+	// ListRetentionPolicies pages through the policies in name order: the
+	// camera policies, the default, then the prefix policies.
+	ListRetentionPolicies(context.Context, *ListRetentionPoliciesRequest) (*ListRetentionPoliciesResponse, error)
+	// UpdateRetentionPolicy changes the fields of update_mask; NOT_FOUND for a
+	// policy that does not exist unless allow_missing. With
+	// retention_policy.etag set, a policy changed since that etag was read is
+	// ABORTED.
+	UpdateRetentionPolicy(context.Context, *UpdateRetentionPolicyRequest) (*UpdateRetentionPolicyResponse, error)
+	// DeleteRetentionPolicy removes one policy; NOT_FOUND if there is none,
+	// ABORTED if etag is set and stale. A purge running keeps the policy
+	// it read for the cameras it has planned; the next purge goes without.
+	DeleteRetentionPolicy(context.Context, *DeleteRetentionPolicyRequest) (*DeleteRetentionPolicyResponse, error)
+	// CreateLegalHold places a legal hold on a camera: no purge with policies
+	// deletes any of its images while the hold stands, including a purge
+	// running when it is placed, for every camera whose delete has not begun.
+	// ALREADY_EXISTS if the camera is held. Purges with a fixed cutoff or
+	// retention_days (without use_policies) do not look at holds.
+	CreateLegalHold(context.Context, *CreateLegalHoldRequest) (*CreateLegalHoldResponse, error)
+	// GetLegalHold returns a camera's hold; NOT_FOUND if it has none.
+	GetLegalHold(context.Context, *GetLegalHoldRequest) (*GetLegalHoldResponse, error)
+	// ListLegalHolds pages through the holds in camera id order.
+	ListLegalHolds(context.Context, *ListLegalHoldsRequest) (*ListLegalHoldsResponse, error)
+	// UpdateLegalHold changes a hold's reason; NOT_FOUND if the camera has
+	// no hold, ABORTED if legal_hold.etag is set and stale.
+	UpdateLegalHold(context.Context, *UpdateLegalHoldRequest) (*UpdateLegalHoldResponse, error)
+	// DeleteLegalHold releases a hold: the next purge with policies deletes
+	// the camera's expired images. NOT_FOUND if it has none, ABORTED if etag
+	// is set and stale.
+	DeleteLegalHold(context.Context, *DeleteLegalHoldRequest) (*DeleteLegalHoldResponse, error)
 	mustEmbedUnimplementedRetentionServiceServer()
 }
 
@@ -243,6 +427,36 @@ func (UnimplementedRetentionServiceServer) ResumeRetentionSchedule(context.Conte
 }
 func (UnimplementedRetentionServiceServer) GetRetentionSchedule(context.Context, *GetRetentionScheduleRequest) (*GetRetentionScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRetentionSchedule not implemented")
+}
+func (UnimplementedRetentionServiceServer) CreateRetentionPolicy(context.Context, *CreateRetentionPolicyRequest) (*CreateRetentionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateRetentionPolicy not implemented")
+}
+func (UnimplementedRetentionServiceServer) GetRetentionPolicy(context.Context, *GetRetentionPolicyRequest) (*GetRetentionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRetentionPolicy not implemented")
+}
+func (UnimplementedRetentionServiceServer) ListRetentionPolicies(context.Context, *ListRetentionPoliciesRequest) (*ListRetentionPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRetentionPolicies not implemented")
+}
+func (UnimplementedRetentionServiceServer) UpdateRetentionPolicy(context.Context, *UpdateRetentionPolicyRequest) (*UpdateRetentionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateRetentionPolicy not implemented")
+}
+func (UnimplementedRetentionServiceServer) DeleteRetentionPolicy(context.Context, *DeleteRetentionPolicyRequest) (*DeleteRetentionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRetentionPolicy not implemented")
+}
+func (UnimplementedRetentionServiceServer) CreateLegalHold(context.Context, *CreateLegalHoldRequest) (*CreateLegalHoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateLegalHold not implemented")
+}
+func (UnimplementedRetentionServiceServer) GetLegalHold(context.Context, *GetLegalHoldRequest) (*GetLegalHoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLegalHold not implemented")
+}
+func (UnimplementedRetentionServiceServer) ListLegalHolds(context.Context, *ListLegalHoldsRequest) (*ListLegalHoldsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLegalHolds not implemented")
+}
+func (UnimplementedRetentionServiceServer) UpdateLegalHold(context.Context, *UpdateLegalHoldRequest) (*UpdateLegalHoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateLegalHold not implemented")
+}
+func (UnimplementedRetentionServiceServer) DeleteLegalHold(context.Context, *DeleteLegalHoldRequest) (*DeleteLegalHoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteLegalHold not implemented")
 }
 func (UnimplementedRetentionServiceServer) mustEmbedUnimplementedRetentionServiceServer() {}
 func (UnimplementedRetentionServiceServer) testEmbeddedByValue()                          {}
@@ -402,6 +616,186 @@ func _RetentionService_GetRetentionSchedule_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RetentionService_CreateRetentionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRetentionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).CreateRetentionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_CreateRetentionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).CreateRetentionPolicy(ctx, req.(*CreateRetentionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_GetRetentionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRetentionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).GetRetentionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_GetRetentionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).GetRetentionPolicy(ctx, req.(*GetRetentionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_ListRetentionPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRetentionPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).ListRetentionPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_ListRetentionPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).ListRetentionPolicies(ctx, req.(*ListRetentionPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_UpdateRetentionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRetentionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).UpdateRetentionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_UpdateRetentionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).UpdateRetentionPolicy(ctx, req.(*UpdateRetentionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_DeleteRetentionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRetentionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).DeleteRetentionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_DeleteRetentionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).DeleteRetentionPolicy(ctx, req.(*DeleteRetentionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_CreateLegalHold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateLegalHoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).CreateLegalHold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_CreateLegalHold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).CreateLegalHold(ctx, req.(*CreateLegalHoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_GetLegalHold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLegalHoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).GetLegalHold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_GetLegalHold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).GetLegalHold(ctx, req.(*GetLegalHoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_ListLegalHolds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLegalHoldsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).ListLegalHolds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_ListLegalHolds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).ListLegalHolds(ctx, req.(*ListLegalHoldsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_UpdateLegalHold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateLegalHoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).UpdateLegalHold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_UpdateLegalHold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).UpdateLegalHold(ctx, req.(*UpdateLegalHoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_DeleteLegalHold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLegalHoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).DeleteLegalHold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_DeleteLegalHold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).DeleteLegalHold(ctx, req.(*DeleteLegalHoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RetentionService_ServiceDesc is the grpc.ServiceDesc for RetentionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -436,6 +830,46 @@ var RetentionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRetentionSchedule",
 			Handler:    _RetentionService_GetRetentionSchedule_Handler,
+		},
+		{
+			MethodName: "CreateRetentionPolicy",
+			Handler:    _RetentionService_CreateRetentionPolicy_Handler,
+		},
+		{
+			MethodName: "GetRetentionPolicy",
+			Handler:    _RetentionService_GetRetentionPolicy_Handler,
+		},
+		{
+			MethodName: "ListRetentionPolicies",
+			Handler:    _RetentionService_ListRetentionPolicies_Handler,
+		},
+		{
+			MethodName: "UpdateRetentionPolicy",
+			Handler:    _RetentionService_UpdateRetentionPolicy_Handler,
+		},
+		{
+			MethodName: "DeleteRetentionPolicy",
+			Handler:    _RetentionService_DeleteRetentionPolicy_Handler,
+		},
+		{
+			MethodName: "CreateLegalHold",
+			Handler:    _RetentionService_CreateLegalHold_Handler,
+		},
+		{
+			MethodName: "GetLegalHold",
+			Handler:    _RetentionService_GetLegalHold_Handler,
+		},
+		{
+			MethodName: "ListLegalHolds",
+			Handler:    _RetentionService_ListLegalHolds_Handler,
+		},
+		{
+			MethodName: "UpdateLegalHold",
+			Handler:    _RetentionService_UpdateLegalHold_Handler,
+		},
+		{
+			MethodName: "DeleteLegalHold",
+			Handler:    _RetentionService_DeleteLegalHold_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,375 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// Resource names of policies and holds (see RetentionPolicy.name and
+// LegalHold.name). Camera ids and prefixes hold no "/", so a name reads
+// one way only.
+const (
+	policyDefaultName  = "retentionPolicies/default"
+	policyCameraPrefix = "retentionPolicies/cameras/"
+	policyPrefixPrefix = "retentionPolicies/prefixes/"
+	holdNamePrefix     = "legalHolds/"
+	// maxHoldReasonBytes bounds a hold's reason.
+	maxHoldReasonBytes = 1024
+)
+
+// policyPaths are the update_mask paths of a policy, in field order, and
+// the image kinds whose days they change.
+var policyPaths = []struct {
+	path string
+	kind images.Kind
+}{
+	{"single_retention_days", images.Single},
+	{"pano_retention_days", images.Pano},
+	{"pre_stitch_retention_days", images.PreStitch},
+}
+
+func policyName(p retention.Policy) string {
+	switch p.Scope {
+	case retention.ScopeCamera:
+		return policyCameraPrefix + p.Target
+	case retention.ScopePrefix:
+		return policyPrefixPrefix + p.Target
+	}
+	return policyDefaultName
+}
+
+func policyMessage(p retention.Policy) *metadatav1.RetentionPolicy {
+	return &metadatav1.RetentionPolicy{
+		Name:                   policyName(p),
+		SingleRetentionDays:    int32(p.Days[images.Single]),
+		PanoRetentionDays:      int32(p.Days[images.Pano]),
+		PreStitchRetentionDays: int32(p.Days[images.PreStitch]),
+		UpdateTime:             optionalTimestamp(p.Updated),
+		Etag:                   p.ETag,
+	}
+}
+
+func holdMessage(h retention.Hold) *metadatav1.LegalHold {
+	return &metadatav1.LegalHold{
+		Name:       holdNamePrefix + h.CameraID,
+		Reason:     h.Reason,
+		CreateTime: optionalTimestamp(h.Created),
+		UpdateTime: optionalTimestamp(h.Updated),
+		Etag:       h.ETag,
+	}
+}
+
+// checkPolicyName reads a policy's resource name.
+func (v *violations) checkPolicyName(field, name string) (retention.PolicyScope, string) {
+	if name == policyDefaultName {
+		return retention.ScopeDefault, ""
+	}
+	if id, ok := strings.CutPrefix(name, policyCameraPrefix); ok {
+		v.checkCameraID(field, id)
+		return retention.ScopeCamera, id
+	}
+	if prefix, ok := strings.CutPrefix(name, policyPrefixPrefix); ok {
+		v.checkCameraID(field, prefix)
+		return retention.ScopePrefix, prefix
+	}
+	if name == "" {
+		v.add(field, "required")
+	} else {
+		v.add(field, fmt.Sprintf("must be %q, %q or %q", policyDefaultName, policyCameraPrefix+"{camera_id}", policyPrefixPrefix+"{prefix}"))
+	}
+	return "", ""
+}
+
+// checkHoldName reads a hold's resource name and returns its camera.
+func (v *violations) checkHoldName(field, name string) string {
+	id, ok := strings.CutPrefix(name, holdNamePrefix)
+	if !ok {
+		v.add(field, fmt.Sprintf("must be %q", holdNamePrefix+"{camera_id}"))
+		return ""
+	}
+	v.checkCameraID(field, id)
+	return id
+}
+
+// checkDays applies StartPurge's rules to a policy's days: 0 leaves the
+// kind to the next policy, else the floor and the ceiling of retention_days.
+func (v *violations) checkDays(field string, days, floor int32) {
+	switch {
+	case days < 0:
+		v.add(field, "must not be negative")
+	case days > 0 && days < floor:
+		v.add(field, fmt.Sprintf("must be 0 (left to the next policy) or at least %d", floor))
+	case days > maxRetentionDays:
+		v.add(field, fmt.Sprintf("must be at most %d", maxRetentionDays))
+	}
+}
+
+// toPolicy checks a policy message and reads it.
+func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor int32) retention.Policy {
+	scope, target := v.checkPolicyName(field+".name", m.GetName())
+	days := []int32{m.GetSingleRetentionDays(), m.GetPanoRetentionDays(), m.GetPreStitchRetentionDays()}
+	p := retention.Policy{Scope: scope, Target: target, Days: map[images.Kind]int{}}
+	for i, pp := range policyPaths {
+		v.checkDays(field+"."+pp.path, days[i], floor)
+		if days[i] > 0 {
+			p.Days[pp.kind] = int(days[i])
+		}
+	}
+	return p
+}
+
+// checkPolicyMask returns the kinds an update changes. An empty mask names
+// the fields m sets to a value other than 0 (AIP-134); "*" alone names all.
+func (v *violations) checkPolicyMask(mask *fieldmaskpb.FieldMask, p retention.Policy) []images.Kind {
+	paths := mask.GetPaths()
+	var kinds []images.Kind
+	switch {
+	case len(paths) == 0:
+		for _, pp := range policyPaths {
+			if p.Days[pp.kind] > 0 {
+				kinds = append(kinds, pp.kind)
+			}
+		}
+		return kinds
+	case len(paths) == 1 && paths[0] == "*":
+		for _, pp := range policyPaths {
+			kinds = append(kinds, pp.kind)
+		}
+		return kinds
+	}
+paths:
+	for i, path := range paths {
+		for _, pp := range policyPaths {
+			if pp.path == path {
+				kinds = append(kinds, pp.kind)
+				continue paths
+			}
+		}
+		v.maskViolation(i, path, "name", "update_time", "etag")
+	}
+	return kinds
+}
+
+// maskViolation reports path i of an update_mask that names no updatable field.
+func (v *violations) maskViolation(i int, path string, immutable ...string) {
+	field := fmt.Sprintf("update_mask.paths[%d]", i)
+	switch {
+	case path == "*":
+		v.add(field, `"*" must be the only path`)
+	case slices.Contains(immutable, path):
+		v.add(field, fmt.Sprintf("%s cannot be updated", path))
+	default:
+		v.add(field, fmt.Sprintf("unknown field %q", bounded(path, maxEchoBytes)))
+	}
+}
+
+// policyStatus maps an error about the resource name to a status.
+func (s *retentionService) policyStatus(ctx context.Context, name string, err error) error {
+	name = bounded(name, maxEchoBytes)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return status.Errorf(codes.NotFound, "%s not found", name)
+	case errors.Is(err, store.ErrAlreadyExists):
+		return status.Errorf(codes.AlreadyExists, "%s already exists", name)
+	case errors.Is(err, store.ErrConflict):
+		return status.Errorf(codes.Aborted, "%s is not the version the request expects (etag); read it again and retry", name)
+	case errors.Is(err, retention.ErrTooManyPrefixes):
+		return status.Errorf(codes.ResourceExhausted, "at most %d prefix policies", retention.MaxPrefixPolicies)
+	}
+	return toStatus(ctx, s.log, err)
+}
+
+func (s *retentionService) CreateRetentionPolicy(ctx context.Context, req *metadatav1.CreateRetentionPolicyRequest) (*metadatav1.CreateRetentionPolicyResponse, error) {
+	var v violations
+	m := req.GetRetentionPolicy()
+	if m == nil {
+		v.add("retention_policy", "required")
+		return nil, v.err()
+	}
+	p := v.toPolicy("retention_policy", m, s.minDays)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	created, err := s.engine.Policies().CreatePolicy(ctx, p)
+	if err != nil {
+		return nil, s.policyStatus(ctx, m.GetName(), err)
+	}
+	s.log.Info("retention policy created", "name", m.GetName())
+	return &metadatav1.CreateRetentionPolicyResponse{RetentionPolicy: policyMessage(created)}, nil
+}
+
+func (s *retentionService) GetRetentionPolicy(ctx context.Context, req *metadatav1.GetRetentionPolicyRequest) (*metadatav1.GetRetentionPolicyResponse, error) {
+	var v violations
+	scope, target := v.checkPolicyName("name", req.GetName())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p, err := s.engine.Policies().GetPolicy(ctx, scope, target)
+	if err != nil {
+		return nil, s.policyStatus(ctx, req.GetName(), err)
+	}
+	return &metadatav1.GetRetentionPolicyResponse{RetentionPolicy: policyMessage(p)}, nil
+}
+
+func (s *retentionService) ListRetentionPolicies(ctx context.Context, req *metadatav1.ListRetentionPoliciesRequest) (*metadatav1.ListRetentionPoliciesResponse, error) {
+	var v violations
+	limit := v.checkPageSize(req.GetPageSize())
+	fingerprint := queryFingerprint(metadatav1.RetentionService_ListRetentionPolicies_FullMethodName)
+	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	policies, next, err := s.engine.Policies().ListPolicies(ctx, limit, resume)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &metadatav1.ListRetentionPoliciesResponse{NextPageToken: encodePageToken(fingerprint, next)}
+	for _, p := range policies {
+		resp.RetentionPolicies = append(resp.RetentionPolicies, policyMessage(p))
+	}
+	return resp, nil
+}
+
+func (s *retentionService) UpdateRetentionPolicy(ctx context.Context, req *metadatav1.UpdateRetentionPolicyRequest) (*metadatav1.UpdateRetentionPolicyResponse, error) {
+	var v violations
+	m := req.GetRetentionPolicy()
+	if m == nil {
+		v.add("retention_policy", "required")
+		return nil, v.err()
+	}
+	p := v.toPolicy("retention_policy", m, s.minDays)
+	kinds := v.checkPolicyMask(req.GetUpdateMask(), p)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	updated, err := s.engine.Policies().UpdatePolicy(ctx, retention.PolicyUpdate{
+		Policy: p, Kinds: kinds, AllowMissing: req.GetAllowMissing(), IfMatch: m.GetEtag(),
+	})
+	if err != nil {
+		return nil, s.policyStatus(ctx, m.GetName(), err)
+	}
+	s.log.Info("retention policy updated", "name", m.GetName())
+	return &metadatav1.UpdateRetentionPolicyResponse{RetentionPolicy: policyMessage(updated)}, nil
+}
+
+func (s *retentionService) DeleteRetentionPolicy(ctx context.Context, req *metadatav1.DeleteRetentionPolicyRequest) (*metadatav1.DeleteRetentionPolicyResponse, error) {
+	var v violations
+	scope, target := v.checkPolicyName("name", req.GetName())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	if err := s.engine.Policies().DeletePolicy(ctx, scope, target, req.GetEtag()); err != nil {
+		return nil, s.policyStatus(ctx, req.GetName(), err)
+	}
+	s.log.Info("retention policy deleted", "name", req.GetName())
+	return &metadatav1.DeleteRetentionPolicyResponse{}, nil
+}
+
+// toHold checks a hold message and reads it.
+func (v *violations) toHold(m *metadatav1.LegalHold) retention.Hold {
+	h := retention.Hold{CameraID: v.checkHoldName("legal_hold.name", m.GetName()), Reason: m.GetReason()}
+	if len(h.Reason) > maxHoldReasonBytes {
+		v.add("legal_hold.reason", fmt.Sprintf("must be at most %d bytes, is %d", maxHoldReasonBytes, len(h.Reason)))
+	}
+	return h
+}
+
+func (s *retentionService) CreateLegalHold(ctx context.Context, req *metadatav1.CreateLegalHoldRequest) (*metadatav1.CreateLegalHoldResponse, error) {
+	var v violations
+	m := req.GetLegalHold()
+	if m == nil {
+		v.add("legal_hold", "required")
+		return nil, v.err()
+	}
+	h := v.toHold(m)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	created, err := s.engine.Policies().CreateHold(ctx, h)
+	if err != nil {
+		return nil, s.policyStatus(ctx, m.GetName(), err)
+	}
+	s.log.Info("legal hold placed", "name", m.GetName())
+	return &metadatav1.CreateLegalHoldResponse{LegalHold: holdMessage(created)}, nil
+}
+
+func (s *retentionService) GetLegalHold(ctx context.Context, req *metadatav1.GetLegalHoldRequest) (*metadatav1.GetLegalHoldResponse, error) {
+	var v violations
+	camera := v.checkHoldName("name", req.GetName())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	h, err := s.engine.Policies().GetHold(ctx, camera)
+	if err != nil {
+		return nil, s.policyStatus(ctx, req.GetName(), err)
+	}
+	return &metadatav1.GetLegalHoldResponse{LegalHold: holdMessage(h)}, nil
+}
+
+func (s *retentionService) ListLegalHolds(ctx context.Context, req *metadatav1.ListLegalHoldsRequest) (*metadatav1.ListLegalHoldsResponse, error) {
+	var v violations
+	limit := v.checkPageSize(req.GetPageSize())
+	fingerprint := queryFingerprint(metadatav1.RetentionService_ListLegalHolds_FullMethodName)
+	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	holds, next, err := s.engine.Policies().ListHolds(ctx, limit, resume)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &metadatav1.ListLegalHoldsResponse{NextPageToken: encodePageToken(fingerprint, next)}
+	for _, h := range holds {
+		resp.LegalHolds = append(resp.LegalHolds, holdMessage(h))
+	}
+	return resp, nil
+}
+
+func (s *retentionService) UpdateLegalHold(ctx context.Context, req *metadatav1.UpdateLegalHoldRequest) (*metadatav1.UpdateLegalHoldResponse, error) {
+	var v violations
+	m := req.GetLegalHold()
+	if m == nil {
+		v.add("legal_hold", "required")
+		return nil, v.err()
+	}
+	h := v.toHold(m)
+	paths := req.GetUpdateMask().GetPaths()
+	for i, path := range paths {
+		if path != "reason" && (path != "*" || len(paths) > 1) {
+			v.maskViolation(i, path, "name", "create_time", "update_time", "etag")
+		}
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	updated, err := s.engine.Policies().UpdateHold(ctx, h, m.GetEtag())
+	if err != nil {
+		return nil, s.policyStatus(ctx, m.GetName(), err)
+	}
+	return &metadatav1.UpdateLegalHoldResponse{LegalHold: holdMessage(updated)}, nil
+}
+
+func (s *retentionService) DeleteLegalHold(ctx context.Context, req *metadatav1.DeleteLegalHoldRequest) (*metadatav1.DeleteLegalHoldResponse, error) {
+	var v violations
+	camera := v.checkHoldName("name", req.GetName())
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	if err := s.engine.Policies().DeleteHold(ctx, camera, req.GetEtag()); err != nil {
+		return nil, s.policyStatus(ctx, req.GetName(), err)
+	}
+	s.log.Info("legal hold released", "name", req.GetName())
+	return &metadatav1.DeleteLegalHoldResponse{}, nil
+}

@@ -1,0 +1,289 @@
+package server_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+
+// TestRetentionPolicyLifecycle: create, get, list, update by field mask and
+// etag, delete, with the AIP codes for a name taken, missing or changed.
+func TestRetentionPolicyLifecycle(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		ctx, rs := t.Context(), h.retention
+		created, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+			Name: "retentionPolicies/default", SingleRetentionDays: 30, PanoRetentionDays: 60}})
+		requireOK(t, err, "create default")
+		def := created.GetRetentionPolicy()
+		if def.GetEtag() == "" || def.GetUpdateTime() == nil || def.GetSingleRetentionDays() != 30 || def.GetPanoRetentionDays() != 60 {
+			t.Fatalf("created %v, want 30 and 60 days with an etag and an update time", def)
+		}
+		_, err = rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+			Name: "retentionPolicies/default", SingleRetentionDays: 7}})
+		requireCode(t, err, codes.AlreadyExists)
+		_, err = rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+			Name: "retentionPolicies/prefixes/acme-", PreStitchRetentionDays: 10}})
+		requireOK(t, err, "create prefix")
+		_, err = rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+			Name: "retentionPolicies/cameras/cam-1", SingleRetentionDays: 365}})
+		requireOK(t, err, "create camera")
+
+		_, err = rs.GetRetentionPolicy(ctx, &metadatav1.GetRetentionPolicyRequest{Name: "retentionPolicies/cameras/cam-2"})
+		requireCode(t, err, codes.NotFound)
+		got, err := rs.GetRetentionPolicy(ctx, &metadatav1.GetRetentionPolicyRequest{Name: "retentionPolicies/default"})
+		requireOK(t, err, "get")
+		if got.GetRetentionPolicy().GetEtag() != def.GetEtag() {
+			t.Errorf("get: etag %q, want the create's %q", got.GetRetentionPolicy().GetEtag(), def.GetEtag())
+		}
+
+		// Only the masked field changes; pano keeps its 60 days.
+		upd, err := rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{
+			RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 14, PanoRetentionDays: 1, Etag: def.GetEtag()},
+			UpdateMask:      mask("single_retention_days")})
+		requireOK(t, err, "update")
+		if p := upd.GetRetentionPolicy(); p.GetSingleRetentionDays() != 14 || p.GetPanoRetentionDays() != 60 || p.GetEtag() == def.GetEtag() {
+			t.Errorf("updated %v, want single 14, pano 60 and a new etag", p)
+		}
+		// The first etag is stale now: ABORTED, and nothing changes.
+		_, err = rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{
+			RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 2, Etag: def.GetEtag()}})
+		requireCode(t, err, codes.Aborted)
+		_, err = rs.DeleteRetentionPolicy(ctx, &metadatav1.DeleteRetentionPolicyRequest{Name: "retentionPolicies/default", Etag: def.GetEtag()})
+		requireCode(t, err, codes.Aborted)
+		// A mask naming a field set to 0 clears it.
+		upd, err = rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{
+			RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/default", Etag: upd.GetRetentionPolicy().GetEtag()},
+			UpdateMask:      mask("pano_retention_days")})
+		requireOK(t, err, "clear pano")
+		if p := upd.GetRetentionPolicy(); p.GetSingleRetentionDays() != 14 || p.GetPanoRetentionDays() != 0 {
+			t.Errorf("after clearing pano: %v, want single 14, pano 0", p)
+		}
+
+		_, err = rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{
+			RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/prefixes/site-", SingleRetentionDays: 3}})
+		requireCode(t, err, codes.NotFound)
+		upd, err = rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{
+			RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/prefixes/site-", SingleRetentionDays: 3}, AllowMissing: true})
+		requireOK(t, err, "update allow_missing")
+		if upd.GetRetentionPolicy().GetSingleRetentionDays() != 3 {
+			t.Errorf("allow_missing created %v, want single 3", upd.GetRetentionPolicy())
+		}
+
+		var names []string
+		token := ""
+		for {
+			page, err := rs.ListRetentionPolicies(ctx, &metadatav1.ListRetentionPoliciesRequest{PageSize: 2, PageToken: token})
+			requireOK(t, err, "list")
+			for _, p := range page.GetRetentionPolicies() {
+				names = append(names, p.GetName())
+			}
+			if token = page.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+		want := []string{"retentionPolicies/cameras/cam-1", "retentionPolicies/default", "retentionPolicies/prefixes/acme-", "retentionPolicies/prefixes/site-"}
+		if !slices.Equal(names, want) {
+			t.Errorf("list: %q, want %q", names, want)
+		}
+
+		_, err = rs.DeleteRetentionPolicy(ctx, &metadatav1.DeleteRetentionPolicyRequest{Name: "retentionPolicies/cameras/cam-1"})
+		requireOK(t, err, "delete")
+		_, err = rs.DeleteRetentionPolicy(ctx, &metadatav1.DeleteRetentionPolicyRequest{Name: "retentionPolicies/cameras/cam-1"})
+		requireCode(t, err, codes.NotFound)
+	})
+}
+
+// TestLegalHoldLifecycle: a hold is placed once, read, listed, its reason
+// updated under its etag, and released.
+func TestLegalHoldLifecycle(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		ctx, rs := t.Context(), h.retention
+		created, err := rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7", Reason: "case 1"}})
+		requireOK(t, err, "create")
+		hold := created.GetLegalHold()
+		if hold.GetEtag() == "" || hold.GetCreateTime() == nil || hold.GetReason() != "case 1" {
+			t.Fatalf("created %v", hold)
+		}
+		_, err = rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7"}})
+		requireCode(t, err, codes.AlreadyExists)
+		_, err = rs.GetLegalHold(ctx, &metadatav1.GetLegalHoldRequest{Name: "legalHolds/cam-8"})
+		requireCode(t, err, codes.NotFound)
+
+		upd, err := rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{
+			LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7", Reason: "case 2", Etag: hold.GetEtag()}, UpdateMask: mask("reason")})
+		requireOK(t, err, "update")
+		if u := upd.GetLegalHold(); u.GetReason() != "case 2" || !u.GetCreateTime().AsTime().Equal(hold.GetCreateTime().AsTime()) || u.GetEtag() == hold.GetEtag() {
+			t.Errorf("updated %v, want reason case 2, the same create time, a new etag", u)
+		}
+		_, err = rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{
+			LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7", Reason: "case 3", Etag: hold.GetEtag()}})
+		requireCode(t, err, codes.Aborted)
+		_, err = rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-8", Reason: "x"}})
+		requireCode(t, err, codes.NotFound)
+
+		list, err := rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{})
+		requireOK(t, err, "list")
+		if len(list.GetLegalHolds()) != 1 || list.GetLegalHolds()[0].GetName() != "legalHolds/cam-7" || list.GetLegalHolds()[0].GetReason() != "case 2" {
+			t.Errorf("list: %v, want cam-7's hold, reason case 2", list.GetLegalHolds())
+		}
+		_, err = rs.DeleteLegalHold(ctx, &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-7", Etag: hold.GetEtag()})
+		requireCode(t, err, codes.Aborted)
+		_, err = rs.DeleteLegalHold(ctx, &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-7"})
+		requireOK(t, err, "delete")
+		_, err = rs.DeleteLegalHold(ctx, &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-7"})
+		requireCode(t, err, codes.NotFound)
+	})
+}
+
+// TestRetentionPolicyValidation: each bad request is INVALID_ARGUMENT
+// naming its field, and writes nothing.
+func TestRetentionPolicyValidation(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{runPurges: true, minRetentionDays: 7})
+	ctx, rs := t.Context(), h.retention
+	policy := func(p *metadatav1.RetentionPolicy) error {
+		_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: p})
+		return err
+	}
+	update := func(p *metadatav1.RetentionPolicy, paths ...string) error {
+		_, err := rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{RetentionPolicy: p, UpdateMask: mask(paths...), AllowMissing: true})
+		return err
+	}
+	hold := func(hl *metadatav1.LegalHold) error {
+		_, err := rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: hl})
+		return err
+	}
+	long := string(make([]byte, 300))
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"no policy", func() error { return policy(nil) }, "retention_policy"},
+		{"no name", func() error { return policy(&metadatav1.RetentionPolicy{SingleRetentionDays: 30}) }, "retention_policy.name"},
+		{"unknown collection", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "policies/default", SingleRetentionDays: 30})
+		}, "retention_policy.name"},
+		{"empty camera", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/cameras/", SingleRetentionDays: 30})
+		}, "retention_policy.name"},
+		{"camera with a slash", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/cameras/a/b", SingleRetentionDays: 30})
+		}, "retention_policy.name"},
+		{"prefix too long", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/prefixes/" + long, SingleRetentionDays: 30})
+		}, "retention_policy.name"},
+		{"negative days", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", PanoRetentionDays: -1})
+		}, "retention_policy.pano_retention_days"},
+		{"below the floor", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 6})
+		}, "retention_policy.single_retention_days"},
+		{"above the ceiling", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", PreStitchRetentionDays: 100_001})
+		}, "retention_policy.pre_stitch_retention_days"},
+		{"update below the floor", func() error {
+			return update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 1}, "single_retention_days")
+		}, "retention_policy.single_retention_days"},
+		{"unknown mask path", func() error {
+			return update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 30}, "days")
+		}, "update_mask.paths[0]"},
+		{"immutable mask path", func() error {
+			return update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 30}, "single_retention_days", "name")
+		}, "update_mask.paths[1]"},
+		{"star with another path", func() error {
+			return update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 30}, "single_retention_days", "*")
+		}, "update_mask.paths[1]"},
+		{"get a bad name", func() error {
+			_, err := rs.GetRetentionPolicy(ctx, &metadatav1.GetRetentionPolicyRequest{Name: "retentionPolicies/defaults"})
+			return err
+		}, "name"},
+		{"delete a bad name", func() error {
+			_, err := rs.DeleteRetentionPolicy(ctx, &metadatav1.DeleteRetentionPolicyRequest{})
+			return err
+		}, "name"},
+		{"list a bad page size", func() error {
+			_, err := rs.ListRetentionPolicies(ctx, &metadatav1.ListRetentionPoliciesRequest{PageSize: -1})
+			return err
+		}, "page_size"},
+		{"hold without a name", func() error { return hold(&metadatav1.LegalHold{}) }, "legal_hold.name"},
+		{"hold of a policy name", func() error { return hold(&metadatav1.LegalHold{Name: "retentionPolicies/cameras/cam-1"}) }, "legal_hold.name"},
+		{"hold reason too long", func() error {
+			return hold(&metadatav1.LegalHold{Name: "legalHolds/cam-1", Reason: string(make([]byte, 1025))})
+		}, "legal_hold.reason"},
+		{"hold mask path", func() error {
+			_, err := rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{
+				LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-1"}, UpdateMask: mask("create_time")})
+			return err
+		}, "update_mask.paths[0]"},
+		{"purge with policies and days", func() error {
+			_, err := rs.StartPurge(ctx, &metadatav1.StartPurgeRequest{UsePolicies: true,
+				Cutoff: &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 30}})
+			return err
+		}, "use_policies"},
+		{"purge with neither", func() error {
+			_, err := rs.StartPurge(ctx, &metadatav1.StartPurgeRequest{})
+			return err
+		}, "cutoff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { requireFieldViolation(t, tc.call(), tc.field) })
+	}
+	policies, err := rs.ListRetentionPolicies(ctx, &metadatav1.ListRetentionPoliciesRequest{})
+	requireOK(t, err, "list")
+	holds, err := rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{})
+	requireOK(t, err, "list holds")
+	if len(policies.GetRetentionPolicies())+len(holds.GetLegalHolds()) != 0 {
+		t.Errorf("refused requests wrote %v and %v", policies.GetRetentionPolicies(), holds.GetLegalHolds())
+	}
+	// With no policy, a purge with policies has nothing to apply.
+	_, err = rs.StartPurge(ctx, &metadatav1.StartPurgeRequest{UsePolicies: true})
+	requireCode(t, err, codes.FailedPrecondition)
+}
+
+// TestPurgeWithPoliciesOverGRPC: the default retires a day-old camera's
+// images, a camera's own policy and a legal hold keep theirs, and types no
+// policy sets are not purged.
+func TestPurgeWithPoliciesOverGRPC(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		now := minute(0).Add(retention.Days(2))
+		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, now: func() time.Time { return now }})
+		ctx, rs := t.Context(), h.retention
+		seedMinutes(t, h, 3)
+		for _, p := range []*metadatav1.RetentionPolicy{
+			{Name: "retentionPolicies/default", SingleRetentionDays: 1},
+			{Name: "retentionPolicies/cameras/cam-1", SingleRetentionDays: 3},
+		} {
+			_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: p})
+			requireOK(t, err, "create policy")
+		}
+		_, err := rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-2"}})
+		requireOK(t, err, "create hold")
+
+		start, err := rs.StartPurge(ctx, &metadatav1.StartPurgeRequest{UsePolicies: true})
+		requireOK(t, err, "StartPurge")
+		snaps := watch(t, h, start.GetJob().GetJobId())
+		j := snaps[len(snaps)-1]
+		if j.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED || !j.GetUsePolicies() {
+			t.Fatalf("job %v", j)
+		}
+		if types := j.GetImageTypes(); len(types) != 1 || types[0] != metadatav1.ImageType_IMAGE_TYPE_SINGLE {
+			t.Errorf("image types %v, want single only: no policy sets the others", types)
+		}
+		if !j.GetCutoffTime().AsTime().Equal(now.Add(-retention.Days(1))) {
+			t.Errorf("cutoff %v, want the default's, the newest in force", j.GetCutoffTime().AsTime())
+		}
+		if j.GetDevicesDone() != 1 || j.GetMetadataRowsDeleted() != 4 || j.GetIndexRowsDeleted() != 4 {
+			t.Errorf("counts %v, want cam-0's 4 rows of each table", j)
+		}
+		for camera, want := range map[string]int{"cam-0": 0, "cam-1": 4, "cam-2": 4} {
+			if got := singleCount(t, h, camera); got != want {
+				t.Errorf("%s keeps %d single images, want %d", camera, got, want)
+			}
+		}
+	})
+}
