@@ -11,7 +11,6 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-
 // TestRetentionPolicyLifecycle: create, get, list, update by field mask and
 // etag, delete, with the AIP codes for a name taken, missing or changed.
 func TestRetentionPolicyLifecycle(t *testing.T) {
