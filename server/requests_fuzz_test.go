@@ -41,7 +41,8 @@ const apiPackage = "metadata.v1"
 //   - a create it accepts round-trips: the created metadata is the request's
 //     (with the row key the server assigns and the capture time at the
 //     100 ns ticks it is stored at), and its service's List reads it back
-//     equal.
+//     equal; a created named resource (a retention policy, a legal hold)
+//     is what its Get reads back.
 //
 // Purges are not run, so nothing a fuzzed StartPurge starts deletes what a
 // create wrote.
@@ -77,6 +78,8 @@ func FuzzRequests(f *testing.F) {
 				checkBatchResults(t, h.conn, m, req, resp)
 			case m.readBack != nil:
 				checkRoundTrip(t, h.conn, m, field(req, "metadata").Message(), field(resp, "metadata").Message())
+			case m.getBack != nil:
+				checkResourceRoundTrip(t, h.conn, m, resp)
 			}
 		case codes.InvalidArgument:
 			if !hasFieldViolations(st) {
@@ -100,6 +103,9 @@ type apiMethod struct {
 	readBack *apiMethod
 	// batch marks a BatchCreate RPC: one result per image of the request.
 	batch bool
+	// getBack is, for the Create RPC of a named resource (AIP-133: a
+	// retention policy, a legal hold), the Get RPC that reads it back.
+	getBack *apiMethod
 }
 
 // apiMethods lists every RPC of the API's services, sorted by name so that
@@ -129,7 +135,17 @@ func apiMethods(tb testing.TB) []*apiMethod {
 		if !isBatch {
 			created = strings.TrimPrefix(method, "Create")
 		}
-		list := m.name[:strings.LastIndex(m.name, "/")+1] + "List" + created
+		service := m.name[:strings.LastIndex(m.name, "/")+1]
+		if m.input.Descriptor().Fields().ByName("metadata") == nil {
+			get := service + "Get" + created
+			i := slices.IndexFunc(methods, func(o *apiMethod) bool { return o.name == get })
+			if i < 0 {
+				tb.Fatalf("%s has no %s to read its resource back: give it one, or teach FuzzRequests its round trip", m.name, get)
+			}
+			m.getBack = methods[i]
+			continue
+		}
+		list := service + "List" + created
 		i := slices.IndexFunc(methods, func(o *apiMethod) bool { return o.name == list })
 		if i < 0 {
 			tb.Fatalf("%s has no %s to read its creates back: give it one, or teach FuzzRequests its round trip", m.name, list)
@@ -294,6 +310,26 @@ func dropUnknown(m protoreflect.Message) {
 		}
 		return true
 	})
+}
+
+// checkResourceRoundTrip reads back the resource a Create returned (its
+// response's one field) by its name, and wants it as returned.
+func checkResourceRoundTrip(t *testing.T, conn *grpc.ClientConn, m *apiMethod, resp proto.Message) {
+	t.Helper()
+	r := resp.ProtoReflect()
+	created := r.Get(r.Descriptor().Fields().ByNumber(1)).Message()
+	name := created.Get(created.Descriptor().Fields().ByName("name"))
+	get := m.getBack.input.New()
+	set(get, "name", name)
+	got, err := m.getBack.call(t.Context(), conn, get.Interface())
+	if err != nil {
+		t.Fatalf("%s(%v) after %s: %v", m.getBack.name, get, m.name, err)
+	}
+	g := got.ProtoReflect()
+	back := g.Get(g.Descriptor().Fields().ByNumber(1)).Message()
+	if !proto.Equal(back.Interface(), created.Interface()) {
+		t.Fatalf("%s returned %v, %s reads back %v", m.name, created, m.getBack.name, back)
+	}
 }
 
 func field(m proto.Message, name protoreflect.Name) protoreflect.Value {

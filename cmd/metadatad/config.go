@@ -47,6 +47,7 @@ type config struct {
 	deviceStateTable  string
 	acquisitionTable  string
 	retentionDays     int
+	usePolicies       bool
 	retentionInterval time.Duration
 	minRetentionDays  int
 	purgeWorkers      int
@@ -84,6 +85,7 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.replicaID, "replica-id", "", "this process's name among replicas sharing one store (default: hostname and process id; embedded: \"embedded\")")
 	applyTables := c.registerTables(fs)
 	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
+	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
@@ -128,8 +130,11 @@ func parseConfig(args []string) (config, error) {
 		return config{}, err
 	}
 	applyTables()
-	if (c.retentionDays > 0) != (c.retentionInterval > 0) {
-		return config{}, fmt.Errorf("-retention-days and -retention-interval go together")
+	if c.retentionDays > 0 && c.usePolicies {
+		return config{}, fmt.Errorf("-retention-days and -purge-use-policies exclude each other")
+	}
+	if (c.retentionDays > 0 || c.usePolicies) != (c.retentionInterval > 0) {
+		return config{}, fmt.Errorf("-retention-interval goes with -retention-days or -purge-use-policies")
 	}
 	if c.retentionDays > 0 && c.retentionDays < c.minRetentionDays {
 		return config{}, fmt.Errorf("-retention-days %d is below -min-retention-days %d", c.retentionDays, c.minRetentionDays)

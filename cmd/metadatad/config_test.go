@@ -94,3 +94,36 @@ func TestParseConfigPurgeControl(t *testing.T) {
 		})
 	}
 }
+
+func TestParseConfigSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		days     int
+		policies bool
+		bad      bool
+	}{
+		{"off", nil, 0, false, false},
+		{"days", []string{"-retention-days", "30", "-retention-interval", "1h"}, 30, false, false},
+		{"policies", []string{"-purge-use-policies", "-retention-interval", "1h"}, 0, true, false},
+		{"days and policies refused", []string{"-retention-days", "30", "-purge-use-policies", "-retention-interval", "1h"}, 0, false, true},
+		{"policies without an interval refused", []string{"-purge-use-policies"}, 0, false, true},
+		{"interval alone refused", []string{"-retention-interval", "1h"}, 0, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args)
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("parseConfig(%q) accepted it", tc.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.retentionDays != tc.days || c.usePolicies != tc.policies {
+				t.Fatalf("days %d, policies %v; want %d, %v", c.retentionDays, c.usePolicies, tc.days, tc.policies)
+			}
+		})
+	}
+}

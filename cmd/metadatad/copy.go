@@ -98,7 +98,8 @@ func copyTables(c config) []string {
 		}
 	}
 	return append(tables, c.videoTable, c.deviceStateTable, c.acquisitionTable,
-		acquisition.ActiveTable(c.acquisitionTable), retention.DefaultJobsTable)
+		acquisition.ActiveTable(c.acquisitionTable), retention.DefaultJobsTable,
+		retention.DefaultPoliciesTable, retention.DefaultHoldsTable)
 }
 
 // openCopyEnd opens the backend spec names, and a name of it for the

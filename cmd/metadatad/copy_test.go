@@ -18,11 +18,12 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // TestCopyCommandRoundTrip moves a deployment from the embedded store to
 // Azure Table Storage and back with `metadatad copy`: every table, purge
-// history included, comes back with the same keys and properties; a second
+// history, retention policies and legal holds included, comes back with the same keys and properties; a second
 // copy writes nothing; and the copy lists each index table before its
 // primary table.
 func TestCopyCommandRoundTrip(t *testing.T) {
@@ -41,9 +42,18 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := metadatav1.NewRetentionServiceClient(d.conn(t)).StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+	rs := metadatav1.NewRetentionServiceClient(d.conn(t))
+	_, err := rs.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
 		DryRun: true, Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateRetentionPolicy(t.Context(), &metadatav1.CreateRetentionPolicyRequest{
+		RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/prefixes/copy-", SingleRetentionDays: 30}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.CreateLegalHold(t.Context(), &metadatav1.CreateLegalHoldRequest{
+		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/copy-1", Reason: "kept through copies"}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the dry run ends
@@ -84,6 +94,9 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		}
 		if strings.HasPrefix(name, "PurgeJobs") && len(w) == 0 {
 			t.Error("no purge history to copy")
+		}
+		if (name == retention.DefaultPoliciesTable || name == retention.DefaultHoldsTable) && len(w) != 1 {
+			t.Errorf("table %s: %d rows to copy, want the policy or hold made", name, len(w))
 		}
 	}
 }

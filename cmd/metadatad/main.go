@@ -102,8 +102,8 @@ func run(args []string) error {
 		transport = creds
 	}
 	var schedule retention.Schedule
-	if cfg.retentionDays > 0 {
-		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval}
+	if cfg.retentionInterval > 0 {
+		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval, UsePolicies: cfg.usePolicies}
 	}
 	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],

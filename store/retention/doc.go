@@ -6,7 +6,7 @@
 //
 //  1. plan: one range scan over the index table's capture-minute partitions
 //     older than the cutoff's minute finds the cameras with expired rows
-//     (images.Repository.ExpiredCameras: the index rows' keys alone, in
+//     (images.Repository.EachIndexRow: the index rows' keys alone, in
 //     either key form; store/images owns the index layout);
 //     they are grouped into tasks of up to GroupSize cameras, each recorded
 //     and sent through the queue. The scan's cost follows the expired
@@ -56,6 +56,61 @@
 // StartRequest.RowsPerSecond per job) so that a purge leaves live requests
 // their latency; the built-in schedule can be paused for every process
 // (SetSchedulePaused); ended jobs are retired after Options.JobRetention.
+//
+// # Purges with policies
+//
+// Retention policies and legal holds (Policies) are rows of two tables of
+// the same backend, RetentionPolicies and LegalHolds, so every process
+// applies the same ones. A policy sets days per kind for every camera
+// (the default), for the cameras whose id starts with a prefix, or for one
+// camera; a camera gets, per kind, the days of its own policy, else of the
+// longest matching prefix, else of the default, the first that sets the
+// kind, and no purge with policies deletes its images without one. A purge
+// with policies (StartRequest.UsePolicies) differs from one with a cutoff
+// in four places:
+//
+//   - Start reads every policy once, streaming, for the fewest days of
+//     each kind: the kind's newest cutoff in force. Its plan and sweep scan
+//     the index up to that cutoff's minute, not beyond. A kind no policy
+//     sets is left out of the job.
+//   - The plan resolves each camera once, at the first (so oldest) index
+//     row the scan meets of it: a read of its hold, a read of its own
+//     policy and a lookup of its id's prefixes among the prefix policies,
+//     which the plan holds in memory (at most MaxPrefixPolicies). A camera
+//     held, without retention for the kind, or whose oldest row is younger
+//     than its own cutoff costs nothing more: no task, no primary-table
+//     work. The others are planned with their own boundary, recorded in the
+//     task and, before it, in a row of the job's task partition per camera.
+//     Days count from the job's creation, so a resumed plan gives the same
+//     boundaries. The policies are read as the plan reaches each camera: a
+//     policy changed or removed during a purge applies to the cameras not
+//     yet planned, and to the others from the next purge.
+//   - A task reads each camera's hold again just before deleting its rows,
+//     the latest moment a hold can still spare them: a camera held after
+//     it was planned is counted held (Counts.DevicesHeld) and keeps its
+//     rows. A hold placed while the camera's delete runs comes too late
+//     for that delete; holds are not transactions with it.
+//   - The sweep deletes an index row only if its camera was planned (its
+//     boundary row exists), the row's partition lies before the camera's
+//     boundary, and the camera was neither held at its task nor failed:
+//     exactly the index rows whose primary rows the work deleted, whatever
+//     the policies became since. A held or spared camera's row in a minute
+//     partition otherwise expired makes that partition "not whole", so the
+//     fenced range deletion never drops it: the partition's qualifying rows
+//     go one by one, the held camera's index rows stay with its primary
+//     rows. The sweep holds the boundaries in a cache of at most
+//     Options.CameraMemory, forgotten whole when full (a miss is one read).
+//
+// So no primary row is ever left without its index row: an index row goes
+// only where its camera's primary rows were deleted by range, as without
+// policies. A dry run with policies resolves the cameras the same way and
+// counts what a real run would delete.
+//
+// The cost of a purge with policies follows the rows its shortest
+// retention expires: the index keys read up to the newest cutoff in force
+// (those of cameras kept by a longer retention included, keys only), one
+// policy and one hold read per camera met there, and the primary-table
+// work of the expired cameras alone.
 //
 // Jobs, tasks and the queue are tables of the same backend, so GetPurge
 // answers the same from any process sharing it.

@@ -64,7 +64,9 @@ type Status struct {
 	// each kind ended, among the most recent jobs; a kind without one is missing.
 	LastSucceeded map[images.Kind]time.Time
 	// Retention is how far back the latest purge (not a dry run) cut: the
-	// time it was created minus its cutoff; 0 without one.
+	// time it was created minus its cutoff; 0 without one, or when it used
+	// policies, whose cameras have cutoffs of their own (a held camera's
+	// old rows are not overdue).
 	Retention time.Duration
 	// Oldest is the capture minute of each kind's oldest indexed rows, the
 	// next rows a purge would retire; a kind without rows is missing.
@@ -83,7 +85,7 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 		if j.DryRun {
 			continue
 		}
-		if s.Retention == 0 {
+		if s.Retention == 0 && !j.UsePolicies {
 			s.Retention = j.Created.Sub(j.Cutoff)
 		}
 		if j.State != Succeeded {
