@@ -234,11 +234,11 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 			// The scan meets a camera first at its oldest row: if that one
 			// is not expired by the camera's own cutoff, none is, and the
 			// camera costs nothing more.
-			b, kept, err := policies.boundary(ctx, device)
+			b, purge, err := policies.plan(ctx, device, row)
 			if err != nil {
 				return err
 			}
-			planned, d.Boundary = !kept && expiredFor(row, b), b
+			planned, d.Boundary = purge, b
 		}
 		if planned {
 			group = append(group, d)
@@ -331,12 +331,12 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			}
 			b := j.Boundary()
 			if policies != nil {
-				var kept bool
+				var purge bool
 				var err error
-				if b, kept, err = policies.boundary(ctx, device); err != nil {
+				if b, purge, err = policies.plan(ctx, device, row); err != nil {
 					return err
 				}
-				if kept || !expiredFor(row, b) {
+				if !purge {
 					b = time.Time{}
 				}
 			}

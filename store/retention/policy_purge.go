@@ -43,8 +43,8 @@ func (p *Policies) shortest(ctx context.Context) (map[images.Kind]int, error) {
 // they stand when asked: the camera's own policy, else the longest prefix
 // policy, else the default, the first that sets the kind's days. It holds
 // the default and the prefix policies that set the kind (at most
-// MaxPrefixPolicies); each camera costs a read of its policy and one of
-// its hold.
+// MaxPrefixPolicies); each camera costs a read of its policy, and one of
+// its hold if the policy expires its rows.
 type resolver struct {
 	p    *Policies
 	kind images.Kind
@@ -86,14 +86,12 @@ func (p *Policies) resolver(ctx context.Context, kind images.Kind, now time.Time
 	}
 }
 
-// boundary is the start of the minute of the camera's cutoff: its rows
-// captured before it are expired. kept is true, and the boundary zero,
-// for a camera on legal hold or without a retention of the kind.
-func (r *resolver) boundary(ctx context.Context, camera string) (b time.Time, kept bool, err error) {
-	held, err := r.p.held(ctx, camera)
-	if err != nil || held {
-		return time.Time{}, true, err
-	}
+// plan resolves a camera met first at its oldest index row: the start of
+// the minute of its own cutoff, and whether to purge it, which it is when
+// that row is expired by it and the camera has no legal hold. A camera
+// whose rows its policy keeps costs a read of its own policy alone; the
+// hold is read only for one its policy would purge.
+func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (b time.Time, purge bool, err error) {
 	days := 0
 	own, err := r.p.GetPolicy(ctx, ScopeCamera, camera)
 	switch {
@@ -109,9 +107,14 @@ func (r *resolver) boundary(ctx context.Context, camera string) (b time.Time, ke
 		days = r.def
 	}
 	if days == 0 {
-		return time.Time{}, true, nil
+		return time.Time{}, false, nil
 	}
-	return r.now.Add(-Days(days)).UTC().Truncate(time.Minute), false, nil
+	b = r.now.Add(-Days(days)).UTC().Truncate(time.Minute)
+	if !expiredFor(oldest, b) {
+		return b, false, nil
+	}
+	held, err := r.p.held(ctx, camera)
+	return b, !held && err == nil, err
 }
 
 // expiredFor reports whether an index row lies before a camera's boundary.

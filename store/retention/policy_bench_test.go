@@ -1,0 +1,123 @@
+package retention_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// Sizes of BenchmarkPurgeWithPolicies: the expired volume is the same in
+// every case, the cameras spared by their own policy differ.
+const (
+	policyBenchExpired = 20_000
+	policyBenchCameras = 100
+)
+
+// BenchmarkPurgeWithPolicies purges, with policies, the same expired volume
+// (policyBenchExpired images of policyBenchCameras cameras under the
+// default's 7 days) beside few and many cameras that their own policy (60
+// days) spares, each with an image as old as the expired ones: in the
+// range the index scan reads. A spared camera costs its index key and the
+// policy check (a read of its hold and of its policy), never primary-table
+// work; the cost per expired row, and its ratio to the case with the
+// fewest spared cameras, measured in the same run, show what that check
+// weighs. The spared images lie in the expired images' minutes ("mixed"),
+// where each makes its partition only partly expired, so that the sweep
+// deletes the partition's expired index rows by key rather than in one
+// fenced range deletion; or in minutes of their own ("apart").
+func BenchmarkPurgeWithPolicies(b *testing.B) {
+	type layout struct {
+		spared int
+		mixed  bool
+	}
+	cases := []layout{{100, true}, {10_000, true}, {10_000, false}}
+	elapsed := make([]time.Duration, len(cases))
+	for range b.N {
+		for i, c := range cases {
+			elapsed[i] += policyPurge(b, c.spared, c.mixed)
+		}
+	}
+	for i, c := range cases {
+		name := fmt.Sprintf("spared=%d", c.spared)
+		if !c.mixed {
+			name += "-apart"
+		}
+		b.ReportMetric(float64(elapsed[i].Nanoseconds())/float64(b.N*policyBenchExpired), "ns/expired-row-"+name)
+		if i > 0 {
+			b.ReportMetric(float64(elapsed[i])/float64(elapsed[0]), "ratio-"+name)
+		}
+	}
+}
+
+// policyPurge seeds a new store and times one purge with policies.
+func policyPurge(b *testing.B, spared int, mixed bool) time.Duration {
+	b.StopTimer()
+	defer b.StartTimer()
+	s := openBenchStore(b, nil)
+	defer s.close()
+	now := time.Now().UTC()
+	policies := s.engine.Policies()
+	if _, err := policies.CreatePolicy(b.Context(), retention.Policy{Scope: retention.ScopeDefault,
+		Days: map[images.Kind]int{images.Single: int(benchRetention / retention.Days(1))}}); err != nil {
+		b.Fatal(err)
+	}
+	keep := func(c int) string { return fmt.Sprintf("keep-%05d", c) }
+	s.clock.lag.Store(int64(benchAge))
+	step := benchSpan / time.Duration(policyBenchExpired)
+	g, ctx := errgroup.WithContext(b.Context())
+	g.SetLimit(benchSeeders)
+	for i := range policyBenchExpired {
+		g.Go(func() error {
+			_, err := s.repo.Create(ctx, upload(expiredCamera(i%policyBenchCameras), now.Add(-benchAge+time.Duration(i)*step)))
+			return err
+		})
+	}
+	for c := range spared {
+		g.Go(func() error {
+			if _, err := policies.CreatePolicy(ctx, retention.Policy{Scope: retention.ScopeCamera, Target: keep(c),
+				Days: map[images.Kind]int{images.Single: 60}}); err != nil {
+				return err
+			}
+			at := now.Add(-benchAge + time.Duration(c)*benchSpan/time.Duration(spared))
+			if !mixed {
+				at = at.Add(-benchSpan) // the minutes before the expired images'
+			}
+			_, err := s.repo.Create(ctx, upload(keep(c), at))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatalf("seeding: %v", err)
+	}
+	s.clock.lag.Store(0)
+	s.run(b)
+
+	start := time.Now()
+	b.StartTimer()
+	j, err := s.engine.Start(b.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	j = s.await(b, j.ID)
+	took := time.Since(start)
+	b.StopTimer()
+
+	want := retention.Counts{DevicesTotal: policyBenchCameras, DevicesDone: policyBenchCameras,
+		MetadataRows: policyBenchExpired, IndexRows: policyBenchExpired}
+	if j.State != retention.Succeeded || j.Totals() != want {
+		b.Fatalf("purge %s (%s): %+v, want %+v", j.State, j.Error, j.Totals(), want)
+	}
+	primary, index := s.repo.Tables()
+	for _, t := range []store.Table{primary, index} {
+		if n := countAll(b, t); n != spared {
+			b.Fatalf("%s holds %d rows after the purge, want the %d spared cameras'", t.Name(), n, spared)
+		}
+	}
+	return took
+}
