@@ -1,12 +1,18 @@
 package retention_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -266,4 +272,99 @@ func TestPolicyChangesDuringPurge(t *testing.T) {
 		single["cam-long"] = 3
 		f.checkKept(t, now, images.Single, single)
 	})
+}
+
+// TestScheduleWithPolicies: a schedule with UsePolicies starts nothing
+// while no policy is set, then purges each camera by its policy.
+func TestScheduleWithPolicies(t *testing.T) {
+	opts, now := policyOptions()
+	var skipped atomic.Int64
+	opts.Logger = slog.New(messageCounter{word: "no retention policy", n: &skipped})
+	f := newFixture(t, opts)
+	f.seedDays(t, now, []images.Kind{images.Single}, "cam-a", "cam-b")
+	f.run(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.engine.RunSchedule(ctx, retention.Schedule{UsePolicies: true, Interval: 20 * time.Millisecond})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.After(patience)
+	for skipped.Load() < 2 {
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the schedule never said it had no policy to apply")
+		}
+	}
+	if jobs, _, err := f.engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
+		t.Fatalf("jobs %v (%v) without a policy, want none", jobs, err)
+	}
+	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeDefault,
+		Days: map[images.Kind]int{images.Single: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeCamera, Target: "cam-b",
+		Days: map[images.Kind]int{images.Single: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		jobs, _, err := f.engine.List(t.Context(), 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(jobs, func(j *retention.Job) bool { return j.State == retention.Succeeded }); i >= 0 {
+			if !jobs[i].UsePolicies {
+				t.Fatalf("scheduled job %+v does not use the policies", jobs[i])
+			}
+			break
+		}
+		select {
+		case <-f.engine.Changed():
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("after %v: no scheduled purge with policies succeeded", patience)
+		}
+	}
+	f.checkKept(t, now, images.Single, map[string]int{"cam-a": 3, "cam-b": 1})
+}
+
+// TestPrefixPolicyBound: the prefix policies a purge holds in memory are
+// bounded: one more than MaxPrefixPolicies is refused, by a create or an
+// update that would create it; camera policies are not bounded by it.
+func TestPrefixPolicyBound(t *testing.T) {
+	f := newFixture(t, quickOptions())
+	p := f.engine.Policies()
+	days := map[images.Kind]int{images.Single: 30}
+	g, ctx := errgroup.WithContext(t.Context())
+	g.SetLimit(16)
+	for i := range retention.MaxPrefixPolicies {
+		g.Go(func() error {
+			_, err := p.CreatePolicy(ctx, retention.Policy{Scope: retention.ScopePrefix, Target: fmt.Sprintf("site-%05d-", i), Days: days})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopePrefix, Target: "one-more-", Days: days})
+	if !errors.Is(err, retention.ErrTooManyPrefixes) {
+		t.Errorf("create of prefix %d: %v, want ErrTooManyPrefixes", retention.MaxPrefixPolicies+1, err)
+	}
+	_, err = p.UpdatePolicy(t.Context(), retention.PolicyUpdate{Policy: retention.Policy{Scope: retention.ScopePrefix, Target: "one-more-", Days: days},
+		Kinds: []images.Kind{images.Single}, AllowMissing: true})
+	if !errors.Is(err, retention.ErrTooManyPrefixes) {
+		t.Errorf("update creating prefix %d: %v, want ErrTooManyPrefixes", retention.MaxPrefixPolicies+1, err)
+	}
+	if _, err := p.UpdatePolicy(t.Context(), retention.PolicyUpdate{Policy: retention.Policy{Scope: retention.ScopePrefix, Target: "site-00001-",
+		Days: map[images.Kind]int{images.Single: 40}}, Kinds: []images.Kind{images.Single}}); err != nil {
+		t.Errorf("update of an existing prefix at the bound: %v", err)
+	}
+	if _, err := p.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeCamera, Target: "cam-1", Days: days}); err != nil {
+		t.Errorf("camera policy at the prefix bound: %v", err)
+	}
 }
