@@ -19,21 +19,23 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// The policy fixture: every camera has an image at 30 s past the start of
-// each of policyDays days, and the engine's clock stands still policyDays
-// days after the first, so a retention of d days expires the images of the
-// first policyDays-d days. Every camera's image of a day lies in the same
-// index partition, so a camera kept there makes the partition only partly
-// expired. The clock stands ahead of the backend's by more than
-// Options.IndexGrace, as a purge's does of old rows: the sweep deletes the
-// index rows of planned cameras without reading their primary rows.
+// The policy fixture: every camera has an image at 30 minutes past the
+// start of each of policyDays days, and the engine's clock starts
+// policyDays days after the first, so a retention of d days expires the
+// images of the first policyDays-d days for the test's first half hour.
+// Every camera's image of a day lies in the same index partition, so a
+// camera kept there makes the partition only partly expired. The clock runs
+// ahead of the backend's by more than Options.IndexGrace, as a purge's does
+// of old rows: the sweep deletes the index rows of planned cameras without
+// reading their primary rows.
 const policyDays = 5
 
-// policyOptions returns the options of a policy fixture and its clock's instant.
+// policyOptions returns the options of a policy fixture and its clock's start.
 func policyOptions() (retention.Options, time.Time) {
-	now := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Minute)
+	start := time.Now()
+	now := start.Add(10 * time.Minute).UTC().Truncate(time.Minute)
 	o := quickOptions()
-	o.Now = func() time.Time { return now }
+	o.Now = func() time.Time { return now.Add(time.Since(start)) }
 	return o, now
 }
 
@@ -46,7 +48,7 @@ func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cam
 		}
 		for _, c := range cameras {
 			for d := range policyDays {
-				img := images.Image{CameraID: c, CapturedAt: first.Add(retention.Days(d) + 30*time.Second)}
+				img := images.Image{CameraID: c, CapturedAt: first.Add(retention.Days(d) + 30*time.Minute)}
 				if _, err := r.Create(t.Context(), img); err != nil {
 					t.Fatal(err)
 				}
@@ -184,7 +186,7 @@ func TestPurgeWithPolicies(t *testing.T) {
 		if got := j.ImageKinds(); !slices.Equal(got, []images.Kind{images.Single, images.Pano}) {
 			t.Errorf("purged kinds %v, want single and pano: no policy sets pre-stitch", got)
 		}
-		if want := now.Add(-retention.Days(1)); !j.Cutoff.Equal(want) {
+		if want := j.Created.Add(-retention.Days(1)); !j.Cutoff.Equal(want) {
 			t.Errorf("job cutoff %s, want the newest in force %s", j.Cutoff, want)
 		}
 		want := expired(single) + expired(pano)
@@ -367,4 +369,79 @@ func TestPrefixPolicyBound(t *testing.T) {
 	if _, err := p.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeCamera, Target: "cam-1", Days: days}); err != nil {
 		t.Errorf("camera policy at the prefix bound: %v", err)
 	}
+}
+
+// TestCrashAtAnyWriteWithPoliciesResumesExactly: a purge with policies
+// whose store dies after any of its writes resumes after a restart and
+// ends with exact counts, each camera left exactly the images its policy
+// keeps, each with its index row, the held camera untouched.
+func TestCrashAtAnyWriteWithPoliciesResumesExactly(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		crashAtEveryWrite(t, newFixture, crashWithPoliciesAndResume)
+	})
+}
+
+func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+	opts, now := policyOptions()
+	opts.GroupSize = 1 // a task per camera: more writes to crash at
+	f := newFixture(t, opts)
+	p := f.engine.Policies()
+	for _, pol := range []retention.Policy{
+		{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
+		{Scope: retention.ScopePrefix, Target: "cam-", Days: map[images.Kind]int{images.Single: 2}},
+		{Scope: retention.ScopeCamera, Target: "cam-own", Days: map[images.Kind]int{images.Single: 1}},
+	} {
+		if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "cam-held"}); err != nil {
+		t.Fatal(err)
+	}
+	days := map[string]int{"site-1": 3, "cam-own": 1, "cam-held": 0}
+	for _, c := range []string{"cam-a", "cam-b", "cam-c", "cam-d", "cam-e"} {
+		days[c] = 2
+	}
+	f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
+	crash := &crashAfter{n: n, fs: f.fs}
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before})
+	f.run(t)
+	j, startErr := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	if startErr == nil {
+		waitCrashed(t, f, crash, j.ID)
+	}
+	f.stop()
+	crash.mu.Lock()
+	dead, crashed := crash.dead, crash.crashed
+	crash.mu.Unlock()
+	restarted := f
+	if dead {
+		restarted = f.reopen(t, crashed)
+		restarted.run(t)
+	}
+	jobs, _, err := restarted.engine.List(t.Context(), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) == 0 || startErr != nil {
+		if !dead {
+			t.Fatalf("no job or no start (%v), and no crash", startErr)
+		}
+		all := map[string]int{}
+		for c := range days {
+			all[c] = 0
+		}
+		restarted.checkKept(t, now, images.Single, all)
+		return dead
+	}
+	j = restarted.await(t, jobs[0].ID)
+	if j.State != retention.Succeeded {
+		t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
+	}
+	want := expired(days)
+	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesDone != 7 || got.DevicesTotal != 7 {
+		t.Errorf("resumed job counts %+v, want %d rows of each table, 7 cameras", got, want)
+	}
+	restarted.checkKept(t, now, images.Single, days)
+	return dead
 }

@@ -274,36 +274,44 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 // stopped, without reaching the crash point; every point before it crashed.
 func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		step := 1
-		if testing.Short() {
-			step = 7
-		}
-		crashes, filtered := 0, false
-		for n := 0; ; n += step {
-			if n > 10_000 {
-				t.Fatalf("a purge still crashed after %d writes: its writes never end", n)
-			}
-			var ran, crashed bool
-			ok := t.Run(fmt.Sprintf("after %d writes", n), func(t *testing.T) { ran, crashed = true, crashAndResume(t, newFixture, n) })
-			if !ran { // -run left this point out
-				if filtered = true; n >= 1000 {
-					return
-				}
-				continue
-			}
-			if !ok || !crashed {
-				break
-			}
-			crashes++
-		}
-		if filtered || t.Failed() {
-			return
-		}
-		if crashes < 10 {
-			t.Fatalf("a purge crashed at only %d points: it made too few writes to test", crashes)
-		}
-		t.Logf("crashed at %d points, %d writes apart", crashes, step)
+		crashAtEveryWrite(t, newFixture, crashAndResume)
 	})
+}
+
+// crashAtEveryWrite runs crashAndResume after 0, 1, 2, ... writes (every
+// 7th in -short) until a purge ends without reaching the crash point.
+func crashAtEveryWrite(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture,
+	crashAndResume func(*testing.T, func(*testing.T, retention.Options) *fixture, int) bool) {
+	t.Helper()
+	step := 1
+	if testing.Short() {
+		step = 7
+	}
+	crashes, filtered := 0, false
+	for n := 0; ; n += step {
+		if n > 10_000 {
+			t.Fatalf("a purge still crashed after %d writes: its writes never end", n)
+		}
+		var ran, crashed bool
+		ok := t.Run(fmt.Sprintf("after %d writes", n), func(t *testing.T) { ran, crashed = true, crashAndResume(t, newFixture, n) })
+		if !ran { // -run left this point out
+			if filtered = true; n >= 1000 {
+				return
+			}
+			continue
+		}
+		if !ok || !crashed {
+			break
+		}
+		crashes++
+	}
+	if filtered || t.Failed() {
+		return
+	}
+	if crashes < 10 {
+		t.Fatalf("a purge crashed at only %d points: it made too few writes to test", crashes)
+	}
+	t.Logf("crashed at %d points, %d writes apart", crashes, step)
 }
 
 // crashAndResume runs a purge whose store dies after n writes, restarts it
