@@ -354,6 +354,18 @@ func (s *retentionService) UpdateLegalHold(ctx context.Context, req *metadatav1.
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	if len(paths) == 0 && h.Reason == "" {
+		// An empty mask names the fields set (AIP-134): none, so nothing
+		// changes; the hold is read, under the etag given.
+		stored, err := s.engine.Policies().GetHold(ctx, h.CameraID)
+		if err == nil && m.GetEtag() != "" && m.GetEtag() != stored.ETag {
+			err = store.ErrConflict
+		}
+		if err != nil {
+			return nil, s.policyStatus(ctx, m.GetName(), err)
+		}
+		return &metadatav1.UpdateLegalHoldResponse{LegalHold: holdMessage(stored)}, nil
+	}
 	updated, err := s.engine.Policies().UpdateHold(ctx, h, m.GetEtag())
 	if err != nil {
 		return nil, s.policyStatus(ctx, m.GetName(), err)

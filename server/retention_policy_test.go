@@ -123,13 +123,26 @@ func TestLegalHoldLifecycle(t *testing.T) {
 		_, err = rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{
 			LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7", Reason: "case 3", Etag: hold.GetEtag()}})
 		requireCode(t, err, codes.Aborted)
+		// An empty mask names the fields set: none here, so the reason stays.
+		same, err := rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7"}})
+		requireOK(t, err, "update of nothing")
+		if same.GetLegalHold().GetReason() != "case 2" {
+			t.Errorf("an update of nothing left reason %q, want case 2", same.GetLegalHold().GetReason())
+		}
+		// A mask naming the reason with none given clears it.
+		cleared, err := rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{
+			LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7"}, UpdateMask: mask("reason")})
+		requireOK(t, err, "clear the reason")
+		if cleared.GetLegalHold().GetReason() != "" {
+			t.Errorf("reason %q after clearing it", cleared.GetLegalHold().GetReason())
+		}
 		_, err = rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-8", Reason: "x"}})
 		requireCode(t, err, codes.NotFound)
 
 		list, err := rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{})
 		requireOK(t, err, "list")
-		if len(list.GetLegalHolds()) != 1 || list.GetLegalHolds()[0].GetName() != "legalHolds/cam-7" || list.GetLegalHolds()[0].GetReason() != "case 2" {
-			t.Errorf("list: %v, want cam-7's hold, reason case 2", list.GetLegalHolds())
+		if len(list.GetLegalHolds()) != 1 || list.GetLegalHolds()[0].GetName() != "legalHolds/cam-7" {
+			t.Errorf("list: %v, want cam-7's hold", list.GetLegalHolds())
 		}
 		_, err = rs.DeleteLegalHold(ctx, &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-7", Etag: hold.GetEtag()})
 		requireCode(t, err, codes.Aborted)

@@ -465,7 +465,8 @@ type StartPurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types to purge; empty means all three.
 	ImageTypes []ImageType `protobuf:"varint,1,rep,packed,name=image_types,json=imageTypes,proto3,enum=metadata.v1.ImageType" json:"image_types,omitempty"`
-	// What to retire; one is required.
+	// What to retire; one is required unless use_policies is set, and none
+	// may be set with it.
 	//
 	// Types that are valid to be assigned to Cutoff:
 	//
@@ -2362,8 +2363,9 @@ type UpdateLegalHoldRequest struct {
 	// The hold, named, with its new reason; etag, when set, makes the update
 	// conditional.
 	LegalHold *LegalHold `protobuf:"bytes,1,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
-	// The fields to change: reason is the only one. An empty mask or "*"
-	// names it.
+	// The fields to change: reason is the only one; with reason in the mask
+	// and none given, the reason is cleared. An empty mask names reason if it
+	// is set in the request (else nothing changes), "*" names it.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -47,7 +47,9 @@ const (
 // the expired rows with one range scan over each index table's capture-minute
 // partitions, fans the deletes out per camera, deletes the primary rows and
 // then their index rows. Its cost follows the volume of expired data, not the
-// number of cameras.
+// number of cameras. A purge with use_policies gives each camera the cutoff
+// of its retention policy and spares cameras on legal hold; the service
+// keeps the policies and holds.
 type RetentionServiceClient interface {
 	// StartPurge starts a purge job and returns it at once; the job runs in the
 	// background. At most one purge runs per image type: a request overlapping a
@@ -324,7 +326,9 @@ func (c *retentionServiceClient) DeleteLegalHold(ctx context.Context, in *Delete
 // the expired rows with one range scan over each index table's capture-minute
 // partitions, fans the deletes out per camera, deletes the primary rows and
 // then their index rows. Its cost follows the volume of expired data, not the
-// number of cameras.
+// number of cameras. A purge with use_policies gives each camera the cutoff
+// of its retention policy and spares cameras on legal hold; the service
+// keeps the policies and holds.
 type RetentionServiceServer interface {
 	// StartPurge starts a purge job and returns it at once; the job runs in the
 	// background. At most one purge runs per image type: a request overlapping a
