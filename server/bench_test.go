@@ -18,6 +18,7 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 )
@@ -39,7 +40,14 @@ func benchConn(b *testing.B, logLevel ...slog.Level) *grpc.ClientConn {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	opts := server.Options{Logger: quiet}
+	return benchServe(b, db, quiet)
+}
+
+// benchServe serves the image services on a backend behind the real
+// interceptor chain, logging to logger, and dials it over bufconn.
+func benchServe(b *testing.B, db store.Backend, logger *slog.Logger) *grpc.ClientConn {
+	b.Helper()
+	opts := server.Options{Logger: logger}
 	for _, kind := range images.Kinds {
 		repo, err := images.Open(b.Context(), db, images.Options{Kind: kind})
 		if err != nil {

@@ -46,14 +46,14 @@ type backend struct {
 
 var backends = []backend{
 	{name: "pebble", open: openMemPebble},
-	{name: "azure", open: openAzure},
+	{name: "azure", open: func(t *testing.T) store.Backend { return openAzure(t) }},
 }
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
 
 // openAzure opens Azure Table Storage on Azurite, with tables of the test's
 // own: a random prefix keeps tests on the shared emulator apart.
-func openAzure(t *testing.T) store.Backend {
+func openAzure(t testing.TB) store.Backend {
 	t.Helper()
 	var id [5]byte
 	_, _ = rand.Read(id[:])
