@@ -411,19 +411,26 @@ func encodeToken(unixNanos int64) string {
 	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "w1:%d", unixNanos))
 }
 
-// TestWatchSeesCreatesOfAnotherReplica runs two servers on one Azurite
-// account, as two replicas share one storage account: a create on one
-// reaches a watch on the other, through the tail of the index.
-func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
+// sharedAzure returns a function that opens, at each call, a new client of
+// one set of tables on Azurite, as replicas share one storage account.
+func sharedAzure(t *testing.T) func() store.Backend {
+	t.Helper()
 	var id [5]byte
 	_, _ = rand.Read(id[:])
 	prefix := "t" + hex.EncodeToString(id[:])
-	open := func() store.Backend {
+	return func() store.Backend {
 		b, err := aztable.Open(t.Context(), aztable.Options{ConnectionString: azurite.Require(t), TablePrefix: prefix,
 			Logger: slog.New(slog.DiscardHandler)})
 		requireOK(t, err, "open Azure tables")
 		return b
 	}
+}
+
+// TestWatchSeesCreatesOfAnotherReplica runs two servers on one Azurite
+// account: a create on one reaches a watch on the other, through the tail
+// of the index.
+func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
+	open := sharedAzure(t)
 	opts := serverOpts{watch: server.WatchOptions{Poll: tailPoll}}
 	writer, watcher := startServerOpts(t, open(), opts), startServerOpts(t, open(), opts)
 	now := time.Now().UTC()
@@ -436,6 +443,47 @@ func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
 	}
 	w.recvUntil(t, want)
 	requireOrderedPerCamera(t, w.got)
+}
+
+// TestWatchResumesOnAnotherReplica: a replica shuts down under a watch of
+// the images created on both replicas; the client watches again on the
+// other replica with the resume point the shutdown gave, and gets every
+// image created before and after, none lost, each camera in order.
+func TestWatchResumesOnAnotherReplica(t *testing.T) {
+	open := sharedAzure(t)
+	opts := serverOpts{watch: server.WatchOptions{Poll: tailPoll}}
+	first, second := startServerOpts(t, open(), opts), startServerOpts(t, open(), opts)
+	now := time.Now().UTC()
+	cameras := []string{"cam-a", "cam-b"}
+	w := watchFrom(t, first.single, cameras, now)
+	var want []string
+	at := func(i int) time.Time { return now.Add(time.Duration(i) * time.Millisecond) }
+	for i := 1; i <= 10; i++ {
+		replica := []*harness{first, second}[i%2]
+		for _, c := range cameras {
+			want = append(want, createSingle(t, replica.single, c, at(i)))
+		}
+	}
+	w.recv(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := shutdownReturns(t, first, ctx, watchPatience); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	st := w.recvToEnd(t)
+	requireCode(t, st.Err(), codes.Unavailable)
+	token := resumeTokenOf(t, st)
+	if last := w.got[len(w.got)-1].GetResumeToken(); token != last {
+		t.Fatalf("resume point %q is not the last response's token %q", token, last)
+	}
+	requireOrderedPerCamera(t, w.got)
+	for i := 11; i <= 20; i++ {
+		for _, c := range cameras {
+			want = append(want, createSingle(t, second.single, c, at(i)))
+		}
+	}
+	got := resumeUntil(t, second.single, cameras, token, w.got, want)
+	t.Logf("the first replica sent %d images before it stopped, the second %d more", len(w.got)-len(cameras), len(got)-len(w.got))
 }
 
 // TestWatchServesPanoAndPreStitch watches the two other kinds, each with the
