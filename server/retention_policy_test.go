@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store/retention"
@@ -150,6 +153,114 @@ func TestLegalHoldLifecycle(t *testing.T) {
 		requireOK(t, err, "delete")
 		_, err = rs.DeleteLegalHold(ctx, &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-7"})
 		requireCode(t, err, codes.NotFound)
+	})
+}
+
+// TestGetLegalHold: a placed hold reads back as it was placed, name,
+// reason, times and etag; an update is what the next read returns; and the
+// etag read is the one a conditional delete takes.
+func TestGetLegalHold(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		ctx, rs := t.Context(), h.retention
+		_, err := rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-6"}})
+		requireOK(t, err, "create another hold")
+		created, err := rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7", Reason: "case 1"}})
+		requireOK(t, err, "create")
+		placed := created.GetLegalHold()
+
+		got, err := rs.GetLegalHold(ctx, &metadatav1.GetLegalHoldRequest{Name: "legalHolds/cam-7"})
+		requireOK(t, err, "get")
+		g := got.GetLegalHold()
+		if g.GetName() != "legalHolds/cam-7" || g.GetReason() != "case 1" || g.GetEtag() == "" || g.GetEtag() != placed.GetEtag() ||
+			g.GetCreateTime() == nil || !g.GetCreateTime().AsTime().Equal(placed.GetCreateTime().AsTime()) ||
+			g.GetUpdateTime() == nil || !g.GetUpdateTime().AsTime().Equal(placed.GetUpdateTime().AsTime()) {
+			t.Fatalf("get returned %v, want the hold as placed: %v", g, placed)
+		}
+
+		upd, err := rs.UpdateLegalHold(ctx, &metadatav1.UpdateLegalHoldRequest{
+			LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-7", Reason: "case 2", Etag: g.GetEtag()}, UpdateMask: mask("reason")})
+		requireOK(t, err, "update with the etag read")
+		got, err = rs.GetLegalHold(ctx, &metadatav1.GetLegalHoldRequest{Name: "legalHolds/cam-7"})
+		requireOK(t, err, "get after the update")
+		g, u := got.GetLegalHold(), upd.GetLegalHold()
+		if g.GetReason() != "case 2" || g.GetEtag() != u.GetEtag() || g.GetEtag() == placed.GetEtag() ||
+			!g.GetCreateTime().AsTime().Equal(placed.GetCreateTime().AsTime()) || !g.GetUpdateTime().AsTime().Equal(u.GetUpdateTime().AsTime()) {
+			t.Fatalf("get after the update returned %v, want %v", g, u)
+		}
+
+		_, err = rs.DeleteLegalHold(ctx, &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-7", Etag: g.GetEtag()})
+		requireOK(t, err, "delete with the etag read")
+		_, err = rs.GetLegalHold(ctx, &metadatav1.GetLegalHoldRequest{Name: "legalHolds/cam-7"})
+		requireCode(t, err, codes.NotFound)
+		_, err = rs.GetLegalHold(ctx, &metadatav1.GetLegalHoldRequest{Name: "legalHolds/cam-6"})
+		requireOK(t, err, "the other hold stays")
+	})
+}
+
+// TestListLegalHoldsPages: every page size walks every hold exactly once,
+// in name order, the last page without a token; a page read again with its
+// token is the same; a token is good only for the call that gave it.
+func TestListLegalHoldsPages(t *testing.T) {
+	forEachServer(t, func(t *testing.T, h *harness) {
+		ctx, rs := t.Context(), h.retention
+		cameras := []string{"z", "cam-2", "a", "cam-10", "site-7", "cam-1", "cam-3"}
+		for _, c := range cameras {
+			_, err := rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/" + c, Reason: "case " + c}})
+			requireOK(t, err, "create "+c)
+		}
+		want := []string{"legalHolds/a", "legalHolds/cam-1", "legalHolds/cam-10", "legalHolds/cam-2", "legalHolds/cam-3", "legalHolds/site-7", "legalHolds/z"}
+		for _, size := range []int32{0, 1, 3, 6, 7, 8} {
+			t.Run(fmt.Sprintf("page size %d", size), func(t *testing.T) {
+				var names []string
+				token := ""
+				for pages := 1; ; pages++ {
+					page, err := rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{PageSize: size, PageToken: token})
+					requireOK(t, err, "list")
+					if size > 0 && int32(len(page.GetLegalHolds())) > size {
+						t.Fatalf("page %d holds %d holds, more than the page size", pages, len(page.GetLegalHolds()))
+					}
+					for _, hold := range page.GetLegalHolds() {
+						names = append(names, hold.GetName())
+						if hold.GetReason() != "case "+strings.TrimPrefix(hold.GetName(), "legalHolds/") || hold.GetEtag() == "" {
+							t.Errorf("listed %v, want its reason and an etag", hold)
+						}
+					}
+					if token = page.GetNextPageToken(); token == "" {
+						break
+					}
+					if pages > len(want) {
+						t.Fatalf("still a next page after %d pages: %q", pages, names)
+					}
+				}
+				if !slices.Equal(names, want) {
+					t.Fatalf("pages of %d listed %q, want %q", size, names, want)
+				}
+			})
+		}
+
+		first, err := rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{PageSize: 2})
+		requireOK(t, err, "first page")
+		var again [2]*metadatav1.ListLegalHoldsResponse
+		for i := range again {
+			again[i], err = rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{PageSize: 2, PageToken: first.GetNextPageToken()})
+			requireOK(t, err, "second page")
+		}
+		if !proto.Equal(again[0], again[1]) || len(again[0].GetLegalHolds()) != 2 || again[0].GetLegalHolds()[0].GetName() != want[2] {
+			t.Fatalf("the second page read twice: %v and %v, want holds from %s both times", again[0], again[1], want[2])
+		}
+		for _, name := range []string{"retentionPolicies/default", "retentionPolicies/cameras/cam-1"} {
+			_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{Name: name, SingleRetentionDays: 30}})
+			requireOK(t, err, "create "+name)
+		}
+		policies, err := rs.ListRetentionPolicies(ctx, &metadatav1.ListRetentionPoliciesRequest{PageSize: 1})
+		requireOK(t, err, "list policies")
+		if policies.GetNextPageToken() == "" {
+			t.Fatalf("a page of 1 of 2 policies has no next page token")
+		}
+		_, err = rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{PageToken: policies.GetNextPageToken()})
+		requireFieldViolation(t, err, "page_token")
+		_, err = rs.ListLegalHolds(ctx, &metadatav1.ListLegalHoldsRequest{PageToken: "garbage"})
+		requireFieldViolation(t, err, "page_token")
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -75,13 +76,7 @@ func (w *watchStream) recv(t *testing.T, n int) []*metadatav1.WatchSingleImageMe
 // recvUntil receives until every image of want (camera@row key) arrived.
 func (w *watchStream) recvUntil(t *testing.T, want []string) {
 	t.Helper()
-	missing := make(map[string]bool, len(want))
-	for _, k := range want {
-		missing[k] = true
-	}
-	for _, r := range w.got {
-		delete(missing, imageKey(r.GetMetadata()))
-	}
+	missing := missingOf(w.got, want)
 	for len(missing) > 0 {
 		resp, err := w.stream.Recv()
 		requireOK(t, err, fmt.Sprintf("Watch receive with %d images missing", len(missing)))
@@ -213,62 +208,150 @@ func TestWatchResumeAfterDisconnectLosesNothing(t *testing.T) {
 	})
 }
 
+// TestWatchEndsASlowConsumerWithAResumePoint: a client that reads nothing
+// while thousands of images are created is ended with RESOURCE_EXHAUSTED and
+// the token of the last response sent; watching again from it brings the
+// rest. On Azure the images reach the stream through the tail, a pass's new
+// images at once.
 func TestWatchEndsASlowConsumerWithAResumePoint(t *testing.T) {
-	h := startServerOpts(t, openMemPebble(t), serverOpts{watch: server.WatchOptions{Buffer: 8}})
-	// A fixed flow-control window: the server can send only so much before
-	// the client reads.
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	requireOK(t, err, "dial")
-	t.Cleanup(func() { _ = conn.Close() })
-	client := metadatav1.NewSingleImageMetadataServiceClient(conn)
-	now := time.Now().UTC()
-	cameras := []string{"cam-a", "cam-b", "cam-c", "cam-d"}
-	slow := watchFrom(t, client, cameras, now)
-	// Far more than the window and the buffer hold, created while the
-	// client reads nothing.
-	const perCamera = 600
-	var mu sync.Mutex
-	var want []string
-	var wg sync.WaitGroup
-	for _, c := range cameras {
-		wg.Go(func() {
-			for i := 1; i <= perCamera; i++ {
-				k := createSingle(t, h.single, c, now.Add(time.Duration(i)*time.Millisecond))
-				mu.Lock()
-				want = append(want, k)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	var ended error
-	for {
-		resp, err := slow.stream.Recv()
-		if err != nil {
-			ended = err
-			break
+	forEachBackend(t, func(t *testing.T, b backend) {
+		opts := watchOpts(b)
+		opts.Buffer = 8
+		if opts.Poll > 0 {
+			// Each pass scans the thousands of index rows of the window: a
+			// slower tail leaves Azurite to the creates.
+			opts.Poll = 10 * tailPoll
 		}
-		slow.got = append(slow.got, resp)
+		h := startServerOpts(t, b.open(t), serverOpts{watch: opts})
+		// A fixed flow-control window: the server can send only so much before
+		// the client reads.
+		conn, err := grpc.NewClient("passthrough:///bufconn",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		requireOK(t, err, "dial")
+		t.Cleanup(func() { _ = conn.Close() })
+		client := metadatav1.NewSingleImageMetadataServiceClient(conn)
+		now := time.Now().UTC()
+		cameras := []string{"cam-a", "cam-b", "cam-c", "cam-d"}
+		slow := watchFrom(t, client, cameras, now)
+		// Far more than the window and the buffer hold, created while the
+		// client reads nothing.
+		const perCamera = 600
+		var mu sync.Mutex
+		var want []string
+		var wg sync.WaitGroup
+		for _, c := range cameras {
+			wg.Go(func() {
+				for i := 1; i <= perCamera; i++ {
+					k := createSingle(t, h.single, c, now.Add(time.Duration(i)*time.Millisecond))
+					mu.Lock()
+					want = append(want, k)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		st := slow.recvToEnd(t)
+		requireCode(t, st.Err(), codes.ResourceExhausted)
+		if !strings.Contains(st.Message(), "fell behind") {
+			t.Errorf("message %q does not say the stream fell behind", st.Message())
+		}
+		token := resumeTokenOf(t, st)
+		requireResumePoint(t, token, slow.got[len(slow.got)-1].GetResumeToken())
+		if len(slow.got) >= len(want)+len(cameras) {
+			t.Fatalf("the slow stream got all %d images yet was ended", len(slow.got))
+		}
+		resumeUntil(t, client, cameras, token, slow.got, want)
+		t.Logf("slow stream ended after %d of %d images", len(slow.got)-len(cameras), len(want))
+	})
+}
+
+// recvToEnd receives until the stream fails, and returns its status.
+func (w *watchStream) recvToEnd(t *testing.T) *status.Status {
+	t.Helper()
+	for {
+		resp, err := w.stream.Recv()
+		if err != nil {
+			st, ok := status.FromError(err)
+			if !ok {
+				t.Fatalf("Watch ended with %v, not a gRPC status", err)
+			}
+			return st
+		}
+		w.got = append(w.got, resp)
 	}
-	st := requireCode(t, ended, codes.ResourceExhausted)
-	if !strings.Contains(st.Message(), "fell behind") {
-		t.Errorf("message %q does not say the stream fell behind", st.Message())
+}
+
+// resumeUntil watches cameras from token until every image of want arrived,
+// those of delivered counting as received, as a client does: a stream the
+// server ends as fallen behind is watched again from its resume point, for a
+// tail pass may hand a stream more new images at once than its buffer
+// holds. Each watch's own responses must keep each camera's order. It
+// returns delivered and all the watches received.
+func resumeUntil(t *testing.T, client metadatav1.SingleImageMetadataServiceClient, cameras []string, token string,
+	delivered []*metadatav1.WatchSingleImageMetadataResponse, want []string) []*metadatav1.WatchSingleImageMetadataResponse {
+	t.Helper()
+	got := slices.Clone(delivered)
+	missing := missingOf(got, want)
+	for watches := 1; ; watches++ {
+		w := openWatch(t, client, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: cameras, ResumeToken: token})
+		start := len(got)
+		var err error
+		for len(missing) > 0 && err == nil {
+			var resp *metadatav1.WatchSingleImageMetadataResponse
+			if resp, err = w.stream.Recv(); err == nil {
+				got = append(got, resp)
+				delete(missing, imageKey(resp.GetMetadata()))
+			}
+		}
+		w.cancel()
+		requireOrderedPerCamera(t, got[start:])
+		if err == nil {
+			return got
+		}
+		st := requireCode(t, err, codes.ResourceExhausted)
+		if watches == 20 {
+			t.Fatalf("20 watches fell behind; %d images still missing", len(missing))
+		}
+		token = resumeTokenOf(t, st)
 	}
-	token := resumeTokenOf(t, st)
-	if last := slow.got[len(slow.got)-1].GetResumeToken(); token != last {
-		t.Fatalf("resume point %q is not the last response's token %q", token, last)
+}
+
+// missingOf is the images of want (camera@row key) that got lacks.
+func missingOf(got []*metadatav1.WatchSingleImageMetadataResponse, want []string) map[string]bool {
+	missing := make(map[string]bool, len(want))
+	for _, k := range want {
+		missing[k] = true
 	}
-	if len(slow.got) >= len(want)+len(cameras) {
-		t.Fatalf("the slow stream got all %d images yet was ended", len(slow.got))
+	for _, r := range got {
+		delete(missing, imageKey(r.GetMetadata()))
 	}
-	resumed := openWatch(t, client, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: cameras, ResumeToken: token})
-	resumed.got = append(resumed.got, slow.got...)
-	resumed.recvUntil(t, want)
-	requireOrderedPerCamera(t, resumed.got[len(slow.got):])
-	t.Logf("slow stream ended after %d of %d images", len(slow.got)-len(cameras), len(want))
+	return missing
+}
+
+// requireResumePoint fails unless the resume point of an ended stream is
+// the last response's token or later: an image the stream passed over (its
+// camera already had a newer one sent, as when a tail feeds an image that
+// start_with_latest sent) moves the point on without a response. Whether
+// it misses nothing, the watch from it shows.
+func requireResumePoint(t *testing.T, token, last string) {
+	t.Helper()
+	at, ok := decodeToken(token)
+	lastAt, lastOK := decodeToken(last)
+	if !ok || !lastOK || at.Before(lastAt) {
+		t.Fatalf("resume point %q (%s) is before the last response's token %q (%s)", token, at, last, lastAt)
+	}
+}
+
+// decodeToken reads the Stamp of a resume token made as encodeToken does.
+func decodeToken(token string) (time.Time, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return time.Time{}, false
+	}
+	nanos, err := strconv.ParseInt(strings.TrimPrefix(string(raw), "w1:"), 10, 64)
+	return time.Unix(0, nanos), err == nil && strings.HasPrefix(string(raw), "w1:")
 }
 
 // resumeTokenOf is the resume point of a Watch the server ended.
@@ -351,19 +434,26 @@ func encodeToken(unixNanos int64) string {
 	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "w1:%d", unixNanos))
 }
 
-// TestWatchSeesCreatesOfAnotherReplica runs two servers on one Azurite
-// account, as two replicas share one storage account: a create on one
-// reaches a watch on the other, through the tail of the index.
-func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
+// sharedAzure returns a function that opens, at each call, a new client of
+// one set of tables on Azurite, as replicas share one storage account.
+func sharedAzure(t *testing.T) func() store.Backend {
+	t.Helper()
 	var id [5]byte
 	_, _ = rand.Read(id[:])
 	prefix := "t" + hex.EncodeToString(id[:])
-	open := func() store.Backend {
+	return func() store.Backend {
 		b, err := aztable.Open(t.Context(), aztable.Options{ConnectionString: azurite.Require(t), TablePrefix: prefix,
 			Logger: slog.New(slog.DiscardHandler)})
 		requireOK(t, err, "open Azure tables")
 		return b
 	}
+}
+
+// TestWatchSeesCreatesOfAnotherReplica runs two servers on one Azurite
+// account: a create on one reaches a watch on the other, through the tail
+// of the index.
+func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
+	open := sharedAzure(t)
 	opts := serverOpts{watch: server.WatchOptions{Poll: tailPoll}}
 	writer, watcher := startServerOpts(t, open(), opts), startServerOpts(t, open(), opts)
 	now := time.Now().UTC()
@@ -378,10 +468,54 @@ func TestWatchSeesCreatesOfAnotherReplica(t *testing.T) {
 	requireOrderedPerCamera(t, w.got)
 }
 
+// TestWatchResumesOnAnotherReplica: a replica shuts down under a watch of
+// the images created on both replicas; the client watches again on the
+// other replica with the resume point the shutdown gave, and gets every
+// image created before and after, none lost, each camera in order.
+func TestWatchResumesOnAnotherReplica(t *testing.T) {
+	open := sharedAzure(t)
+	opts := serverOpts{watch: server.WatchOptions{Poll: tailPoll}}
+	first, second := startServerOpts(t, open(), opts), startServerOpts(t, open(), opts)
+	now := time.Now().UTC()
+	cameras := []string{"cam-a", "cam-b"}
+	w := watchFrom(t, first.single, cameras, now)
+	var want []string
+	at := func(i int) time.Time { return now.Add(time.Duration(i) * time.Millisecond) }
+	for i := 1; i <= 10; i++ {
+		replica := []*harness{first, second}[i%2]
+		for _, c := range cameras {
+			want = append(want, createSingle(t, replica.single, c, at(i)))
+		}
+	}
+	w.recv(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := shutdownReturns(t, first, ctx, watchPatience); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	st := w.recvToEnd(t)
+	requireCode(t, st.Err(), codes.Unavailable)
+	token := resumeTokenOf(t, st)
+	requireResumePoint(t, token, w.got[len(w.got)-1].GetResumeToken())
+	requireOrderedPerCamera(t, w.got)
+	for i := 11; i <= 20; i++ {
+		for _, c := range cameras {
+			want = append(want, createSingle(t, second.single, c, at(i)))
+		}
+	}
+	got := resumeUntil(t, second.single, cameras, token, w.got, want)
+	t.Logf("the first replica sent %d images before it stopped, the second %d more", len(w.got)-len(cameras), len(got)-len(w.got))
+}
+
 // TestWatchServesPanoAndPreStitch watches the two other kinds, each with the
 // field only it carries: one generic path serves all three.
 func TestWatchServesPanoAndPreStitch(t *testing.T) {
-	h := startServerOpts(t, openMemPebble(t), serverOpts{})
+	forEachBackend(t, func(t *testing.T, b backend) {
+		testWatchPanoAndPreStitch(t, startServerOpts(t, b.open(t), serverOpts{watch: watchOpts(b)}))
+	})
+}
+
+func testWatchPanoAndPreStitch(t *testing.T, h *harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), watchPatience)
 	defer cancel()
 	now := time.Now().UTC().Truncate(time.Millisecond)
