@@ -259,6 +259,8 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 		RowsPerSecond:       int32(j.RowsPerSecond),
 		UsePolicies:         j.UsePolicies,
 		DevicesHeld:         totals.DevicesHeld,
+
+		MetadataRowsDeletedLowerBound: totals.MetadataRowsLowerBound,
 	}
 	if !j.Started.IsZero() {
 		out.StartTime = timestamppb.New(j.Started)
@@ -277,6 +279,8 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 			MetadataRowsDeleted: k.Counts.MetadataRows,
 			IndexRowsDeleted:    k.Counts.IndexRows,
 			DevicesHeld:         k.Counts.DevicesHeld,
+
+			MetadataRowsDeletedLowerBound: k.Counts.MetadataRowsLowerBound,
 		})
 	}
 	return out

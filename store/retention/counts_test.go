@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,80 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 				}
 				if after.primaryNew != before.primaryNew || after.indexNew != before.indexNew {
 					t.Errorf("young rows touched: %+v, before %+v", after, before)
+				}
+			})
+		}
+	})
+}
+
+// TestUnrecordedDeleteFlagsItsCount: a task's first delivery counts its
+// cameras, images of expired instants land, its delete removes them all,
+// then the record of what it removed is lost (a lost store answer, as a
+// crash would). The next delivery finds fewer rows than were counted: the
+// count it keeps, the one taken before the first delete, misses the rows
+// created meanwhile, and the job must say so. A purge whose deliveries all
+// record their deletes must not.
+func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, lose := range []bool{false, true} {
+			t.Run(map[bool]string{false: "every delete recorded", true: "a delete's record lost"}[lose], func(t *testing.T) {
+				opts := quickOptions()
+				opts.VisibilityTimeout = time.Second
+				f := newFixture(t, opts)
+				direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+				if err != nil {
+					t.Fatal(err)
+				}
+				creator := &expiredCreator{repo: direct}
+				var mu sync.Mutex
+				updates := map[store.Key]int{}
+				lost := 0
+				hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+					if table != retention.DefaultTasksTable || op != "update" {
+						return nil
+					}
+					mu.Lock()
+					updates[keys[0]]++
+					n := updates[keys[0]]
+					mu.Unlock()
+					switch {
+					case n == 1:
+						// Counted, about to delete: images land in between.
+						for c := range cameras {
+							if err := creator.create(t.Context(), c); err != nil {
+								t.Errorf("create between count and delete: %v", err)
+							}
+						}
+					case n == 2 && lose && lost == 0:
+						lost++
+						return errors.New("test: the store's answer is lost")
+					}
+					return nil
+				}}
+				f.openEngine(t, hooked)
+				f.seed(t, cameras)
+				before := f.census(t, images.Single, base.Add(2*time.Minute))
+				f.run(t)
+				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				if j.State != retention.Succeeded {
+					t.Fatalf("state %s (%s)", j.State, j.Error)
+				}
+				if lose && lost == 0 {
+					t.Fatal("no delete's record was lost")
+				}
+				after := f.census(t, images.Single, j.Boundary())
+				gone := before.primaryOld + creator.created.Load() - after.primaryOld
+				got := j.Totals()
+				switch {
+				case !lose && (got.MetadataRows != gone || got.MetadataRowsLowerBound):
+					t.Errorf("metadata_rows_deleted %d (lower bound: %v), %d primary rows gone; want them equal and exact",
+						got.MetadataRows, got.MetadataRowsLowerBound, gone)
+				case lose && (got.MetadataRows >= gone || !got.MetadataRowsLowerBound):
+					t.Errorf("metadata_rows_deleted %d (lower bound: %v), %d primary rows gone; want it short and flagged",
+						got.MetadataRows, got.MetadataRowsLowerBound, gone)
+				}
+				if got.IndexRows != before.indexOld+creator.created.Load()-after.indexOld {
+					t.Errorf("index_rows_deleted %d, want the index rows gone", got.IndexRows)
 				}
 			})
 		}

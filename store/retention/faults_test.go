@@ -233,7 +233,7 @@ func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
 		t.Fatalf("purge through faults: %s (%s)", j.State, j.Error)
 	}
 	for _, p := range j.Kinds {
-		wantCounts(t, p.Kind.String(), p.Counts, expiredCounts(1))
+		wantCountsAfterFaults(t, p.Kind.String(), p.Counts, expiredCounts(1))
 	}
 	boundary := j.Boundary()
 	young := map[images.Kind][]images.Image{}

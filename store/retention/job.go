@@ -35,8 +35,14 @@ type Counts struct {
 	// stays short: a task cut short after a camera's delete and before
 	// recording it (a crash, a lost store answer, a second delivery after
 	// the first lost its visibility), while such creates landed between
-	// that camera's count and its delete, reports those rows not.
+	// that camera's count and its delete, reports those rows not. Such a
+	// count is flagged MetadataRowsLowerBound.
 	MetadataRows int64 `json:"metadataRows"`
+	// MetadataRowsLowerBound says MetadataRows may be short: a delivery
+	// of a task found fewer expired rows of a camera than were counted
+	// before its first delete, so an earlier delivery deleted them and
+	// stopped before recording what it removed (see deletedRows).
+	MetadataRowsLowerBound bool `json:"metadataRowsLowerBound,omitempty"`
 	// IndexRows counts deleted index rows (in a dry run: to delete).
 	IndexRows int64 `json:"indexRows"`
 	// DevicesHeld counts the cameras of a purge with policies that a legal
@@ -51,6 +57,7 @@ func (c *Counts) add(o Counts) {
 	c.MetadataRows += o.MetadataRows
 	c.IndexRows += o.IndexRows
 	c.DevicesHeld += o.DevicesHeld
+	c.MetadataRowsLowerBound = c.MetadataRowsLowerBound || o.MetadataRowsLowerBound
 }
 
 // Phases of one kind's purge.

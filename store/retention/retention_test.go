@@ -29,6 +29,16 @@ func wantCounts(t *testing.T, what string, got retention.Counts, want retention.
 	}
 }
 
+// wantCountsAfterFaults is wantCounts for a purge that met a crash or lost
+// store answers and no create: its counts are exact, but a delete whose
+// record was lost rightly flags the primary rows' count as a lower bound
+// (see TestUnrecordedDeleteFlagsItsCount), which nothing here made short.
+func wantCountsAfterFaults(t *testing.T, what string, got retention.Counts, want retention.Counts) {
+	t.Helper()
+	got.MetadataRowsLowerBound = false
+	wantCounts(t, what, got, want)
+}
+
 func expiredCounts(kinds int) retention.Counts {
 	return retention.Counts{
 		DevicesTotal: int64(kinds * cameras), DevicesDone: int64(kinds * cameras),
@@ -372,7 +382,7 @@ func crashAndResume(t *testing.T, newFixture func(*testing.T, retention.Options)
 	want := expiredCounts(2)
 	want.DevicesTotal, want.DevicesDone = 2*3, 2*3
 	want.MetadataRows, want.IndexRows = 2*3*expiredPerCamera, 2*3*expiredPerCamera
-	wantCounts(t, "resumed job", j.Totals(), want)
+	wantCountsAfterFaults(t, "resumed job", j.Totals(), want)
 	for _, kind := range kinds {
 		if got := restarted.census(t, kind, j.Boundary()); got != (census{primaryNew: 3 * keptPerCamera, indexNew: 3 * keptPerCamera}) {
 			t.Errorf("%s after resume: %+v", kind, got)

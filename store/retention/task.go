@@ -33,6 +33,8 @@ type taskDevice struct {
 	Rows    int64  `json:"rows"`
 	Counted bool   `json:"counted,omitempty"`
 	State   string `json:"state,omitempty"`
+	// LowerBound marks Rows as possibly short (see deletedRows).
+	LowerBound bool `json:"lowerBound,omitempty"`
 	// Boundary, in a purge with policies, is the start of the minute of
 	// the camera's own cutoff; zero means the job's.
 	Boundary time.Time `json:"boundary,omitzero"`
@@ -98,6 +100,7 @@ func (t *task) counts() Counts {
 		case deviceDone:
 			c.DevicesDone++
 			c.MetadataRows += d.Rows
+			c.MetadataRowsLowerBound = c.MetadataRowsLowerBound || d.LowerBound
 		case deviceFailed:
 			c.DevicesFailed++
 		case deviceHeld:

@@ -188,7 +188,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		switch err := failures[d.ID]; {
 		case err == nil:
 			d.State = deviceDone
-			d.Rows = deletedRows(d, removed[d.ID])
+			d.Rows, d.LowerBound = deletedRows(d, removed[d.ID])
 		case lastAttempt:
 			d.State = deviceFailed
 			anyFailed = true
@@ -245,7 +245,8 @@ func pendingRows(t *task) int64 {
 }
 
 // deletedRows is what a camera's count becomes once its delete succeeded:
-// the larger of its count before the delete and what the delete removed.
+// the larger of its count before the delete and what the delete removed,
+// and whether that may be short of what was deleted.
 //
 // Creates of already-expired instants go on during a purge, so the delete
 // may remove more rows than were counted before it: the count becomes what
@@ -255,9 +256,11 @@ func pendingRows(t *task) int64 {
 // fixed before the first delete stands. That is exact unless creates of
 // expired instants landed between the first delivery's count and its
 // delete; the count is then short by those rows alone (see
-// Counts.MetadataRows).
-func deletedRows(d *taskDevice, removed int64) int64 {
-	return max(d.Rows, removed)
+// Counts.MetadataRows). Only a purge deletes images, and one purge runs at
+// a time, so a delete that removes fewer rows than were counted before it
+// follows such a delivery: the count is then flagged a lower bound.
+func deletedRows(d *taskDevice, removed int64) (rows int64, lowerBound bool) {
+	return max(d.Rows, removed), removed < d.Rows
 }
 
 // deletePrimaries deletes the expired primary rows of the task's pending

@@ -165,9 +165,16 @@ type PurgeCounts struct {
 	// Cameras with expired rows that a legal hold placed while the purge ran
 	// spared (counted in devices_total, never deleted). Cameras held before
 	// the purge reached them are not counted at all.
-	DevicesHeld   int64 `protobuf:"varint,7,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DevicesHeld int64 `protobuf:"varint,7,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
+	// metadata_rows_deleted may be short of the rows deleted: a purge task
+	// was cut off (a crash, a lost store answer) after deleting a camera's
+	// rows and before recording it, and its next attempt found fewer rows
+	// than were counted before that delete. The count is then that earlier
+	// count, which misses only images of already-expired capture times
+	// created between it and the delete. Exact (false) otherwise.
+	MetadataRowsDeletedLowerBound bool `protobuf:"varint,8,opt,name=metadata_rows_deleted_lower_bound,json=metadataRowsDeletedLowerBound,proto3" json:"metadata_rows_deleted_lower_bound,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *PurgeCounts) Reset() {
@@ -249,6 +256,13 @@ func (x *PurgeCounts) GetDevicesHeld() int64 {
 	return 0
 }
 
+func (x *PurgeCounts) GetMetadataRowsDeletedLowerBound() bool {
+	if x != nil {
+		return x.MetadataRowsDeletedLowerBound
+	}
+	return false
+}
+
 // PurgeJob is one purge: what it retires and how far it got.
 type PurgeJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -292,9 +306,11 @@ type PurgeJob struct {
 	// image_types only the types some policy sets a retention for.
 	UsePolicies bool `protobuf:"varint,18,opt,name=use_policies,json=usePolicies,proto3" json:"use_policies,omitempty"`
 	// Totals over the purged types.
-	DevicesHeld   int64 `protobuf:"varint,19,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DevicesHeld int64 `protobuf:"varint,19,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
+	// Some type's metadata_rows_deleted may be short (see PurgeCounts).
+	MetadataRowsDeletedLowerBound bool `protobuf:"varint,20,opt,name=metadata_rows_deleted_lower_bound,json=metadataRowsDeletedLowerBound,proto3" json:"metadata_rows_deleted_lower_bound,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *PurgeJob) Reset() {
@@ -458,6 +474,13 @@ func (x *PurgeJob) GetDevicesHeld() int64 {
 		return x.DevicesHeld
 	}
 	return 0
+}
+
+func (x *PurgeJob) GetMetadataRowsDeletedLowerBound() bool {
+	if x != nil {
+		return x.MetadataRowsDeletedLowerBound
+	}
+	return false
 }
 
 // StartPurgeRequest is the input of StartPurge.
@@ -2557,7 +2580,7 @@ var File_metadata_v1_retention_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xb8\x02\n" +
+	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x82\x03\n" +
 	"\vPurgeCounts\x125\n" +
 	"\n" +
 	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12#\n" +
@@ -2566,7 +2589,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x0edevices_failed\x18\x04 \x01(\x03R\rdevicesFailed\x122\n" +
 	"\x15metadata_rows_deleted\x18\x05 \x01(\x03R\x13metadataRowsDeleted\x12,\n" +
 	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\x12!\n" +
-	"\fdevices_held\x18\a \x01(\x03R\vdevicesHeld\"\xc9\x06\n" +
+	"\fdevices_held\x18\a \x01(\x03R\vdevicesHeld\x12H\n" +
+	"!metadata_rows_deleted_lower_bound\x18\b \x01(\bR\x1dmetadataRowsDeletedLowerBound\"\x93\a\n" +
 	"\bPurgeJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x127\n" +
 	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
@@ -2592,7 +2616,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x10cancel_requested\x18\x10 \x01(\bR\x0fcancelRequested\x12&\n" +
 	"\x0frows_per_second\x18\x11 \x01(\x05R\rrowsPerSecond\x12!\n" +
 	"\fuse_policies\x18\x12 \x01(\bR\vusePolicies\x12!\n" +
-	"\fdevices_held\x18\x13 \x01(\x03R\vdevicesHeld\"\xa2\x02\n" +
+	"\fdevices_held\x18\x13 \x01(\x03R\vdevicesHeld\x12H\n" +
+	"!metadata_rows_deleted_lower_bound\x18\x14 \x01(\bR\x1dmetadataRowsDeletedLowerBound\"\xa2\x02\n" +
 	"\x11StartPurgeRequest\x127\n" +
 	"\vimage_types\x18\x01 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
 	"imageTypes\x12'\n" +
