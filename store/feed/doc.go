@@ -12,7 +12,11 @@
 //     has seen, and reads the primary row of each new one of a watched
 //     camera. A primary row not there yet (a create writes its index row
 //     first) is looked for again at the next passes, for up to the
-//     repository's IndexLag.
+//     repository's IndexLag. The rows of cameras nobody watches are passed
+//     over unread but kept for the IndexLag: a subscription reads their
+//     primary rows before it begins, and one not there yet is looked for
+//     as above, so an image whose primary row lands after a watch of its
+//     camera began reaches that watch.
 //
 // Either way the feed fans new images out in-process to its subscriptions,
 // each with its own bounded buffer: a publisher never waits for a

@@ -69,6 +69,8 @@ type Feed struct {
 	// primed is closed once Subscribe can begin: at once without a tail,
 	// else after the tail's first pass has learnt what already exists.
 	primed chan struct{}
+	// tail, with Options.Poll, finds the new images; nil without.
+	tail *tail
 
 	mu sync.Mutex
 	// last is the latest Stamp given, so Stamps never go back.
@@ -100,6 +102,8 @@ func New(opts Options) (*Feed, error) {
 		primed: make(chan struct{}), byCamera: make(map[string]map[*Subscription]struct{})}
 	if f.poll <= 0 {
 		close(f.primed)
+	} else {
+		f.tail = newTail(f)
 	}
 	return f, nil
 }
@@ -188,12 +192,20 @@ type Subscription struct {
 }
 
 // Subscribe starts receiving the new images of cameras (distinct ids). With
-// a tail it first waits for the tail's first pass, or for ctx.
+// a tail it first waits for the tail's first pass, or for ctx, then, between
+// two passes, reads the primary rows of the index rows of cameras the tail
+// passed over lately (see tail.confirm): one that has not landed yet is fed
+// when it does.
 func (f *Feed) Subscribe(ctx context.Context, cameras []string) (*Subscription, error) {
 	select {
 	case <-f.primed:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if f.tail != nil {
+		f.tail.mu.Lock()
+		defer f.tail.mu.Unlock()
+		f.tail.confirm(ctx, cameras)
 	}
 	sub := &Subscription{feed: f, cameras: cameras, events: make(chan Event, f.buffer), behind: make(chan struct{})}
 	f.mu.Lock()

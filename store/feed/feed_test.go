@@ -144,7 +144,7 @@ func TestStampsNeverGoBack(t *testing.T) {
 func TestTailFeedsNewRowsOfWatchedCameras(t *testing.T) {
 	db := openDB(t)
 	f, repo, clock := newFeed(t, plainBackend{db}, Options{Poll: time.Second})
-	tl := &tail{feed: f, seen: map[string]map[string]struct{}{}, pending: map[string]time.Time{}}
+	tl := f.tail
 	create(t, repo, "cam-a", now.Add(-time.Minute))
 	if err := tl.pass(t.Context()); err != nil {
 		t.Fatal(err)
@@ -188,6 +188,55 @@ func TestTailFeedsNewRowsOfWatchedCameras(t *testing.T) {
 	}
 	if len(tl.seen) != 0 {
 		t.Fatalf("tail still remembers %d partitions that left the window", len(tl.seen))
+	}
+}
+
+// TestWatchBegunBeforeThePrimaryLandsGetsIt: on a store without
+// transactions a create writes its index row, then its primary row. The
+// tail passes over the index row of a camera nobody watches; a watch of the
+// camera then begins, and the primary row lands after it: the image became
+// readable while the watch was open, so the watch receives it. An image
+// readable before the watch began is not fed to it.
+func TestWatchBegunBeforeThePrimaryLandsGetsIt(t *testing.T) {
+	db := openDB(t)
+	f, repo, clock := newFeed(t, plainBackend{db}, Options{Poll: time.Second})
+	tl := f.tail
+	if err := tl.pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	create(t, repo, "cam-y", now) // readable before the watch
+	landsAt := now.Add(time.Second)
+	_, index := repo.Tables()
+	rowKey := store.InvertedTicksRowKey(landsAt)
+	if _, err := index.Upsert(t.Context(), store.Entity{
+		PartitionKey: images.IndexPartitionKey(landsAt, "cam-x", 4), RowKey: images.IndexRowKey(rowKey, "cam-x"),
+		Properties: store.Properties{images.PropDeviceID: "cam-x", images.PropMetadataRowKey: rowKey},
+	}, store.Replace); err != nil {
+		t.Fatal(err)
+	}
+	*clock = now.Add(time.Second)
+	if err := tl.pass(t.Context()); err != nil { // neither camera watched yet
+		t.Fatal(err)
+	}
+	sub := subscribe(t, f, "cam-x", "cam-y")
+	primary, _ := repo.Tables()
+	if _, err := primary.Insert(t.Context(), store.Entity{PartitionKey: "cam-x", RowKey: rowKey,
+		Properties: store.Properties{images.PropCameraID: "cam-x", images.PropCapturedAt: landsAt}}); err != nil {
+		t.Fatal(err)
+	}
+	*clock = now.Add(2 * time.Second)
+	if err := tl.pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := received(sub), []string{"cam-x@12:30:21.000"}; !slices.Equal(got, want) {
+		t.Fatalf("fed %v, want %v: cam-x's image landed after the watch began, cam-y's before", got, want)
+	}
+	*clock = now.Add(time.Hour)
+	if err := tl.pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.unconfirmed) != 0 || len(tl.pending) != 0 {
+		t.Fatalf("tail still holds %d cameras' unconfirmed rows and %d pending rows an hour later", len(tl.unconfirmed), len(tl.pending))
 	}
 }
 

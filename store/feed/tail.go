@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -16,10 +19,10 @@ import (
 // images of watched cameras; a failed pass is logged and the next one tries
 // again. Without Poll it returns at once.
 func (f *Feed) Run(ctx context.Context) {
-	if f.poll <= 0 {
+	t := f.tail
+	if t == nil {
 		return
 	}
-	t := &tail{feed: f, seen: make(map[string]map[string]struct{}), pending: make(map[string]time.Time)}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -38,14 +41,34 @@ func (f *Feed) Run(ctx context.Context) {
 // tail is the state of Run between passes.
 type tail struct {
 	feed *Feed
+	// mu is held through each pass, and by Subscribe while it checks the
+	// unconfirmed rows of its cameras (see confirm), so that no row is
+	// first seen between that check and the subscription.
+	mu sync.Mutex
 	// seen holds, per index partition within the window, the row keys
 	// already fed or passed over.
 	seen map[string]map[string]struct{}
 	// pending holds when each index row of a watched camera was first found
 	// without its primary row.
 	pending map[string]time.Time
+	// unconfirmed holds, per camera, the index rows passed over while no
+	// subscription watched the camera, for the index lag after they were
+	// first seen: their primary rows may not have landed yet, and one that
+	// lands after a watch of its camera began belongs to that watch.
+	unconfirmed map[string]map[string]unconfirmedRow
 	// passes counts the passes that completed.
 	passes int
+}
+
+// unconfirmedRow is an index row passed over before its camera was watched.
+type unconfirmedRow struct {
+	index     store.Entity
+	firstSeen time.Time
+}
+
+func newTail(f *Feed) *tail {
+	return &tail{feed: f, seen: make(map[string]map[string]struct{}), pending: make(map[string]time.Time),
+		unconfirmed: make(map[string]map[string]unconfirmedRow)}
 }
 
 // newRow is an index row found for the first time, and its image when it is
@@ -57,10 +80,13 @@ type newRow struct {
 
 // pass scans the index partitions within the window of now once. The first
 // pass only learns what exists; later ones feed the new rows of watched
-// cameras whose primary row is there. Which cameras are watched is asked
-// after a row is read: a subscription that begins later began after the row
-// was readable.
+// cameras whose primary row is there. The rows of cameras not watched are
+// passed over unread, and kept as unconfirmed for the index lag: a
+// subscription that begins later checks them (see confirm), as the primary
+// row of one may land after it began.
 func (t *tail) pass(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	f := t.feed
 	now := f.now()
 	from := store.MinutePartitionKey(now.Add(-f.window))
@@ -77,12 +103,18 @@ func (t *tail) pass(ctx context.Context) error {
 				continue
 			}
 			row := newRow{partition: e.PartitionKey, row: e.RowKey}
-			if t.passes == 0 || !f.watched(images.IndexedCamera(e)) {
+			key := e.PartitionKey + "/" + e.RowKey
+			if camera := images.IndexedCamera(e); t.passes == 0 || !f.watched(camera) {
+				rows := t.unconfirmed[camera]
+				if rows == nil {
+					rows = make(map[string]unconfirmedRow)
+					t.unconfirmed[camera] = rows
+				}
+				rows[key] = unconfirmedRow{index: e, firstSeen: now}
 				found = append(found, row)
 				continue
 			}
 			img, err := f.repo.IndexedImage(ctx, e)
-			key := e.PartitionKey + "/" + e.RowKey
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				first, ok := t.pending[key]
@@ -125,11 +157,69 @@ func (t *tail) pass(ctx context.Context) error {
 			delete(t.pending, key)
 		}
 	}
+	for camera, rows := range t.unconfirmed {
+		for key, r := range rows {
+			if now.Sub(r.firstSeen) > f.repo.IndexLag()+f.poll {
+				delete(rows, key)
+			}
+		}
+		if len(rows) == 0 {
+			delete(t.unconfirmed, camera)
+		}
+	}
 	t.passes++
 	if t.passes == 1 {
 		close(f.primed)
 	}
 	return nil
+}
+
+// confirmInParallel is how many primary rows confirm reads at once.
+const confirmInParallel = 16
+
+// confirm reads the primary row of each unconfirmed index row of cameras,
+// t.mu held, before a subscription of them begins. A row whose primary row
+// is there was readable before the subscription: it is confirmed and never
+// fed to it. A row whose primary row is missing (or could not be read) is
+// made pending, as if seen while watched, so the next passes feed it once
+// it lands, up to the index lag after it was first seen.
+func (t *tail) confirm(ctx context.Context, cameras []string) {
+	type check struct {
+		camera, key string
+		row         unconfirmedRow
+		landed      bool
+	}
+	var checks []*check
+	for _, camera := range cameras {
+		for key, row := range t.unconfirmed[camera] {
+			checks = append(checks, &check{camera: camera, key: key, row: row})
+		}
+	}
+	var g errgroup.Group
+	g.SetLimit(confirmInParallel)
+	for _, c := range checks {
+		g.Go(func() error {
+			_, err := t.feed.repo.IndexedImage(ctx, c.row.index)
+			c.landed = err == nil
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, c := range checks {
+		delete(t.unconfirmed[c.camera], c.key)
+		if c.landed {
+			continue
+		}
+		delete(t.seen[c.row.index.PartitionKey], c.row.index.RowKey)
+		if _, ok := t.pending[c.key]; !ok {
+			t.pending[c.key] = c.row.firstSeen
+		}
+	}
+	for _, camera := range cameras {
+		if len(t.unconfirmed[camera]) == 0 {
+			delete(t.unconfirmed, camera)
+		}
+	}
 }
 
 // newImages are the images of rows to feed, each camera's in ascending
