@@ -367,6 +367,8 @@ func TestRetentionScheduleOverGRPC(t *testing.T) {
 
 // TestPurgeRateIsValidatedAndKept: a negative rate is refused; a job's rate
 // is recorded on it, and a capped purge still retires exactly the expired.
+// A purge this small never waits on its cap; that the cap paces every
+// deleted row is store/retention's TestPurgePacesEveryDeletedRow.
 func TestPurgeRateIsValidatedAndKept(t *testing.T) {
 	h := startServer(t, openMemPebble(t))
 	cutoff := &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(minute(2).Add(15 * time.Second))}
