@@ -52,10 +52,14 @@
 // and never run, planning stops after the task it is recording and the
 // sweep before its next chunk, so its counts are what it deleted.
 //
-// Deletes can be paced (Options.RowsPerSecond for the process,
-// StartRequest.RowsPerSecond per job) so that a purge leaves live requests
-// their latency; the built-in schedule can be paused for every process
-// (SetSchedulePaused); ended jobs are retired after Options.JobRetention.
+// Deletes can be paced, primary and index rows alike, so that a purge
+// leaves live requests their latency: Options.RowsPerSecond caps each
+// process, all its jobs together; StartRequest.RowsPerSecond caps one job
+// in each process (replica) working on it, not across them, so N replicas
+// sharing its tasks delete up to N times its cap. Each row waits on both
+// caps, so the lower one binds. The built-in schedule can be paused for
+// every process (SetSchedulePaused); ended jobs are retired after
+// Options.JobRetention.
 //
 // # Purges with policies
 //

@@ -257,8 +257,8 @@ type StartRequest struct {
 	// DryRun counts without deleting.
 	DryRun bool
 	// RowsPerSecond caps the rows the job deletes per second in each
-	// process working on it, under Options.RowsPerSecond; 0 means no cap
-	// of its own.
+	// process working on it, not across processes; Options.RowsPerSecond
+	// applies too, and the lower binds. 0 means no cap of its own.
 	RowsPerSecond float64
 }
 
