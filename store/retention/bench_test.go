@@ -196,10 +196,12 @@ func (s *benchStore) run(b *testing.B) {
 	}()
 }
 
-// start starts a purge of the images captured before now-benchRetention.
-func (s *benchStore) start(b *testing.B, now time.Time) *retention.Job {
+// start starts a purge of the images captured before now-benchRetention,
+// with a cap of its own of rowsPerSecond (0: none).
+func (s *benchStore) start(b *testing.B, now time.Time, rowsPerSecond float64) *retention.Job {
 	b.Helper()
-	j, err := s.engine.Start(b.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: now.Add(-benchRetention)})
+	j, err := s.engine.Start(b.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: now.Add(-benchRetention),
+		RowsPerSecond: rowsPerSecond})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -281,7 +283,7 @@ func benchPurge(b *testing.B, l benchLayout, plain bool) {
 		s.run(b)
 		c.reset()
 		b.StartTimer()
-		j := s.await(b, s.start(b, now).ID)
+		j := s.await(b, s.start(b, now, 0).ID)
 		b.StopTimer()
 		total.add(&c)
 		s.check(b, j, l, 0)
@@ -338,9 +340,12 @@ func BenchmarkPurgeStorageOps(b *testing.B) {
 // then, on the same store right after, while a purge of benchExpiredRows
 // runs: idle and purging figures of one case are seconds apart, so that a
 // machine whose load drifts still gives a fair ratio. Cases: the engine's
-// defaults (4 workers), one worker (the daemon's default on two cores), and
+// defaults (4 workers), one worker (the daemon's default on two cores),
 // one worker paced to a cap on rows deleted per second (primary and index
-// rows alike, so a cap of R retires about R/2 images a second).
+// rows alike, so a cap of R retires about R/2 images a second), and one
+// worker under the process's highest cap with a lower cap of the job's own
+// (StartRequest.RowsPerSecond), which should pace it as that process cap
+// alone does.
 // purge-overlap is the share of the purging measurement the purge ran
 // through; below 1 the purging figures are diluted by idle time.
 // purge-images/s is the purge's own speed, from its start to its end.
@@ -349,15 +354,19 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 	type latencyCase struct {
 		name string
 		tune func(*retention.Options)
+		// jobRate is the job's own cap; 0 for none.
+		jobRate float64
 	}
 	cases := []latencyCase{
-		{"4-workers", func(o *retention.Options) { o.Workers = 4 }},
-		{"1-worker", func(o *retention.Options) { o.Workers = 1 }},
+		{name: "4-workers", tune: func(o *retention.Options) { o.Workers = 4 }},
+		{name: "1-worker", tune: func(o *retention.Options) { o.Workers = 1 }},
 	}
 	for _, rate := range []float64{20_000, 10_000, 5_000} {
-		cases = append(cases, latencyCase{fmt.Sprintf("1-worker-%.0f-rows-per-s", rate),
-			func(o *retention.Options) { o.Workers, o.RowsPerSecond = 1, rate }})
+		cases = append(cases, latencyCase{name: fmt.Sprintf("1-worker-%.0f-rows-per-s", rate),
+			tune: func(o *retention.Options) { o.Workers, o.RowsPerSecond = 1, rate }})
 	}
+	cases = append(cases, latencyCase{name: "1-worker-20000-rows-per-s-job-10000",
+		tune: func(o *retention.Options) { o.Workers, o.RowsPerSecond = 1, 20_000 }, jobRate: 10_000})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			var idle, purging latencySamples
@@ -370,7 +379,7 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 				s.run(b)
 				b.StartTimer()
 				idle.measure(b, s, l, now, 0)
-				job := s.start(b, now)
+				job := s.start(b, now, c.jobRate)
 				began := time.Now()
 				purging.measure(b, s, l, now, benchLatencyOps)
 				b.StopTimer()
