@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -294,7 +295,7 @@ func benchPurge(b *testing.B, l benchLayout, plain bool) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/rows, "ns/row")
 	b.ReportMetric(float64(total.reads.Load())/rows, "reads/row")
 	b.ReportMetric(float64(total.writes.Load())/rows, "writes/row")
-	b.ReportMetric(float64(total.idleCameraOps.Load()), "idle-cam-ops")
+	b.ReportMetric(float64(total.watchedOps.Load()), "idle-cam-ops")
 }
 
 // BenchmarkPurgeByCameraCount purges the same expired volume spread over
@@ -453,26 +454,30 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 // number (a batch, a range deletion, a key deletion).
 type opCounter struct {
 	reads, writes atomic.Int64
-	// idleCameraOps counts operations on the partitions of idle cameras.
-	idleCameraOps atomic.Int64
+	// watch starts the ids of the cameras that must cost no operation;
+	// benchIdlePrefix unless set.
+	watch string
+	// watchedOps counts operations on the partitions of those cameras.
+	watchedOps atomic.Int64
 }
 
 func (c *opCounter) reset() {
 	c.reads.Store(0)
 	c.writes.Store(0)
-	c.idleCameraOps.Store(0)
+	c.watchedOps.Store(0)
 }
 
 func (c *opCounter) add(o *opCounter) {
 	c.reads.Add(o.reads.Load())
 	c.writes.Add(o.writes.Load())
-	c.idleCameraOps.Add(o.idleCameraOps.Load())
+	c.watchedOps.Add(o.watchedOps.Load())
 }
 
 func (c *opCounter) touch(partitionKeys ...string) {
+	watch := cmp.Or(c.watch, benchIdlePrefix)
 	for _, pk := range partitionKeys {
-		if strings.HasPrefix(pk, benchIdlePrefix) {
-			c.idleCameraOps.Add(1)
+		if strings.HasPrefix(pk, watch) {
+			c.watchedOps.Add(1)
 		}
 	}
 }
@@ -487,21 +492,26 @@ func (c *opCounter) write(partitionKeys ...string) {
 	c.touch(partitionKeys...)
 }
 
-// countingBackend counts the operations on every table of a Pebble
-// backend, keeping its range and key deletes unless plain.
+// countingBackend counts the operations on every table of a backend, or
+// on the table named only, keeping its range and key deletes and its count
+// (Pebble's) unless plain.
 type countingBackend struct {
 	store.Backend
 	plain bool
+	only  string
 	c     *opCounter
 }
 
 func (b *countingBackend) Table(ctx context.Context, name string) (store.Table, error) {
 	t, err := b.Backend.Table(ctx, name)
-	if err != nil {
-		return nil, err
+	if err != nil || b.only != "" && name != b.only {
+		return t, err
 	}
 	ct := &countingTable{Table: t, c: b.c}
-	if b.plain {
+	_, ranges := t.(store.RangeDeleter)
+	_, keys := t.(store.KeyDeleter)
+	_, counts := t.(store.Counter)
+	if b.plain || !ranges || !keys || !counts {
 		return ct, nil
 	}
 	return &fastCountingTable{ct}, nil
