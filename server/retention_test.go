@@ -387,7 +387,8 @@ func testRetentionSchedule(t *testing.T, backend store.Backend) {
 
 // TestPurgeRateIsValidatedAndKept: a negative rate is refused; a job's rate
 // is recorded on it and paces its deletes, and a capped purge still retires
-// exactly the expired.
+// exactly the expired. That the cap paces every deleted row, primary and
+// index, is store/retention's TestPurgePacesEveryDeletedRow.
 func TestPurgeRateIsValidatedAndKept(t *testing.T) {
 	forEachServer(t, func(t *testing.T, h *harness) {
 		cutoff := &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(minute(2).Add(15 * time.Second))}

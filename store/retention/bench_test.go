@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -196,10 +197,12 @@ func (s *benchStore) run(b *testing.B) {
 	}()
 }
 
-// start starts a purge of the images captured before now-benchRetention.
-func (s *benchStore) start(b *testing.B, now time.Time) *retention.Job {
+// start starts a purge of the images captured before now-benchRetention,
+// with a cap of its own of rowsPerSecond (0: none).
+func (s *benchStore) start(b *testing.B, now time.Time, rowsPerSecond float64) *retention.Job {
 	b.Helper()
-	j, err := s.engine.Start(b.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: now.Add(-benchRetention)})
+	j, err := s.engine.Start(b.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: now.Add(-benchRetention),
+		RowsPerSecond: rowsPerSecond})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -281,7 +284,7 @@ func benchPurge(b *testing.B, l benchLayout, plain bool) {
 		s.run(b)
 		c.reset()
 		b.StartTimer()
-		j := s.await(b, s.start(b, now).ID)
+		j := s.await(b, s.start(b, now, 0).ID)
 		b.StopTimer()
 		total.add(&c)
 		s.check(b, j, l, 0)
@@ -292,7 +295,7 @@ func benchPurge(b *testing.B, l benchLayout, plain bool) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/rows, "ns/row")
 	b.ReportMetric(float64(total.reads.Load())/rows, "reads/row")
 	b.ReportMetric(float64(total.writes.Load())/rows, "writes/row")
-	b.ReportMetric(float64(total.idleCameraOps.Load()), "idle-cam-ops")
+	b.ReportMetric(float64(total.watchedOps.Load()), "idle-cam-ops")
 }
 
 // BenchmarkPurgeByCameraCount purges the same expired volume spread over
@@ -338,9 +341,12 @@ func BenchmarkPurgeStorageOps(b *testing.B) {
 // then, on the same store right after, while a purge of benchExpiredRows
 // runs: idle and purging figures of one case are seconds apart, so that a
 // machine whose load drifts still gives a fair ratio. Cases: the engine's
-// defaults (4 workers), one worker (the daemon's default on two cores), and
+// defaults (4 workers), one worker (the daemon's default on two cores),
 // one worker paced to a cap on rows deleted per second (primary and index
-// rows alike, so a cap of R retires about R/2 images a second).
+// rows alike, so a cap of R retires about R/2 images a second), and one
+// worker under the process's highest cap with a lower cap of the job's own
+// (StartRequest.RowsPerSecond), which should pace it as that process cap
+// alone does.
 // purge-overlap is the share of the purging measurement the purge ran
 // through; below 1 the purging figures are diluted by idle time.
 // purge-images/s is the purge's own speed, from its start to its end.
@@ -349,15 +355,19 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 	type latencyCase struct {
 		name string
 		tune func(*retention.Options)
+		// jobRate is the job's own cap; 0 for none.
+		jobRate float64
 	}
 	cases := []latencyCase{
-		{"4-workers", func(o *retention.Options) { o.Workers = 4 }},
-		{"1-worker", func(o *retention.Options) { o.Workers = 1 }},
+		{name: "4-workers", tune: func(o *retention.Options) { o.Workers = 4 }},
+		{name: "1-worker", tune: func(o *retention.Options) { o.Workers = 1 }},
 	}
 	for _, rate := range []float64{20_000, 10_000, 5_000} {
-		cases = append(cases, latencyCase{fmt.Sprintf("1-worker-%.0f-rows-per-s", rate),
-			func(o *retention.Options) { o.Workers, o.RowsPerSecond = 1, rate }})
+		cases = append(cases, latencyCase{name: fmt.Sprintf("1-worker-%.0f-rows-per-s", rate),
+			tune: func(o *retention.Options) { o.Workers, o.RowsPerSecond = 1, rate }})
 	}
+	cases = append(cases, latencyCase{name: "1-worker-20000-rows-per-s-job-10000",
+		tune: func(o *retention.Options) { o.Workers, o.RowsPerSecond = 1, 20_000 }, jobRate: 10_000})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			var idle, purging latencySamples
@@ -370,7 +380,7 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 				s.run(b)
 				b.StartTimer()
 				idle.measure(b, s, l, now, 0)
-				job := s.start(b, now)
+				job := s.start(b, now, c.jobRate)
 				began := time.Now()
 				purging.measure(b, s, l, now, benchLatencyOps)
 				b.StopTimer()
@@ -444,26 +454,30 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 // number (a batch, a range deletion, a key deletion).
 type opCounter struct {
 	reads, writes atomic.Int64
-	// idleCameraOps counts operations on the partitions of idle cameras.
-	idleCameraOps atomic.Int64
+	// watch starts the ids of the cameras that must cost no operation;
+	// benchIdlePrefix unless set.
+	watch string
+	// watchedOps counts operations on the partitions of those cameras.
+	watchedOps atomic.Int64
 }
 
 func (c *opCounter) reset() {
 	c.reads.Store(0)
 	c.writes.Store(0)
-	c.idleCameraOps.Store(0)
+	c.watchedOps.Store(0)
 }
 
 func (c *opCounter) add(o *opCounter) {
 	c.reads.Add(o.reads.Load())
 	c.writes.Add(o.writes.Load())
-	c.idleCameraOps.Add(o.idleCameraOps.Load())
+	c.watchedOps.Add(o.watchedOps.Load())
 }
 
 func (c *opCounter) touch(partitionKeys ...string) {
+	watch := cmp.Or(c.watch, benchIdlePrefix)
 	for _, pk := range partitionKeys {
-		if strings.HasPrefix(pk, benchIdlePrefix) {
-			c.idleCameraOps.Add(1)
+		if strings.HasPrefix(pk, watch) {
+			c.watchedOps.Add(1)
 		}
 	}
 }
@@ -478,21 +492,26 @@ func (c *opCounter) write(partitionKeys ...string) {
 	c.touch(partitionKeys...)
 }
 
-// countingBackend counts the operations on every table of a Pebble
-// backend, keeping its range and key deletes unless plain.
+// countingBackend counts the operations on every table of a backend, or
+// on the table named only, keeping its range and key deletes and its count
+// (Pebble's) unless plain.
 type countingBackend struct {
 	store.Backend
 	plain bool
+	only  string
 	c     *opCounter
 }
 
 func (b *countingBackend) Table(ctx context.Context, name string) (store.Table, error) {
 	t, err := b.Backend.Table(ctx, name)
-	if err != nil {
-		return nil, err
+	if err != nil || b.only != "" && name != b.only {
+		return t, err
 	}
 	ct := &countingTable{Table: t, c: b.c}
-	if b.plain {
+	_, ranges := t.(store.RangeDeleter)
+	_, keys := t.(store.KeyDeleter)
+	_, counts := t.(store.Counter)
+	if b.plain || !ranges || !keys || !counts {
 		return ct, nil
 	}
 	return &fastCountingTable{ct}, nil

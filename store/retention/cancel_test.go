@@ -39,6 +39,39 @@ func (b *blockOnce) before(table, op string, _ []store.Key) error {
 	return nil
 }
 
+// cancelPhases are the phases the cancel tests stop a purge in of one
+// kind, each at a write the first that matches is held at while the
+// cancel is requested.
+var cancelPhases = []struct {
+	name string
+	// sweeping says the work was done: only index rows are left.
+	sweeping bool
+	// at picks the write the job is cancelled at, given the kind's tables.
+	at func(primary, index string) func(table, op string) bool
+}{
+	{"planning", false, func(string, string) func(string, string) bool {
+		inserts := 0
+		return func(table, op string) bool {
+			if table == retention.DefaultTasksTable && op == "insert" {
+				inserts++
+				return inserts == 2 // the second task of three
+			}
+			return false
+		}
+	}},
+	{"working", false, func(primary, _ string) func(string, string) bool {
+		return func(table, op string) bool { return table == primary && deletesRows(op) }
+	}},
+	{"sweeping", true, func(_, index string) func(string, string) bool {
+		return func(table, op string) bool { return table == index && deletesRows(op) }
+	}},
+}
+
+// deletesRows says whether a write deletes rows.
+func deletesRows(op string) bool {
+	return op == "delete-ranges" || op == "delete-keys" || op == "batch-delete"
+}
+
 // TestCancelStopsAtATaskBoundary cancels a purge in each of its phases,
 // from an engine of another replica that does not run it: the job ends
 // Cancelled, its counts are exactly the rows it deleted, the phase stopped
@@ -46,35 +79,8 @@ func (b *blockOnce) before(table, op string, _ []store.Key) error {
 // the cancelled job's adding up to every expired row.
 func TestCancelStopsAtATaskBoundary(t *testing.T) {
 	kind := images.Single
-	deletes := func(op string) bool {
-		return op == "delete-ranges" || op == "delete-keys" || op == "batch-delete"
-	}
-	phases := []struct {
-		name string
-		// sweeping says the work was done: only index rows are left.
-		sweeping bool
-		// at picks the write the job is cancelled at, given the kind's tables.
-		at func(primary, index string) func(table, op string) bool
-	}{
-		{"planning", false, func(string, string) func(string, string) bool {
-			inserts := 0
-			return func(table, op string) bool {
-				if table == retention.DefaultTasksTable && op == "insert" {
-					inserts++
-					return inserts == 2 // the second task of three
-				}
-				return false
-			}
-		}},
-		{"working", false, func(primary, _ string) func(string, string) bool {
-			return func(table, op string) bool { return table == primary && deletes(op) }
-		}},
-		{"sweeping", true, func(_, index string) func(string, string) bool {
-			return func(table, op string) bool { return table == index && deletes(op) }
-		}},
-	}
 	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		for _, phase := range phases {
+		for _, phase := range cancelPhases {
 			t.Run(phase.name, func(t *testing.T) {
 				opts := quickOptions()
 				opts.Workers = 1 // one task at a time: the others are still to begin
@@ -135,6 +141,69 @@ func TestCancelStopsAtATaskBoundary(t *testing.T) {
 				if sum := c.IndexRows + n.IndexRows; sum != before.indexOld {
 					t.Errorf("index rows counted %d + %d, %d expired", c.IndexRows, n.IndexRows, before.indexOld)
 				}
+			})
+		}
+	})
+}
+
+// TestCancelPurgeWithPolicies cancels a purge with policies in each of its
+// phases: the job ends Cancelled, its counts exactly the rows it deleted,
+// the phase stopped short of the end; the next purge with policies
+// succeeds, its counts and the cancelled job's adding up to every row the
+// policies expire, each camera left exactly what its policy keeps, with
+// its index rows, the held camera untouched.
+func TestCancelPurgeWithPolicies(t *testing.T) {
+	kind := images.Single
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		for _, phase := range cancelPhases {
+			t.Run(phase.name, func(t *testing.T) {
+				opts, now := policyOptions()
+				opts.Workers = 1 // one task at a time: the others are still to begin
+				f := newFixture(t, opts)
+				single := setPolicies(t, f.engine)
+				f.seedDays(t, now, []images.Kind{kind}, cameraNames(single)...)
+				primaryTable, indexTable := f.repo(kind).Tables()
+				block := newBlockOnce(phase.at(primaryTable.Name(), indexTable.Name()))
+				f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
+				primaryBefore, indexBefore := int64(len(rows(t, primaryTable))), int64(len(rows(t, indexTable)))
+				f.run(t)
+				started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, UsePolicies: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-block.reached
+				if _, err := f.otherReplica(t).Cancel(t.Context(), started.ID); err != nil {
+					t.Fatal(err)
+				}
+				close(block.release)
+				j := f.await(t, started.ID)
+				if j.State != retention.Cancelled {
+					t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+				}
+				c := j.Totals()
+				if gone := primaryBefore - int64(len(rows(t, primaryTable))); c.MetadataRows != gone {
+					t.Errorf("cancelled job counts %d primary rows, %d are gone", c.MetadataRows, gone)
+				}
+				if gone := indexBefore - int64(len(rows(t, indexTable))); c.IndexRows != gone {
+					t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
+				}
+				want := expired(single)
+				if stopped := c.MetadataRows < want || phase.sweeping && c.MetadataRows == want && c.IndexRows < want; !stopped {
+					t.Errorf("a purge cancelled while %s went on: counts %+v of %d expired rows", phase.name, c, want)
+				}
+
+				next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, UsePolicies: true})
+				if next.State != retention.Succeeded {
+					t.Fatalf("next purge: state %s (%s)", next.State, next.Error)
+				}
+				n := next.Totals()
+				if sum := c.MetadataRows + n.MetadataRows; sum != want {
+					t.Errorf("primary rows counted %d + %d, %d expired", c.MetadataRows, n.MetadataRows, want)
+				}
+				if sum := c.IndexRows + n.IndexRows; sum != want {
+					t.Errorf("index rows counted %d + %d, %d expired", c.IndexRows, n.IndexRows, want)
+				}
+				f.checkKept(t, now, kind, single)
 			})
 		}
 	})

@@ -27,7 +27,7 @@ func BenchmarkDiskPerImage(b *testing.B) {
 		b.StopTimer()
 		perImage = float64(s.db.DataBytes()) / float64(l.images())
 		live := perImage * float64(l.kept())
-		s.check(b, s.await(b, s.start(b, now).ID), l, 0)
+		s.check(b, s.await(b, s.start(b, now, 0).ID), l, 0)
 		uncompacted = float64(s.db.DataBytes()) / live
 		if err := s.db.Compact(b.Context()); err != nil {
 			b.Fatal(err)

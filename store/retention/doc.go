@@ -52,10 +52,14 @@
 // and never run, planning stops after the task it is recording and the
 // sweep before its next chunk, so its counts are what it deleted.
 //
-// Deletes can be paced (Options.RowsPerSecond for the process,
-// StartRequest.RowsPerSecond per job) so that a purge leaves live requests
-// their latency; the built-in schedule can be paused for every process
-// (SetSchedulePaused); ended jobs are retired after Options.JobRetention.
+// Deletes can be paced, primary and index rows alike, so that a purge
+// leaves live requests their latency: Options.RowsPerSecond caps each
+// process, all its jobs together; StartRequest.RowsPerSecond caps one job
+// in each process (replica) working on it, not across them, so N replicas
+// sharing its tasks delete up to N times its cap. Each row waits on both
+// caps, so the lower one binds. The built-in schedule can be paused for
+// every process (SetSchedulePaused); ended jobs are retired after
+// Options.JobRetention.
 //
 // # Purges with policies
 //
@@ -69,22 +73,29 @@
 // with policies (StartRequest.UsePolicies) differs from one with a cutoff
 // in four places:
 //
-//   - Start reads every policy once, streaming, for the fewest days of
-//     each kind: the kind's newest cutoff in force. Its plan and sweep scan
-//     the index up to that cutoff's minute, not beyond. A kind no policy
-//     sets is left out of the job.
+//   - Start reads every policy once, streaming, for the fewest days any
+//     policy sets for each kind: the kind's shortest retention, whose
+//     cutoff is the newest (the latest) of the cameras' cutoffs. Its plan
+//     and sweep scan the index up to that cutoff's minute, not beyond: no
+//     camera has expired rows after it. A kind no policy sets is left out
+//     of the job.
 //   - The plan resolves each camera once, at the first (so oldest) index
-//     row the scan meets of it: a read of its hold, a read of its own
-//     policy and a lookup of its id's prefixes among the prefix policies,
-//     which the plan holds in memory (at most MaxPrefixPolicies). A camera
-//     held, without retention for the kind, or whose oldest row is younger
-//     than its own cutoff costs nothing more: no task, no primary-table
-//     work. The others are planned with their own boundary, recorded in the
-//     task and, before it, in a row of the job's task partition per camera.
+//     row the scan meets of it: a read of its own policy, a lookup of its
+//     id's prefixes among the prefix policies (at most MaxPrefixPolicies),
+//     which the plan holds in memory with the default, and, only if the
+//     policy so found expires that oldest row, a read of its hold. A
+//     camera without retention for the kind, or whose oldest row is younger
+//     than its own cutoff, costs the policy read alone; a held one that and
+//     the hold read; neither gets a task or any primary-table work. The
+//     others are planned with their own boundary, recorded in the task
+//     and, before it, in a row of the job's task partition per camera.
 //     Days count from the job's creation, so a resumed plan gives the same
-//     boundaries. The policies are read as the plan reaches each camera: a
-//     policy changed or removed during a purge applies to the cameras not
-//     yet planned, and to the others from the next purge.
+//     boundaries. A camera's own policy is read as the plan reaches the
+//     camera: one changed or removed during a purge applies to this purge
+//     if the plan has not reached the camera yet, else from the next. The
+//     default and the prefix policies are read as the plan's scan starts
+//     (each bucket's, when it takes several), so a change to them during
+//     the scan applies from the next purge.
 //   - A task reads each camera's hold again just before deleting its rows,
 //     the latest moment a hold can still spare them: a camera held after
 //     it was planned is counted held (Counts.DevicesHeld) and keeps its
@@ -107,10 +118,10 @@
 // counts what a real run would delete.
 //
 // The cost of a purge with policies follows the rows its shortest
-// retention expires: the index keys read up to the newest cutoff in force
+// retention expires: the index keys read up to that retention's cutoff
 // (those of cameras kept by a longer retention included, keys only), one
-// policy and one hold read per camera met there, and the primary-table
-// work of the expired cameras alone.
+// policy read per camera met there and one hold read per camera its policy
+// would purge, and the primary-table work of the expired cameras alone.
 //
 // Jobs, tasks and the queue are tables of the same backend, so GetPurge
 // answers the same from any process sharing it.

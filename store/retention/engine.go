@@ -187,6 +187,8 @@ type Engine struct {
 	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
 	limiter     *rate.Limiter
 	jobLimiters map[string]*rate.Limiter
+	// admit is waitN; tests wrap it (CountPacedRows).
+	admit func(ctx context.Context, l *rate.Limiter, n int) error
 }
 
 // Open opens the engine's tables on the backend.
@@ -197,7 +199,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
 		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName),
-		jobLimiters: map[string]*rate.Limiter{}}
+		jobLimiters: map[string]*rate.Limiter{}, admit: waitN}
 	if opts.RowsPerSecond > 0 {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
 	}
@@ -255,8 +257,8 @@ type StartRequest struct {
 	// DryRun counts without deleting.
 	DryRun bool
 	// RowsPerSecond caps the rows the job deletes per second in each
-	// process working on it, under Options.RowsPerSecond; 0 means no cap
-	// of its own.
+	// process working on it, not across processes; Options.RowsPerSecond
+	// applies too, and the lower binds. 0 means no cap of its own.
 	RowsPerSecond float64
 }
 

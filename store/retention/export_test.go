@@ -1,6 +1,12 @@
 package retention
 
-import "github.com/metadatad/metadatad/store"
+import (
+	"context"
+
+	"golang.org/x/time/rate"
+
+	"github.com/metadatad/metadatad/store"
+)
 
 // SweepSteps are the names of the sweep's steps, in the order a chunk meets them.
 func SweepSteps() []string {
@@ -19,3 +25,12 @@ func SetSweepHook(e *Engine, hook func(step string, partitions store.Range)) {
 
 // DefaultGroupSize is how many cameras a task holds by default.
 const DefaultGroupSize = defaultGroupSize
+
+// CountPacedRows makes e's pacer report, before each wait, the rows it
+// asks a cap of perSecond to admit; the wait itself is unchanged.
+func CountPacedRows(e *Engine, count func(perSecond float64, rows int)) {
+	e.admit = func(ctx context.Context, l *rate.Limiter, n int) error {
+		count(float64(l.Limit()), n)
+		return waitN(ctx, l, n)
+	}
+}

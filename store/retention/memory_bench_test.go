@@ -58,7 +58,7 @@ func BenchmarkPurgeMemory(b *testing.B) {
 				taskReads.Store(0)
 				sampler := startHeapSampler()
 				b.StartTimer()
-				j := s.await(b, s.start(b, now).ID)
+				j := s.await(b, s.start(b, now, 0).ID)
 				b.StopTimer()
 				peak = max(peak, float64(sampler.stop()))
 				s.check(b, j, l, 0)

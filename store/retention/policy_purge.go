@@ -39,12 +39,12 @@ func (p *Policies) shortest(ctx context.Context) (map[images.Kind]int, error) {
 	}
 }
 
-// resolver gives each camera its cutoff of one kind, from the policies as
-// they stand when asked: the camera's own policy, else the longest prefix
-// policy, else the default, the first that sets the kind's days. It holds
-// the default and the prefix policies that set the kind (at most
-// MaxPrefixPolicies); each camera costs a read of its policy, and one of
-// its hold if the policy expires its rows.
+// resolver gives each camera its cutoff of one kind: the camera's own
+// policy, else the longest prefix policy, else the default, the first that
+// sets the kind's days. It holds the default and the prefix policies that
+// set the kind (at most MaxPrefixPolicies) as they stood when it was made;
+// each camera costs a read of its own policy as it stands when asked, and
+// one of its hold if the policy expires its rows.
 type resolver struct {
 	p    *Policies
 	kind images.Kind

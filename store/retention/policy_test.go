@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,64 +213,6 @@ func TestPurgeWithPolicies(t *testing.T) {
 		single["held-1"], pano["held-1"] = 3, 3
 		f.checkKept(t, now, images.Single, single)
 		f.checkKept(t, now, images.Pano, pano)
-	})
-}
-
-// TestPolicyChangesDuringPurge: a purge applies each camera's policy as it
-// stood when the plan reached the camera, so a policy removed after that
-// takes effect at the next purge; a hold placed after the plan reached the
-// camera, before its delete, spares it, counted as held, index rows and all.
-func TestPolicyChangesDuringPurge(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
-		opts, now := policyOptions()
-		f := open(t, opts)
-		single := setPolicies(t, f.engine)
-		f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
-		var once sync.Map
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
-			if !strings.EqualFold(table, retention.DefaultTasksTable) || op != "batch" {
-				return nil
-			}
-			for _, k := range keys {
-				camera, ok := strings.CutPrefix(k.RowKey, "b_single_")
-				if !ok {
-					continue
-				}
-				if _, done := once.LoadOrStore(camera, true); done {
-					continue
-				}
-				var err error
-				switch camera {
-				case "cam-long":
-					err = f.engine.Policies().DeletePolicy(t.Context(), retention.ScopeCamera, "cam-long", "")
-				case "site-a-cam1":
-					_, err = f.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: camera})
-				}
-				if err != nil {
-					return fmt.Errorf("test: %w", err)
-				}
-			}
-			return nil
-		}})
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
-		if _, ok := once.Load("site-a-cam1"); !ok {
-			t.Fatal("the plan recorded no boundary for site-a-cam1")
-		}
-		single["site-a-cam1"] = 0
-		want := expired(single)
-		if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesHeld != 1 || got.DevicesDone != 5 {
-			t.Errorf("counts %+v, want %d rows of each table, 5 cameras done and 1 held", got, want)
-		}
-		f.checkKept(t, now, images.Single, single)
-
-		// cam-long now falls to the default, site-a-cam1 still held.
-		j = f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
-		if got := j.Totals(); got.MetadataRows != 1 || got.IndexRows != 1 {
-			t.Errorf("next purge: counts %+v, want cam-long's one image more", got)
-		}
-		single["cam-long"] = 3
-		f.checkKept(t, now, images.Single, single)
 	})
 }
 

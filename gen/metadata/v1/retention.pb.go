@@ -299,7 +299,8 @@ type PurgeJob struct {
 	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
 	// CancelPurge was called: the job ends CANCELLED at its next task boundary.
 	CancelRequested bool `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
-	// The job's own cap on rows deleted per second; 0 for none.
+	// The job's own cap on rows deleted per second, in each replica working
+	// on it; 0 for none.
 	RowsPerSecond int32 `protobuf:"varint,17,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
 	// Each camera got the cutoff of its retention policy; cutoff_time is
 	// then the newest of them (of the shortest retention in force), and
@@ -499,9 +500,11 @@ type StartPurgeRequest struct {
 	// Count what would be deleted without deleting anything.
 	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Caps the rows (primary and index rows alike) the job deletes per
-	// second, in each replica working on it, below the server's own cap
-	// (-purge-rows-per-second); 0 means no cap of its own; not negative.
-	// A lower rate spares live requests more and makes the purge longer.
+	// second in each replica working on it, not across replicas: N replicas
+	// sharing the job delete up to N times this rate. The server's own cap
+	// (-purge-rows-per-second) applies too; the lower of the two binds.
+	// 0 means no cap of its own; not negative. A lower rate spares live
+	// requests more and makes the purge longer.
 	RowsPerSecond int32 `protobuf:"varint,5,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
 	// Give each camera the cutoff of its retention policy instead of one
 	// cutoff (set neither retention_days nor cutoff_time): now less the days
