@@ -22,6 +22,17 @@ type expiredCreator struct {
 	created atomic.Int64
 }
 
+// newExpiredCreator creates single images on the fixture's store directly,
+// past any hook the engine's backend has.
+func newExpiredCreator(t *testing.T, f *fixture) *expiredCreator {
+	t.Helper()
+	direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &expiredCreator{repo: direct}
+}
+
 func (c *expiredCreator) create(ctx context.Context, camera int) error {
 	// Between the seeded images (20 s apart), all before the boundary.
 	at := base.Add(time.Second + time.Duration(c.next.Add(1))*time.Millisecond)
@@ -47,11 +58,7 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 				opts := quickOptions()
 				opts.VisibilityTimeout = 5 * time.Second
 				f := newFixture(t, opts)
-				direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
-				if err != nil {
-					t.Fatal(err)
-				}
-				creator := &expiredCreator{repo: direct}
+				creator := newExpiredCreator(t, f)
 				var mu sync.Mutex
 				recorded := map[store.Key]bool{}
 				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
@@ -131,11 +138,7 @@ func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
 				opts := quickOptions()
 				opts.VisibilityTimeout = time.Second
 				f := newFixture(t, opts)
-				direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
-				if err != nil {
-					t.Fatal(err)
-				}
-				creator := &expiredCreator{repo: direct}
+				creator := newExpiredCreator(t, f)
 				var mu sync.Mutex
 				updates := map[store.Key]int{}
 				lost := 0
