@@ -32,9 +32,11 @@ const (
 	// benchCameras share the expired rows where the camera count is not
 	// what is measured.
 	benchCameras = 1_000
-	// benchLatencyOps is how many Creates, and as many GetLatests, one
-	// latency measurement times.
-	benchLatencyOps = 1_000
+	// benchLatencyOps is how many Creates, and as many GetLatests, the
+	// idle latency measurement times; the purging one times as many as fit
+	// in the purge, up to benchLatencyMaxOps.
+	benchLatencyOps    = 5_000
+	benchLatencyMaxOps = 50_000
 	// benchSeeders is how many goroutines seed at once: Pebble commits their
 	// synced writes in groups, so seeding is far faster than one at a time.
 	benchSeeders = 64
@@ -347,8 +349,10 @@ func BenchmarkPurgeStorageOps(b *testing.B) {
 // worker under the process's highest cap with a lower cap of the job's own
 // (StartRequest.RowsPerSecond), which should pace it as that process cap
 // alone does.
-// purge-overlap is the share of the purging measurement the purge ran
-// through; below 1 the purging figures are diluted by idle time.
+// The purging measurement runs from the purge's start to its end, every
+// phase of it, at most benchLatencyMaxOps operations; purge-overlap is the
+// share of that measurement the purge ran through (below 1 the purging
+// figures are diluted by idle time), purging-ops the operations it timed.
 // purge-images/s is the purge's own speed, from its start to its end.
 func BenchmarkLatencyDuringPurge(b *testing.B) {
 	l := benchLayout{expired: benchExpiredRows, cameras: benchCameras}
@@ -379,20 +383,27 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 				s.seed(b, l, now)
 				s.run(b)
 				b.StartTimer()
-				idle.measure(b, s, l, now, 0)
+				idleOps := idle.measure(b, s, l, now, 0, benchLatencyOps, nil)
 				job := s.start(b, now, c.jobRate)
 				began := time.Now()
-				purging.measure(b, s, l, now, benchLatencyOps)
+				purgingOps := purging.measure(b, s, l, now, idleOps, benchLatencyMaxOps, func() bool {
+					j, err := s.watcher.Get(b.Context(), job.ID)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return !j.State.Terminal()
+				})
 				b.StopTimer()
 				ended := time.Now()
 				j := s.await(b, job.ID)
 				overlap += min(1, float64(j.Ended.Sub(began))/float64(ended.Sub(began)))
 				purgeTime += j.Ended.Sub(j.Started).Seconds()
-				s.check(b, j, l, 2*benchLatencyOps)
+				s.check(b, j, l, idleOps+purgingOps)
 				s.close()
 			}
 			idle.report(b, "idle", nil)
 			purging.report(b, "purging", &idle)
+			b.ReportMetric(float64(len(purging.creates)), "purging-ops")
 			b.ReportMetric(overlap/float64(b.N), "purge-overlap")
 			b.ReportMetric(float64(b.N)*float64(l.expired)/purgeTime, "purge-images/s")
 		})
@@ -402,12 +413,16 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 // latencySamples are the durations of Creates and GetLatests.
 type latencySamples struct{ creates, latests []time.Duration }
 
-// measure times benchLatencyOps Creates, each followed by a GetLatest of its
-// camera; the images captured from first milliseconds on are new rows
-// (captured a minute before now, so never expired).
-func (ls *latencySamples) measure(b *testing.B, s *benchStore, l benchLayout, now time.Time, first int) {
+// measure times up to n Creates, each followed by a GetLatest of its
+// camera, while going (nil: always) says to, asked every 100, and returns
+// how many it timed; the images captured from first milliseconds on are
+// new rows (captured a minute before now, so never expired).
+func (ls *latencySamples) measure(b *testing.B, s *benchStore, l benchLayout, now time.Time, first, n int, going func() bool) int {
 	b.Helper()
-	for i := range benchLatencyOps {
+	for i := range n {
+		if going != nil && i%100 == 0 && !going() {
+			return i
+		}
 		img := upload(expiredCamera(i%l.cameras), now.Add(-time.Minute+time.Duration(first+i)*time.Millisecond))
 		t0 := time.Now()
 		if _, err := s.repo.Create(b.Context(), img); err != nil {
@@ -419,6 +434,7 @@ func (ls *latencySamples) measure(b *testing.B, s *benchStore, l benchLayout, no
 		}
 		ls.creates, ls.latests = append(ls.creates, t1.Sub(t0)), append(ls.latests, time.Since(t1))
 	}
+	return n
 }
 
 // report reports the p50 and p99 of each operation under the name and,
