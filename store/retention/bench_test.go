@@ -36,7 +36,7 @@ const (
 	// idle latency measurement times; the purging one times as many as fit
 	// in the purge, up to benchLatencyMaxOps.
 	benchLatencyOps    = 5_000
-	benchLatencyMaxOps = 50_000
+	benchLatencyMaxOps = 200_000
 	// benchSeeders is how many goroutines seed at once: Pebble commits their
 	// synced writes in groups, so seeding is far faster than one at a time.
 	benchSeeders = 64
@@ -415,15 +415,16 @@ type latencySamples struct{ creates, latests []time.Duration }
 
 // measure times up to n Creates, each followed by a GetLatest of its
 // camera, while going (nil: always) says to, asked every 100, and returns
-// how many it timed; the images captured from first milliseconds on are
-// new rows (captured a minute before now, so never expired).
+// how many it timed; the images captured from first quarter-milliseconds
+// on are new rows (captured within the minute before now, so never
+// expired, never ahead of the clock).
 func (ls *latencySamples) measure(b *testing.B, s *benchStore, l benchLayout, now time.Time, first, n int, going func() bool) int {
 	b.Helper()
 	for i := range n {
 		if going != nil && i%100 == 0 && !going() {
 			return i
 		}
-		img := upload(expiredCamera(i%l.cameras), now.Add(-time.Minute+time.Duration(first+i)*time.Millisecond))
+		img := upload(expiredCamera(i%l.cameras), now.Add(-time.Minute+time.Duration(first+i)*250*time.Microsecond))
 		t0 := time.Now()
 		if _, err := s.repo.Create(b.Context(), img); err != nil {
 			b.Fatal(err)

@@ -187,8 +187,8 @@ type Engine struct {
 	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
 	limiter     *rate.Limiter
 	jobLimiters map[string]*rate.Limiter
-	// admit is waitN; tests wrap it (CountPacedRows).
-	admit func(ctx context.Context, l *rate.Limiter, n int) error
+	// reserve is reserveN; tests wrap it (CountPacedRows).
+	reserve func(l *rate.Limiter, n int) *rate.Reservation
 }
 
 // Open opens the engine's tables on the backend.
@@ -199,7 +199,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
 		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName),
-		jobLimiters: map[string]*rate.Limiter{}, admit: waitN}
+		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN}
 	if opts.RowsPerSecond > 0 {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
 	}

@@ -1,8 +1,6 @@
 package retention
 
 import (
-	"context"
-
 	"golang.org/x/time/rate"
 
 	"github.com/metadatad/metadatad/store"
@@ -26,11 +24,11 @@ func SetSweepHook(e *Engine, hook func(step string, partitions store.Range)) {
 // DefaultGroupSize is how many cameras a task holds by default.
 const DefaultGroupSize = defaultGroupSize
 
-// CountPacedRows makes e's pacer report, before each wait, the rows it
-// asks a cap of perSecond to admit; the wait itself is unchanged.
+// CountPacedRows makes e's pacer report the rows it asks a cap of
+// perSecond to admit; the pacing itself is unchanged.
 func CountPacedRows(e *Engine, count func(perSecond float64, rows int)) {
-	e.admit = func(ctx context.Context, l *rate.Limiter, n int) error {
+	e.reserve = func(l *rate.Limiter, n int) *rate.Reservation {
 		count(float64(l.Limit()), n)
-		return waitN(ctx, l, n)
+		return reserveN(l, n)
 	}
 }

@@ -2,14 +2,16 @@ package retention
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// waitN waits until l admits n rows: the pacer's one wait, which tests
-// wrap to count the rows each cap is asked for (a purge of a few rows never
-// waits, so its pacing cannot be told from its duration).
-func waitN(ctx context.Context, l *rate.Limiter, n int) error { return l.WaitN(ctx, n) }
+// reserveN takes n rows from l now; the reservation says how long until
+// they may go. It is the pacer's one request of a cap, which tests wrap to
+// count the rows each cap is asked for (a purge of a few rows never waits,
+// so its pacing cannot be told from its duration).
+func reserveN(l *rate.Limiter, n int) *rate.Reservation { return l.ReserveN(time.Now(), n) }
 
 // newRowLimiter paces deletes to perSecond rows, in steps of at most a
 // tenth of a second of rows, so that a paced purge deletes little and
@@ -20,12 +22,55 @@ func newRowLimiter(perSecond float64) *rate.Limiter {
 
 // pace waits until rows more rows may be deleted under this process's cap
 // (Options.RowsPerSecond) and the job's own (StartRequest.RowsPerSecond),
-// or ctx ends. Primary and index rows count alike.
+// or ctx ends. Primary and index rows count alike. Each step asks both caps
+// at once and waits for the later of the two, so the lower cap binds: one
+// wait after the other would pace the job below either.
 func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
-	if err := e.waitRows(ctx, e.limiter, rows); err != nil {
-		return err
+	var caps []*rate.Limiter
+	for _, l := range []*rate.Limiter{e.limiter, e.jobLimiter(j)} {
+		if l != nil {
+			caps = append(caps, l)
+		}
 	}
-	return e.waitRows(ctx, e.jobLimiter(j), rows)
+	if len(caps) == 0 {
+		return nil
+	}
+	step := int64(caps[0].Burst())
+	for _, l := range caps[1:] {
+		step = min(step, int64(l.Burst()))
+	}
+	for rows > 0 {
+		n := min(rows, step)
+		var wait time.Duration
+		reservations := make([]*rate.Reservation, len(caps))
+		for i, l := range caps {
+			reservations[i] = e.reserve(l, int(n))
+			wait = max(wait, reservations[i].Delay())
+		}
+		if err := sleep(ctx, wait); err != nil {
+			for _, r := range reservations {
+				r.Cancel()
+			}
+			return err
+		}
+		rows -= n
+	}
+	return nil
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // jobLimiter is this process's limiter of a job with its own cap, nil
@@ -49,19 +94,4 @@ func (e *Engine) forgetLimiter(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.jobLimiters, id)
-}
-
-// waitRows takes rows tokens from l, a burst at a time; a nil l has no cap.
-func (e *Engine) waitRows(ctx context.Context, l *rate.Limiter, rows int64) error {
-	if l == nil {
-		return nil
-	}
-	for rows > 0 {
-		n := min(rows, int64(l.Burst()))
-		if err := e.admit(ctx, l, int(n)); err != nil {
-			return err
-		}
-		rows -= n
-	}
-	return nil
 }
