@@ -107,9 +107,13 @@ func TestCronJobStartsAPurge(t *testing.T) {
 		}
 	}
 	cmd := exec.Command("go", append([]string{"tool", "grpcurl"}, grpcurlArgs...)...)
-	out, err := cmd.CombinedOutput()
+	// The answer alone, on stdout: with an empty module cache the go
+	// command says on stderr what it downloads first.
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("the CronJob's grpcurl failed: %v\n%s", err, out)
+		t.Fatalf("the CronJob's grpcurl failed: %v\n%s%s", err, out, stderr.String())
 	}
 	var resp struct {
 		Job struct {
