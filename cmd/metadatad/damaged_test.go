@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +123,9 @@ func TestDamagedTableFileFailsOnlyItsReads(t *testing.T) {
 	}
 	var told int
 	var stopped bool
-	for line := range d.logs {
+	// The damage may be met while the daemon starts: the store reads its
+	// flush marks, and they may sit in the damaged file.
+	for line := range chainLines(d.startup, d.logs) {
 		if strings.Contains(line, "damaged data file") {
 			told++
 			if !strings.Contains(line, file) {
@@ -145,6 +149,80 @@ func TestDamagedManifestRefusesToStartWithOneMessage(t *testing.T) {
 	dataDir := t.TempDir()
 	seedDamageable(t, dataDir)
 	damage(t, dataDir, "MANIFEST-", "")
+	requireRefusedAsDamaged(t, dataDir)
+}
+
+// TestManifestCutShortRefusesToStart cuts the MANIFEST of a stopped daemon
+// back to what it held after its first flush, as a bad disk or a copy cut
+// off would: the flushes recorded after it are lost, and the daemon must
+// refuse to start with one message, not serve without them.
+func TestManifestCutShortRefusesToStart(t *testing.T) {
+	dataDir := t.TempDir()
+	// Small memtables flush every few hundred creates.
+	d := startDaemon(t, dataDir, "-memtable-size", "256KiB")
+	client := d.client(t)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	create := func(i int) {
+		_, err := client.CreateSingleImageMetadata(t.Context(), &metadatav1.CreateSingleImageMetadataRequest{
+			Metadata: &metadatav1.SingleImageMetadata{CameraId: fmt.Sprintf("cam-%d", i%10), CapturedAt: timestamppb.New(base.Add(time.Duration(i) * time.Minute)),
+				BlobUri: "https://blobs.example/" + strings.Repeat("x", 200)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var manifest string
+	var cut int64
+	for i := 0; ; i++ {
+		if i == 20000 {
+			t.Fatal("20,000 creates did not record three flushes")
+		}
+		create(i)
+		if i%50 != 0 {
+			continue
+		}
+		mark := flushMark(t, dataDir)
+		if manifest == "" && mark > 0 {
+			names, _ := filepath.Glob(filepath.Join(dataDir, "MANIFEST-*"))
+			manifest = names[len(names)-1]
+			info, err := os.Stat(manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut = info.Size()
+		}
+		if manifest != "" && mark >= 4 {
+			break
+		}
+	}
+	stop(t, d)
+	if err := os.Truncate(manifest, cut); err != nil {
+		t.Fatal(err)
+	}
+	requireRefusedAsDamaged(t, dataDir)
+}
+
+// flushMark is the flush mark the store in dataDir has recorded, 0 for none.
+func flushMark(t *testing.T, dataDir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "METADATAD-FLUSHED"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("flush mark file holds %q", b)
+	}
+	return n
+}
+
+// requireRefusedAsDamaged starts the daemon on dataDir and requires it to
+// refuse: exit status 1, one message naming the damaged directory, no
+// panic and no stack.
+func requireRefusedAsDamaged(t *testing.T, dataDir string) {
+	t.Helper()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -164,6 +242,22 @@ func TestDamagedManifestRefusesToStartWithOneMessage(t *testing.T) {
 	}
 	if len(text) > 2000 {
 		t.Errorf("%d bytes of output, want one message:\n%s", len(text), text)
+	}
+}
+
+// chainLines yields the lines of first, then those of rest until it closes.
+func chainLines(first []string, rest <-chan string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, line := range first {
+			if !yield(line) {
+				return
+			}
+		}
+		for line := range rest {
+			if !yield(line) {
+				return
+			}
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ type daemon struct {
 	// metricsAddr is where /metrics is served, with -metrics-listen.
 	metricsAddr string
 	logs        chan string
+	// startup holds the lines logged before the daemon was serving.
+	startup []string
 }
 
 var (
@@ -84,6 +86,7 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 			if !ok {
 				t.Fatal("daemon exited before serving")
 			}
+			d.startup = append(d.startup, line)
 			if m := servingLine.FindStringSubmatch(line); m != nil {
 				d.addr = m[1]
 			}

@@ -35,7 +35,8 @@ func Tables(dir string) (names []string, err error) {
 		return nil, engineError("open "+dir+" read-only", err)
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	it, err := db.NewIter(nil)
+	// Keys below a table's name (empty names: the flush marks) are not rows.
+	it, err := db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{sep + 1}})
 	if err != nil {
 		return nil, engineError("iterate", err)
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	// DefaultMemTableSize. Up to 4 are held while flushes catch up, and
 	// each write-ahead log file reserves 1.1 times it on disk.
 	MemTableSize uint64
+
+	// noCompactions turns the engine's compactions off, for tests that
+	// need its files to stay as flushed.
+	noCompactions bool
 }
 
 func (o Options) withDefaults() Options {
@@ -80,6 +84,8 @@ type DB struct {
 	// this DB asked for (see flushRangeDels).
 	rangeDels atomic.Int64
 	log       *slog.Logger
+	// marks detects a MANIFEST cut short (see flushMarks).
+	marks *flushMarks
 }
 
 // Open opens or creates the database in opts.Dir. A directory whose files
@@ -89,14 +95,23 @@ func Open(opts Options) (*DB, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("pebble: Options.Dir is empty")
 	}
-	db, err := openEngine(opts)
-	if errors.Is(err, errOpenPanicked) || pebbledb.IsCorruptionError(err) {
+	marks := newFlushMarks(opts)
+	db, err := openEngine(opts, marks)
+	if err == nil {
+		if err = marks.check(db); err != nil {
+			err = errors.Join(err, db.Close())
+		}
+	}
+	// A file that the engine's list names and the directory lacks is damage
+	// too: the directory itself exists, or Open would have created it.
+	if errors.Is(err, errOpenPanicked) || errors.Is(err, errDamaged) || errors.Is(err, os.ErrNotExist) || pebbledb.IsCorruptionError(err) {
 		return nil, fmt.Errorf("%w: the data directory %s is damaged: %v; restore it from a backup, or move it aside to start empty", store.ErrCorrupt, opts.Dir, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
-	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger}
+	go marks.run()
+	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
@@ -115,13 +130,16 @@ var errOpenPanicked = errors.New("the engine panicked reading it")
 
 // openEngine opens Pebble, turning a panic on files it cannot make sense of
 // into a corruption error: the operator gets one message, not a stack.
-func openEngine(opts Options) (db *pebbledb.DB, err error) {
+func openEngine(opts Options, marks *flushMarks) (db *pebbledb.DB, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
 		}
 	}()
-	return pebbledb.Open(opts.Dir, engineOptions(opts))
+	o := engineOptions(opts)
+	o.EventListener.FlushEnd = marks.flushed
+	o.DisableAutomaticCompactions = opts.noCompactions
+	return pebbledb.Open(opts.Dir, o)
 }
 
 // corruptionLog logs each damaged file once. Pebble reports damage as it
@@ -147,7 +165,10 @@ func engineError(op string, err error) error {
 }
 
 // Close flushes nothing it has not already synced and releases the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	d.marks.close()
+	return d.db.Close()
+}
 
 // Metrics is the engine's own account of its health: read amplification,
 // compaction debt, cache hits, disk usage and the rest.

@@ -5,3 +5,15 @@ const MemTableRangeDels = memTableRangeDels
 
 // PointDeleteMax exposes the most rows of a range deleted key by key.
 const PointDeleteMax = pointDeleteMax
+
+// Flush flushes the memtable and waits for it.
+func Flush(d *DB) error { return d.db.Flush() }
+
+// MarkFileName exposes the name of the file that records the flush mark.
+const MarkFileName = markFileName
+
+// WithoutCompactions turns the engine's compactions off.
+func WithoutCompactions(o Options) Options {
+	o.noCompactions = true
+	return o
+}
