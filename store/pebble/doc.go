@@ -5,7 +5,10 @@
 // partition key and the row key joined by 0x00, a byte that keys may not
 // hold, so byte order is (table, PartitionKey, RowKey) order and a
 // partition's rows are one contiguous range: queries are range scans and a
-// device's expired rows can go with one range deletion.
+// device's expired rows can go with one range deletion. Keys that start
+// with 0x00 (an empty table name) are the store's own: the flush marks
+// (flushmark.go), which with the file METADATAD-FLUSHED beside Pebble's own
+// catch a MANIFEST cut short.
 //
 // A value is the entity's ETag, write time and typed properties in a
 // versioned binary layout (value.go); values written in the older EDM JSON
