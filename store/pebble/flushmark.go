@@ -112,7 +112,7 @@ func (m *flushMarks) check(db *pebbledb.DB) error {
 	for valid := it.First(); valid; valid = it.Next() {
 		n, err := markOf(it.Key())
 		if err != nil {
-			return errors.Join(err, it.Close())
+			return errors.Join(fmt.Errorf("%w: %v", errDamaged, err), it.Close())
 		}
 		if n <= recorded && run > 0 && n != run+1 && gap == nil {
 			gap = fmt.Errorf("flush marks %d to %d", run+1, n-1)
