@@ -189,6 +189,9 @@ type Engine struct {
 	jobLimiters map[string]*rate.Limiter
 	// reserve is reserveN; tests wrap it (CountPacedRows).
 	reserve func(l *rate.Limiter, n int) *rate.Reservation
+	// working holds the tasks this process's workers are running (see
+	// beginTask), under mu.
+	working map[taskMessage]string
 }
 
 // Open opens the engine's tables on the backend.
@@ -199,7 +202,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
 		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName),
-		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN}
+		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN, working: map[taskMessage]string{}}
 	if opts.RowsPerSecond > 0 {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
 	}

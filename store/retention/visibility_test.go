@@ -1,12 +1,15 @@
 package retention_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/queue"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
@@ -56,4 +59,114 @@ func TestSlowTaskIsWorkedOnce(t *testing.T) {
 			t.Fatalf("%d workers deleted the task's rows at once, want 1", most)
 		}
 	})
+}
+
+// TestSecondMessageOfARunningTaskIsNotWorkedBesideIt: a task can have two
+// messages (a plan resumed after a crash sends again the tasks whose first
+// message may never have left, and the first may be in flight). Every
+// message is sent twice here, and the first delete is slow: the process
+// must not work the task twice at once, and the counts stay exact, not
+// flagged as a lower bound by a second run that found the rows gone.
+func TestSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		opts := quickOptions()
+		opts.GroupSize = 100 // one task
+		opts.Workers = 4
+		f := newFixture(t, opts)
+		f.queue = twiceSent{engineQueue(t, f)}
+		// Long enough for another worker to take the second message.
+		requireWorkedOnce(t, f, 500*time.Millisecond, false)
+	})
+}
+
+// TestTaskBackWhileItRunsWaits: a task's message comes back while its
+// delivery still runs, because keeping it hidden failed. The process must
+// not work the task beside itself, nor delete the message, the task's only
+// one: that first delivery fails, and the purge still ends, exact, once the
+// message comes back again.
+func TestTaskBackWhileItRunsWaits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		const visibility = time.Second // Azure's smallest
+		opts := quickOptions()
+		opts.VisibilityTimeout = visibility
+		opts.GroupSize = 100 // one task
+		opts.Workers = 4
+		f := newFixture(t, opts)
+		f.queue = unextended{engineQueue(t, f)}
+		requireWorkedOnce(t, f, 3*visibility, true)
+	})
+}
+
+// engineQueue is the queue the engine of f would use.
+func engineQueue(t *testing.T, f *fixture) retention.Queue {
+	t.Helper()
+	if f.queue != nil {
+		return f.queue
+	}
+	q, err := f.base.Table(t.Context(), retention.DefaultQueueTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return queue.Open(q, queue.Options{Now: f.opts.Now})
+}
+
+// requireWorkedOnce purges two cameras in one task whose first delete
+// takes slow, then fails if failFirst, and requires exact counts and one
+// delete at a time.
+func requireWorkedOnce(t *testing.T, f *fixture, slow time.Duration, failFirst bool) {
+	t.Helper()
+	var mu sync.Mutex
+	inFlight, most, deletes := 0, 0, 0
+	primary, _ := f.repo(images.Single).Tables()
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+		if table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
+			return nil
+		}
+		mu.Lock()
+		inFlight++
+		deletes++
+		most = max(most, inFlight)
+		first := deletes == 1
+		mu.Unlock()
+		if first {
+			time.Sleep(slow)
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		if first && failFirst {
+			return errors.New("first delete failed")
+		}
+		return nil
+	}})
+	f.seed(t, 2)
+	f.run(t)
+	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if j.State != retention.Succeeded {
+		t.Fatalf("purge: %s (%s)", j.State, j.Error)
+	}
+	wantCounts(t, "purge", j.Totals(), retention.Counts{DevicesTotal: 2, DevicesDone: 2,
+		MetadataRows: 2 * expiredPerCamera, IndexRows: 2 * expiredPerCamera})
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 {
+		t.Fatalf("%d workers deleted the task's rows at once, want 1", most)
+	}
+}
+
+// twiceSent sends every message twice.
+type twiceSent struct{ retention.Queue }
+
+func (q twiceSent) Send(ctx context.Context, body []byte) error {
+	if err := q.Queue.Send(ctx, body); err != nil {
+		return err
+	}
+	return q.Queue.Send(ctx, body)
+}
+
+// unextended fails every extension of a message's visibility.
+type unextended struct{ retention.Queue }
+
+func (unextended) Extend(context.Context, queue.Message, time.Duration) (queue.Message, error) {
+	return queue.Message{}, errors.New("extension refused")
 }

@@ -125,6 +125,17 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)
 		return settleDeadLetter, nil
 	}
+	switch running, ok := e.beginTask(m, msg.ID); {
+	case !ok && running == msg.ID:
+		// This very message, back while its delivery still runs (its
+		// visibility could not be kept): left for later, not deleted, as
+		// it may be the task's only message.
+		return 0, fmt.Errorf("retention: task %s/%s is still running in this process", m.JobID, taskRowKey(m.Kind, m.Seq))
+	case !ok:
+		e.log.Debug("purge worker: a second message of a task this process runs dropped", "job", m.JobID, "task", taskRowKey(m.Kind, m.Seq))
+		return settleDelete, nil
+	}
+	defer e.endTask(m)
 	t, etag, err := e.tasks.get(ctx, m)
 	if errors.Is(err, store.ErrNotFound) {
 		return settleDelete, nil
@@ -208,6 +219,34 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		return settleDeadLetter, nil
 	}
 	return settleDelete, nil
+}
+
+// beginTask claims the task for this worker, or, when another of this
+// process's workers runs it, returns the id of the message that one runs.
+//
+// A task can have two messages: a plan resumed after a crash sends again
+// every task not done, since its first message may never have left, and
+// that first message may be in flight or, on the embedded store, released
+// at start (releaseLeftTasks). The second is dropped while the first runs:
+// the running delivery keeps its own message until it settles, so a
+// failure is still retried. The running message itself can also come back,
+// if keeping it hidden failed: it is then left for later, never deleted.
+// Workers of other processes are not seen here; a task they run at once is
+// still kept exact by its ETag, and at worst flagged (see deletedRows).
+func (e *Engine) beginTask(m taskMessage, msgID string) (running string, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id, busy := e.working[m]; busy {
+		return id, false
+	}
+	e.working[m] = msgID
+	return "", true
+}
+
+func (e *Engine) endTask(m taskMessage) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.working, m)
 }
 
 // count fills in the expired row counts of the cameras not yet counted and
