@@ -231,8 +231,9 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 // the running delivery keeps its own message until it settles, so a
 // failure is still retried. The running message itself can also come back,
 // if keeping it hidden failed: it is then left for later, never deleted.
-// Workers of other processes are not seen here; a task they run at once is
-// still kept exact by its ETag, and at worst flagged (see deletedRows).
+// Workers of other processes are not seen here; a task two of them run at
+// once still gets one record (its ETag), whose count is exact or flagged a
+// lower bound (see deletedRows).
 func (e *Engine) beginTask(m taskMessage, msgID string) (running string, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
