@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -12,10 +13,10 @@ import (
 // a sync that is not their own.
 const lockStripes = 1024
 
-// markSlots is how many write marks the fences compare (see locks.marks):
-// many more than lock stripes, so that live writes to other partitions
-// seldom refuse a fenced deletion.
-const markSlots = 1 << 16
+// markSlots is how many write marks each table's fences compare (see
+// locks.marks): many more than lock stripes, so that live writes to other
+// partitions of the table seldom refuse a fenced deletion.
+const markSlots = 1 << 14
 
 // locks keeps a write's condition and its commit together. A write (apply,
 // DeleteKeys) holds the stripe of each key it touches, so no other write of
@@ -32,16 +33,22 @@ const markSlots = 1 << 16
 // partitions, it takes the next number of seq and raises the mark of
 // each partition's slot to it. A fence is the value of seq; a partition
 // whose slot's mark is above it was written since, or shares its slot with
-// one that was.
+// one that was. Each table has slots of its own: a purge writes its jobs,
+// tasks and primary rows while a fence of its index is held, and slots
+// shared across tables refused one fenced deletion in six for that alone.
 type locks struct {
 	seed       maphash.Seed
 	keys       [lockStripes]sync.Mutex
 	partitions [lockStripes]sync.RWMutex
 	seq        atomic.Uint64
-	marks      [markSlots]atomic.Uint64
+	// marks are each table's mark slots, by table key, made at its first write.
+	mu    sync.RWMutex
+	marks map[string]*[markSlots]atomic.Uint64
 }
 
-func newLocks() *locks { return &locks{seed: maphash.MakeSeed()} }
+func newLocks() *locks {
+	return &locks{seed: maphash.MakeSeed(), marks: map[string]*[markSlots]atomic.Uint64{}}
+}
 
 // stripes are the distinct stripes of the byte strings, in ascending order.
 func (l *locks) stripes(of [][]byte) []int {
@@ -95,9 +102,25 @@ func (l *locks) lockPartitions(partitions [][]byte, mark bool) (unlock func()) {
 // fence is the mark of every write so far.
 func (l *locks) fence() uint64 { return l.seq.Load() }
 
-// slot is the mark slot of a partition, encoded by partitionPrefix.
-func (l *locks) slot(partition []byte) *atomic.Uint64 {
-	return &l.marks[maphash.Bytes(l.seed, partition)%markSlots]
+// slot is the mark slot of a partition, encoded by partitionPrefix, nil
+// if its table was never marked and create is unset.
+func (l *locks) slot(partition []byte, create bool) *atomic.Uint64 {
+	table := partition[:bytes.IndexByte(partition, sep)]
+	l.mu.RLock()
+	marks := l.marks[string(table)]
+	l.mu.RUnlock()
+	if marks == nil {
+		if !create {
+			return nil
+		}
+		l.mu.Lock()
+		if marks = l.marks[string(table)]; marks == nil {
+			marks = new([markSlots]atomic.Uint64)
+			l.marks[string(table)] = marks
+		}
+		l.mu.Unlock()
+	}
+	return &marks[maphash.Bytes(l.seed, partition)%markSlots]
 }
 
 // mark records a write to the partitions, called while their stripes are
@@ -105,7 +128,7 @@ func (l *locks) slot(partition []byte) *atomic.Uint64 {
 func (l *locks) mark(partitions [][]byte) {
 	seq := l.seq.Add(1)
 	for _, p := range partitions {
-		m := l.slot(p)
+		m := l.slot(p, true)
 		for {
 			old := m.Load()
 			if old >= seq || m.CompareAndSwap(old, seq) {
@@ -119,7 +142,7 @@ func (l *locks) mark(partitions [][]byte) {
 // fence; call it holding their stripes exclusively.
 func (l *locks) unchangedSince(partitions [][]byte, fence uint64) bool {
 	for _, p := range partitions {
-		if l.slot(p).Load() > fence {
+		if m := l.slot(p, false); m != nil && m.Load() > fence {
 			return false
 		}
 	}
