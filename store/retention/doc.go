@@ -30,13 +30,21 @@
 //     so a crash between the delete and its count neither loses nor
 //     doubles the count.
 //
-// On the embedded store a purge reads each expired key at most twice: an
-// index key in the plan's scan and in the sweep's, its partition then
-// dropped by a tombstone that reads nothing; a primary key in its camera's
-// count and in the range deletion that counts what it removes, which keeps
-// the counts exact when creates of expired instants land meanwhile. Index
-// rows written within IndexGrace of the purge cost one more read each, of
-// their primary row.
+// On the embedded store the plan's scan also prepares the sweep
+// (sweepplan.go): fenced before it reads, it counts each partition's rows
+// and hands the sweep chunks of partitions, which the sweep deletes whole
+// without reading them again, each only if nothing wrote it since that
+// fence; a chunk something wrote (an old image uploaded late) is swept by
+// reading it, as above. The fence lives in memory: a sweep after a restart,
+// or of a plan that took more than one scan, reads.
+//
+// So on the embedded store a purge reads each expired index key once, in
+// the plan's scan, and each primary key twice: in its camera's count and in
+// the range deletion that counts what it removes, which keeps the counts
+// exact when creates of expired instants land meanwhile. A sweep that
+// reads the index (after a restart, or a chunk written since the plan)
+// reads its keys a second time; index rows written within IndexGrace of the
+// purge then cost one more read each, of their primary row.
 //
 // A purge holds a constant in memory, whatever its cameras and rows: at
 // most Options.CameraMemory of camera ids (the plan's set of the cameras

@@ -358,6 +358,37 @@ type hookedTable struct {
 	b *hookedBackend
 }
 
+// transactingBackend is a hookedBackend that keeps the embedded store's
+// transactions, each hooked as one write: creates then write both rows at
+// once, as the daemon's do, which the sweep a plan prepares requires.
+type transactingBackend struct{ *hookedBackend }
+
+func (b transactingBackend) Transact(ctx context.Context, ops []store.TableOp) error {
+	keys := make([]store.Key, len(ops))
+	inner := make([]store.TableOp, len(ops))
+	for i, op := range ops {
+		keys[i] = key(op.Op.Entity)
+		inner[i] = store.TableOp{Table: unhooked(op.Table), Op: op.Op}
+	}
+	if b.before != nil {
+		if err := b.before(ops[0].Table.Name(), "transact", keys); err != nil {
+			return err
+		}
+	}
+	return b.Backend.(store.Transactor).Transact(ctx, inner)
+}
+
+// unhooked is the table a hookedBackend wrapped.
+func unhooked(t store.Table) store.Table {
+	switch h := t.(type) {
+	case *hookedTable:
+		return h.Table
+	case *fastHookedTable:
+		return h.Table
+	}
+	return t
+}
+
 func (h *hookedTable) hook(op string, keys ...store.Key) error {
 	if h.b.before == nil {
 		return nil
@@ -478,6 +509,18 @@ func (c *crashAfter) before(string, string, []store.Key) error {
 		return errDead
 	}
 	return nil
+}
+
+// kill crashes the store now, whatever its count of writes.
+func (c *crashAfter) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dead {
+		c.dead = true
+		if c.fs != nil {
+			c.crashed = c.fs.CrashClone(vfs.CrashCloneCfg{})
+		}
+	}
 }
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }

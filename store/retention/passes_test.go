@@ -12,11 +12,12 @@ import (
 )
 
 // TestEachExpiredKeyReadAtMostTwice: on the embedded store a purge reads
-// each expired key at most twice: an index key by the plan's scan and the
-// sweep's, its partition then dropped by a fenced range deletion that reads
-// nothing; a primary key by its camera's count and by the range deletion
-// that counts what it removes. Reading every row again to delete it one
-// key at a time, as the sweep did, makes three.
+// each expired index key once, in the plan's scan, which prepares the
+// sweep: its partitions then go by a fenced range deletion that reads
+// nothing. It reads each primary key twice: by its camera's count and by
+// the range deletion that counts what it removes. A sweep that reads the
+// index again makes two reads of an index key, deleting it key by key
+// three.
 //
 // The rows are old by the engine's clock, as expired rows are: an index
 // row written within Options.IndexGrace of the purge (an upload of a
@@ -36,10 +37,10 @@ func TestEachExpiredKeyReadAtMostTwice(t *testing.T) {
 	wantCounts(t, "job", j.Totals(), expiredCounts(1))
 	primary, index := f.repo(images.Single).Tables()
 	expired := int64(cameras * expiredPerCamera)
-	for _, table := range []string{primary.Name(), index.Name()} {
+	for table, most := range map[string]int64{primary.Name(): 2, index.Name(): 1} {
 		got := reads.get(table)
-		if got > 2*expired {
-			t.Errorf("%s: %d key reads for %d expired rows, %.1f a row; want at most 2", table, got, expired, float64(got)/float64(expired))
+		if got > most*expired {
+			t.Errorf("%s: %d key reads for %d expired rows, %.1f a row; want at most %d", table, got, expired, float64(got)/float64(expired), most)
 		}
 		if got < expired {
 			t.Errorf("%s: %d key reads for %d expired rows: the counting wrapper misses reads", table, got, expired)
@@ -79,6 +80,19 @@ func (b *readCountingBackend) Table(ctx context.Context, name string) (store.Tab
 		return nil, err
 	}
 	return &readCountingTable{Table: t, reads: b.reads}, nil
+}
+
+// Transact keeps the embedded store's transactions: a create writes both
+// rows at once, as the daemon's do, which the sweep a plan prepares needs.
+func (b *readCountingBackend) Transact(ctx context.Context, ops []store.TableOp) error {
+	inner := make([]store.TableOp, len(ops))
+	for i, op := range ops {
+		inner[i] = op
+		if t, ok := op.Table.(*readCountingTable); ok {
+			inner[i].Table = t.Table
+		}
+	}
+	return b.Backend.(store.Transactor).Transact(ctx, inner)
 }
 
 type readCountingTable struct {

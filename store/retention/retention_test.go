@@ -328,11 +328,25 @@ func crashAtEveryWrite(t *testing.T, newFixture func(*testing.T, retention.Optio
 // when it died, and checks the job ends with exact counts. It reports
 // whether the store died: false means the purge made fewer than n+1 writes.
 func crashAndResume(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+	return crashAndResumeOn(t, newFixture, n, func(b *hookedBackend) store.Backend { return b })
+}
+
+// TestCrashAtAnyWriteOfAPreparedSweepResumesExactly is the test above on the
+// embedded store with its transactions, as the daemon runs it: creates
+// write both rows at once, so the plan prepares the sweep (sweepplan.go),
+// which a crash at any write leaves to be finished by reading.
+func TestCrashAtAnyWriteOfAPreparedSweepResumesExactly(t *testing.T) {
+	crashAtEveryWrite(t, newFixture, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+		return crashAndResumeOn(t, newFixture, n, func(b *hookedBackend) store.Backend { return transactingBackend{b} })
+	})
+}
+
+func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int, wrap func(*hookedBackend) store.Backend) bool {
 	kinds := []images.Kind{images.Single, images.Pano}
 	f := newFixture(t, quickOptions())
 	f.seed(t, 3)
 	crash := &crashAfter{n: n, fs: f.fs}
-	f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before})
+	f.openEngine(t, wrap(&hookedBackend{Backend: f.base, before: crash.before}))
 	f.run(t)
 	// Start fails if the crash comes first; the job may exist all the same,
 	// but never runs.

@@ -15,10 +15,16 @@ import (
 // of them. The count is committed with the intent's removal, after the
 // deletes; a crash in between replays the intent, whose deletes are
 // idempotent and whose count was fixed before any of them ran.
+//
+// A Planned intent is of a chunk the plan counted, deleted whole (see
+// sweepplan.go): its replay finds either every row it counted, none of
+// them deleted (the deletion is all or none), or none at all, so the rows
+// the replay deletes, if any, are the chunk's count, else Rows is.
 type sweepIntent struct {
-	From string `json:"from"`
-	To   string `json:"to"`
-	Rows int64  `json:"rows"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Rows    int64  `json:"rows"`
+	Planned bool   `json:"planned,omitempty"`
 }
 
 // sweeper deletes the index rows of one kind whose primary rows are gone.
@@ -56,6 +62,9 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	lag := repo.IndexLag()
 	firstCount := j.progress(kind).PlannedAt
 	failed := newCameraSet(e.opts.CameraMemory)
+	// allDone: every camera's expired primary rows were deleted, so a
+	// partition the plan read whole may go whole (see sweepplan.go).
+	allDone := true
 	err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		if !t.CountedAt.IsZero() && (firstCount.IsZero() || t.CountedAt.Before(firstCount)) {
 			firstCount = t.CountedAt
@@ -64,6 +73,7 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 			if d.State == deviceFailed || d.State == deviceHeld {
 				failed.add(d.ID)
 			}
+			allDone = allDone && d.State == deviceDone
 		}
 		return nil
 	})
@@ -93,7 +103,12 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	}
 
 	s.fencer, _ = index.(store.RangeDeleter)
-	return s.sweepRange(ctx, images.ExpiredIndex(j.boundary(kind)))
+	partitions := images.ExpiredIndex(j.boundary(kind))
+	if planned := e.takeSweepPlan(j.ID, kind); planned != nil && s.fencer != nil && allDone && lag == 0 && !j.UsePolicies && !e.readEverySweep {
+		s.step(stepWorked, store.Range{})
+		return s.sweepPlanned(ctx, planned, partitions)
+	}
+	return s.sweepRange(ctx, partitions)
 }
 
 // Steps of the sweep, where a test may interleave writes (Engine.sweepHook).
@@ -110,14 +125,31 @@ const (
 	stepAnnounced sweepStep = "announced"
 	// stepDeleted: a chunk's rows deleted, before its count is committed.
 	stepDeleted sweepStep = "deleted"
+
+	// Steps of a sweep the plan prepared (see sweepplan.go), before its
+	// chunks meet stepJudged, stepAnnounced and stepDeleted.
+
+	// stepPlanFenced: the plan's fence taken, before its scan.
+	stepPlanFenced sweepStep = "plan-fenced"
+	// stepPlanScanned: the plan's scan reached a partition, before it
+	// read the partition's rows.
+	stepPlanScanned sweepStep = "plan-scanned"
+	// stepWorked: every task done, before the first chunk.
+	stepWorked sweepStep = "worked"
 )
 
 // sweepSteps lists every step, in the order a chunk meets them.
 var sweepSteps = []sweepStep{stepFenced, stepScanned, stepJudged, stepAnnounced, stepDeleted}
 
-func (s *sweeper) step(step sweepStep, partitions store.Range) {
-	if s.e.sweepHook != nil {
-		s.e.sweepHook(step, partitions)
+// plannedSweepSteps lists every step of a sweep the plan prepared, in the
+// order a chunk meets them.
+var plannedSweepSteps = []sweepStep{stepPlanFenced, stepPlanScanned, stepWorked, stepJudged, stepAnnounced, stepDeleted}
+
+func (s *sweeper) step(step sweepStep, partitions store.Range) { s.e.step(step, partitions) }
+
+func (e *Engine) step(step sweepStep, partitions store.Range) {
+	if e.sweepHook != nil {
+		e.sweepHook(step, partitions)
 	}
 }
 
@@ -278,17 +310,7 @@ func indexDelete(row images.IndexRow) store.KeyDelete {
 // without it before the rest are deleted, so its count stays what is
 // deleted.
 func (s *sweeper) apply(ctx context.Context, in sweepIntent, c *sweepChunk) error {
-	announce := func() error {
-		_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
-			if j.CancelRequested && j.progress(s.kind).Intent == nil {
-				return errCancelled // between chunks: a chunk announced runs to its end
-			}
-			j.progress(s.kind).Intent = &in
-			return nil
-		})
-		return err
-	}
-	if err := announce(); err != nil {
+	if err := s.announce(ctx, in); err != nil {
 		return err
 	}
 	chunkRange := store.Range{From: in.From, To: in.To}
@@ -315,18 +337,36 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, c *sweepChunk) erro
 	}
 	kept := func() error {
 		in.Rows--
-		return announce()
+		return s.announce(ctx, in)
 	}
 	if err := deleteIndexRows(ctx, s.index, deletes, kept); err != nil {
 		return err
 	}
 	s.step(stepDeleted, chunkRange)
+	return s.commit(ctx, in, in.Rows)
+}
+
+// announce records the intent of a chunk about to be deleted, unless the
+// job was cancelled between chunks: a chunk announced runs to its end.
+func (s *sweeper) announce(ctx context.Context, in sweepIntent) error {
 	_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
-		// Only the write that clears the intent counts it: a retried
-		// update whose first attempt landed finds it cleared already.
+		if j.CancelRequested && j.progress(s.kind).Intent == nil {
+			return errCancelled
+		}
+		j.progress(s.kind).Intent = &in
+		return nil
+	})
+	return err
+}
+
+// commit clears the intent of a chunk deleted, counting its rows deleted.
+// Only the write that clears the intent counts it: a retried update whose
+// first attempt landed finds it cleared already.
+func (s *sweeper) commit(ctx context.Context, in sweepIntent, rows int64) error {
+	_, err := s.e.updateJob(ctx, s.job.ID, func(j *Job) error {
 		p := j.progress(s.kind)
 		if p.Intent != nil && *p.Intent == in {
-			p.Counts.IndexRows += in.Rows
+			p.Counts.IndexRows += rows
 			p.Intent = nil
 		}
 		return nil
@@ -347,6 +387,12 @@ func (s *sweeper) replay(ctx context.Context, in sweepIntent) error {
 	})
 	if err != nil {
 		return err
+	}
+	if in.Planned && len(deletes) > 0 {
+		// The whole deletion did not land: these are the chunk's rows,
+		// those it counted and any written since whose primary rows the
+		// tasks deleted.
+		in.Rows = int64(len(deletes))
 	}
 	return s.apply(ctx, in, &sweepChunk{from: in.From, deletes: deletes})
 }
