@@ -184,7 +184,7 @@ func TestLateOldImageKeepsItsIndexRowThroughAPreparedSweep(t *testing.T) {
 // its count must be all of them, not the plan's.
 func TestCrashAfterAPreparedChunkIsAnnouncedCountsItsLateRow(t *testing.T) {
 	opts := quickOptions()
-	opts.GroupSize = cameras // one task, made as the plan's scan ends
+	opts.GroupSize = cameras + 1 // one task, made as the plan's scan ends
 	f := newFixture(t, opts)
 	f.seed(t, cameras)
 	crash := &crashAfter{n: math.MaxInt, fs: f.fs}
