@@ -39,7 +39,8 @@ func seedDamageable(t *testing.T, dataDir string) {
 		}
 	}
 	stop(t, d)
-	db, err := pebbledb.Open(dataDir, &pebbledb.Options{Logger: quietPebble{}})
+	// The store keeps its write-ahead log in DATA_DIR/wal.
+	db, err := pebbledb.Open(dataDir, &pebbledb.Options{Logger: quietPebble{}, WALDir: filepath.Join(dataDir, "wal")})
 	if err != nil {
 		t.Fatal(err)
 	}

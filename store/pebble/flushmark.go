@@ -201,7 +201,9 @@ func (m *flushMarks) advance() {
 	}
 	if durable > m.recorded {
 		trim := durable/markTrim > m.recorded/markTrim
-		floor := m.floor
+		// The durable mark may be older than this run's first: one a copy
+		// of the store held, flushed only now.
+		floor := min(m.floor, durable)
 		if trim {
 			floor = durable
 		}
