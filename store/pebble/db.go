@@ -49,6 +49,10 @@ type Options struct {
 	// noCompactions turns the engine's compactions off, for tests that
 	// need its files to stay as flushed.
 	noCompactions bool
+	// logBesideTables opens as builds before the log's own directory did:
+	// the log beside the tables, and no record of it, for tests of stores
+	// those builds wrote.
+	logBesideTables bool
 }
 
 func (o Options) withDefaults() Options {
@@ -179,9 +183,11 @@ func openLocked(opts Options, marks *flushMarks, wal *walRecord, lock *pebbledb.
 	}
 	o := engineOptions(opts)
 	o.Lock = lock
-	walLayout(o, opts.FS)
+	if !opts.logBesideTables {
+		walLayout(o, opts.FS)
+		o.EventListener.WALCreated = wal.created
+	}
 	o.EventListener.FlushEnd = marks.flushed
-	o.EventListener.WALCreated = wal.created
 	o.DisableAutomaticCompactions = opts.noCompactions
 	o.ErrorIfNotExists = len(held) > 0
 	db, err = pebbledb.Open(opts.Dir, o)

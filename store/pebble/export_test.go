@@ -35,3 +35,9 @@ const (
 	WALDirName  = walDirName
 	WALFileName = walFileName
 )
+
+// LogBesideTables opens as builds before the log's own directory did.
+func LogBesideTables(o Options) Options {
+	o.logBesideTables = true
+	return o
+}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	pebbledb "github.com/cockroachdb/pebble/v2"
-
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/pebble"
 )
@@ -354,15 +352,4 @@ func mustWrite(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// engineOpen opens the engine alone on dir, as an older build did: with
-// the write-ahead log beside the tables.
-func engineOpen(t *testing.T, dir string) *pebbledb.DB {
-	t.Helper()
-	db, err := pebbledb.Open(dir, &pebbledb.Options{Logger: quietPebble{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
 }
