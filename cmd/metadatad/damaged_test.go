@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,24 @@ import (
 // flushes them from the log into a table file, which the tests damage.
 func seedDamageable(t *testing.T, dataDir string) {
 	t.Helper()
+	seedImages(t, dataDir)
+	// The store keeps its write-ahead log in DATA_DIR/wal.
+	db, err := pebbledb.Open(dataDir, &pebbledb.Options{Logger: quietPebble{}, WALDir: filepath.Join(dataDir, "wal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedImages writes images of ten cameras through a daemon on dataDir and
+// stops it: they are in its write-ahead log.
+func seedImages(t *testing.T, dataDir string) {
+	t.Helper()
 	d := startDaemon(t, dataDir)
 	client := d.client(t)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -39,16 +58,6 @@ func seedDamageable(t *testing.T, dataDir string) {
 		}
 	}
 	stop(t, d)
-	db, err := pebbledb.Open(dataDir, &pebbledb.Options{Logger: quietPebble{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // damage writes 4 KiB of random bytes over the start of the data
@@ -152,6 +161,63 @@ func TestDamagedManifestRefusesToStartWithOneMessage(t *testing.T) {
 	requireRefusedAsDamaged(t, dataDir)
 }
 
+// TestTruncatedTableFileRefusesToStart cuts a table file of a stopped
+// daemon in half: the engine meets it at open, and the daemon refuses with
+// the one damaged-directory message.
+func TestTruncatedTableFileRefusesToStart(t *testing.T) {
+	dataDir := t.TempDir()
+	seedDamageable(t, dataDir)
+	tables, _ := filepath.Glob(filepath.Join(dataDir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table file")
+	}
+	info, err := os.Stat(tables[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(tables[0], info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	requireRefusedAsDamaged(t, dataDir)
+}
+
+// TestStoreWithoutManifestMarkerRefusesToStart deletes the MANIFEST marker
+// and the flush mark record of a stopped daemon: the daemon must refuse,
+// not start a new, empty store there (which would delete every table file
+// as obsolete).
+func TestStoreWithoutManifestMarkerRefusesToStart(t *testing.T) {
+	dataDir := t.TempDir()
+	seedDamageable(t, dataDir)
+	markers, _ := filepath.Glob(filepath.Join(dataDir, "marker.manifest.*"))
+	for _, name := range append(markers, filepath.Join(dataDir, "METADATAD-FLUSHED")) {
+		if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	tables, _ := filepath.Glob(filepath.Join(dataDir, "*.sst"))
+	requireRefusedAsDamaged(t, dataDir)
+	if after, _ := filepath.Glob(filepath.Join(dataDir, "*.sst")); len(after) != len(tables) || len(tables) == 0 {
+		t.Errorf("table files %v before the refused start, %v after", tables, after)
+	}
+}
+
+// TestMissingNewestLogRefusesToStart deletes the newest write-ahead log of
+// a stopped daemon, which holds its last acknowledged creates: the daemon
+// must refuse, not start without them.
+func TestMissingNewestLogRefusesToStart(t *testing.T) {
+	dataDir := t.TempDir()
+	seedImages(t, dataDir)
+	logs, _ := filepath.Glob(filepath.Join(dataDir, "wal", "*.log"))
+	if len(logs) == 0 {
+		t.Fatal("no log in DATA_DIR/wal")
+	}
+	slices.Sort(logs)
+	if err := os.Remove(logs[len(logs)-1]); err != nil {
+		t.Fatal(err)
+	}
+	requireRefusedAsDamaged(t, dataDir)
+}
+
 // TestManifestCutShortRefusesToStart cuts the MANIFEST of a stopped daemon
 // back to what it held after its first flush, as a bad disk or a copy cut
 // off would: the flushes recorded after it are lost, and the daemon must
@@ -211,7 +277,9 @@ func flushMark(t *testing.T, dataDir string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	// The file holds the recorded mark, then the oldest kept.
+	first, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	n, err := strconv.Atoi(first)
 	if err != nil {
 		t.Fatalf("flush mark file holds %q", b)
 	}

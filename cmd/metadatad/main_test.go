@@ -84,7 +84,7 @@ func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 		select {
 		case line, ok := <-d.logs:
 			if !ok {
-				t.Fatal("daemon exited before serving")
+				t.Fatalf("daemon exited before serving: %q", d.startup)
 			}
 			d.startup = append(d.startup, line)
 			if m := servingLine.FindStringSubmatch(line); m != nil {

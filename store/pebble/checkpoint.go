@@ -7,12 +7,14 @@ import (
 	"log/slog"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Checkpoint writes a consistent point-in-time copy of the database into
 // dir, which must not exist, while writes go on: Pebble links the immutable
 // table files (copying them when dir is on another filesystem) and copies
-// the log up to the current write. The log is flushed and synced first, so
+// the log up to the current write (beside the tables: the copy has no wal
+// directory, and Open reads the logs from there). The log is flushed and synced first, so
 // every write acknowledged before the call is in the copy; writes stop only
 // for the instant the engine takes the list of files.
 func (d *DB) Checkpoint(dir string) error {
@@ -27,10 +29,12 @@ func (d *DB) Checkpoint(dir string) error {
 // case-insensitive), in order. It opens the database read-only, so a
 // checkpoint stays exactly as it was written.
 func Tables(dir string) (names []string, err error) {
-	db, err := pebbledb.Open(dir, &pebbledb.Options{
+	o := &pebbledb.Options{
 		ReadOnly: true,
 		Logger:   slogLogger{l: slog.New(slog.DiscardHandler), dir: dir},
-	})
+	}
+	readOnlyWALLayout(o, vfs.Default, dir)
+	db, err := pebbledb.Open(dir, o)
 	if err != nil {
 		return nil, engineError("open "+dir+" read-only", err)
 	}

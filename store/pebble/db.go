@@ -21,7 +21,9 @@ import (
 
 // Options configures Open. The zero value of every field but Dir is usable.
 type Options struct {
-	// Dir is the database directory, created if missing.
+	// Dir is the database directory, created if missing. A new store is
+	// made only in a missing or empty directory; the write-ahead log goes
+	// in its subdirectory wal.
 	Dir string
 	// FS is the filesystem; nil means the operating system's. Tests pass
 	// vfs.NewMem or vfs.NewCrashableMem to run the real engine in memory.
@@ -47,6 +49,10 @@ type Options struct {
 	// noCompactions turns the engine's compactions off, for tests that
 	// need its files to stay as flushed.
 	noCompactions bool
+	// logBesideTables opens as builds before the log's own directory did:
+	// the log beside the tables, and no record of it, for tests of stores
+	// those builds wrote.
+	logBesideTables bool
 }
 
 func (o Options) withDefaults() Options {
@@ -75,6 +81,7 @@ type DB struct {
 	// tables is the portable layer over this DB's driver.
 	tables portableBackend
 	db     *pebbledb.DB
+	lock   *pebbledb.Lock
 	now    func() time.Time
 	admit  func(ctx context.Context) error
 	locks  *locks
@@ -86,20 +93,25 @@ type DB struct {
 	log       *slog.Logger
 	// marks detects a MANIFEST cut short (see flushMarks).
 	marks *flushMarks
+	// wal records the newest write-ahead log (see walRecord).
+	wal *walRecord
 }
 
-// Open opens or creates the database in opts.Dir. A directory whose files
-// are damaged is an error wrapping store.ErrCorrupt that names it.
+// Open opens the database in opts.Dir, or creates it if the directory is
+// missing or empty. A directory whose files are damaged, or that holds
+// files but no complete store, is an error wrapping store.ErrCorrupt that
+// names it.
 func Open(opts Options) (*DB, error) {
 	opts = opts.withDefaults()
 	if opts.Dir == "" {
 		return nil, errors.New("pebble: Options.Dir is empty")
 	}
 	marks := newFlushMarks(opts)
-	db, err := openEngine(opts, marks)
+	wal := newWALRecord(opts)
+	db, lock, err := openEngine(opts, marks, wal)
 	if err == nil {
 		if err = marks.check(db); err != nil {
-			err = errors.Join(err, db.Close())
+			err = errors.Join(err, db.Close(), lock.Close())
 		}
 	}
 	// A file that the engine's list names and the directory lacks is damage
@@ -111,7 +123,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	go marks.run()
-	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks}
+	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks, wal: wal}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
@@ -128,18 +140,105 @@ type portableBackend interface {
 // an existing directory.
 var errOpenPanicked = errors.New("the engine panicked reading it")
 
-// openEngine opens Pebble, turning a panic on files it cannot make sense of
-// into a corruption error: the operator gets one message, not a stack.
-func openEngine(opts Options, marks *flushMarks) (db *pebbledb.DB, err error) {
+// openEngine locks the directory and opens Pebble on it. The lock is held
+// from before the checks, so that they never look at (or change) a
+// directory another process is serving.
+func openEngine(opts Options, marks *flushMarks, wal *walRecord) (*pebbledb.DB, *pebbledb.Lock, error) {
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	lock, err := pebbledb.LockDirectory(opts.Dir, opts.FS)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := openLocked(opts, marks, wal, lock)
+	if err != nil {
+		return nil, nil, errors.Join(err, lock.Close())
+	}
+	return db, lock, nil
+}
+
+// openLocked checks what the engine cannot and opens it, turning a panic on
+// files it cannot make sense of into a corruption error: the operator gets
+// one message, not a stack.
+func openLocked(opts Options, marks *flushMarks, wal *walRecord, lock *pebbledb.Lock) (db *pebbledb.DB, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
 		}
 	}()
+	held, err := heldEntries(opts.FS, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// Pebble starts a new store wherever it finds no MANIFEST marker, and
+	// then deletes every table file as obsolete: only an empty directory
+	// may become a store. Checked here before wal.check changes anything,
+	// and by the engine (ErrorIfNotExists).
+	if len(held) > 0 && !slices.ContainsFunc(held, func(name string) bool { return strings.HasPrefix(name, "marker.manifest.") }) {
+		return nil, fmt.Errorf("%w: it holds %s but no store (its MANIFEST marker is missing)", errDamaged, entryList(held))
+	}
+	if err := wal.check(); err != nil {
+		return nil, err
+	}
 	o := engineOptions(opts)
+	o.Lock = lock
+	if !opts.logBesideTables {
+		walLayout(o, opts.FS)
+		o.EventListener.WALCreated = wal.created
+	}
 	o.EventListener.FlushEnd = marks.flushed
 	o.DisableAutomaticCompactions = opts.noCompactions
-	return pebbledb.Open(opts.Dir, o)
+	o.ErrorIfNotExists = len(held) > 0
+	db, err = pebbledb.Open(opts.Dir, o)
+	switch {
+	case errors.Is(err, pebbledb.ErrDBDoesNotExist):
+		err = fmt.Errorf("%w: it holds %s but no store (its MANIFEST marker is missing)", errDamaged, entryList(held))
+	case errors.Is(err, pebbledb.ErrDBNotPristine):
+		// Without its format marker the engine takes the store for one being
+		// created, and refuses it since it holds table files.
+		err = fmt.Errorf("%w: its format-version marker is missing: %v", errDamaged, err)
+	case err != nil && strings.Contains(err.Error(), "object size mismatch"):
+		// A table file shorter or longer than the MANIFEST says: the engine
+		// marks this error with no sentinel, and its text is all there is
+		// (TestEveryFileOfTheStoreIsNeededOrOptional keeps the match honest).
+		err = fmt.Errorf("%w: %v", errDamaged, err)
+	}
+	return db, err
+}
+
+// heldEntries lists what dir holds besides what an empty directory for a
+// new store may: the lock, an empty log directory (both left by a start
+// that failed) and a file system's lost+found (the directory may be a
+// volume's root).
+func heldEntries(fs vfs.FS, dir string) ([]string, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	held := names[:0]
+	for _, name := range names {
+		switch name {
+		case "LOCK", "lost+found":
+			continue
+		case walDirName:
+			logs, err := fs.List(fs.PathJoin(dir, walDirName))
+			if err == nil && len(logs) == 0 {
+				continue
+			}
+		}
+		held = append(held, name)
+	}
+	slices.Sort(held)
+	return held, nil
+}
+
+// entryList names a few of a directory's entries.
+func entryList(names []string) string {
+	if len(names) > 5 {
+		return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
+	}
+	return strings.Join(names, ", ")
 }
 
 // corruptionLog logs each damaged file once. Pebble reports damage as it
@@ -164,10 +263,15 @@ func engineError(op string, err error) error {
 	return fmt.Errorf("pebble: %s: %w", op, err)
 }
 
-// Close flushes nothing it has not already synced and releases the database.
+// Close flushes nothing it has not already synced and releases the
+// database; the newest log's size is recorded once the engine has closed.
 func (d *DB) Close() error {
 	d.marks.close()
-	return d.db.Close()
+	err := d.db.Close()
+	if err == nil {
+		err = d.wal.closed()
+	}
+	return errors.Join(err, d.lock.Close())
 }
 
 // Metrics is the engine's own account of its health: read amplification,

@@ -10,6 +10,13 @@
 // (flushmark.go), which with the file METADATAD-FLUSHED beside Pebble's own
 // catch a MANIFEST cut short.
 //
+// Open makes a new store only in a missing or empty directory; one holding
+// files but no MANIFEST marker is refused as damaged, where Pebble would
+// start afresh and delete the tables as obsolete (db.go). The write-ahead
+// log lives in the subdirectory wal, and METADATAD-WAL names its newest
+// file, so that a lost or cut newest log is refused too; logs an older build
+// left beside the tables are replayed from there (wal.go).
+//
 // A value is the entity's ETag, write time and typed properties in a
 // versioned binary layout (value.go); values written in the older EDM JSON
 // layout are still read.

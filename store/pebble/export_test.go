@@ -1,5 +1,10 @@
 package pebble
 
+import (
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
 // MemTableRangeDels exposes the cap on a memtable's range tombstones.
 const MemTableRangeDels = memTableRangeDels
 
@@ -15,5 +20,24 @@ const MarkFileName = markFileName
 // WithoutCompactions turns the engine's compactions off.
 func WithoutCompactions(o Options) Options {
 	o.noCompactions = true
+	return o
+}
+
+// WALLayout has o find the log where Open keeps it, for tests that open the
+// engine alone on the operating system's filesystem.
+func WALLayout(o *pebbledb.Options) *pebbledb.Options {
+	walLayout(o, vfs.Default)
+	return o
+}
+
+// WALDirName and WALFileName expose the log's directory and its record.
+const (
+	WALDirName  = walDirName
+	WALFileName = walFileName
+)
+
+// LogBesideTables opens as builds before the log's own directory did.
+func LogBesideTables(o Options) Options {
+	o.logBesideTables = true
 	return o
 }

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -30,12 +31,14 @@ import (
 // new mark key (mark n+1) into the memtable, so nearly every flushed table
 // holds one, and it records in markFileName the newest mark that a durable
 // read (only flushed tables, whose MANIFEST record is synced before Pebble
-// reports the flush) can see. A mark is deleted only once a newer one is
-// recorded (see markTrim). So in an undamaged store the recorded mark is always there,
-// through any crash: it reached a table file whose record was synced before
-// the file was written. At open, a recorded mark that the store does not
-// hold means the MANIFEST lost the record of flushed data, and the store
-// refuses to open. So does a gap in the run of marks below it: the engine
+// reports the flush) can see, with the oldest mark kept: marks are deleted
+// only below a newer recorded one, markTrim at a time, and the file names
+// the new oldest before they go. So in an undamaged store every mark from
+// the oldest kept to the recorded one is there, through any crash: each
+// reached a table file whose record was synced before the file was
+// written. At open, a mark of that run that the store does not hold means
+// the MANIFEST lost the record of flushed data, and the store refuses to
+// open. It checks the whole run, not just the recorded mark: the engine
 // keeps an obsolete log file for reuse and replays it after such a cut, so
 // the newest lost flush may come back while older ones do not.
 //
@@ -70,10 +73,10 @@ type flushMarks struct {
 	stop    chan struct{}
 	closing sync.Once
 	done    chan struct{}
-	// next is the next mark to write and recorded the mark in the file; the
-	// goroutine alone touches them once it runs.
-	next     uint64
-	recorded uint64
+	// next is the next mark to write, recorded the mark in the file and
+	// floor the oldest kept one it names; the goroutine alone touches them
+	// once it runs.
+	next, recorded, floor uint64
 	// disabled stops the chain for this run (see unreadable).
 	disabled bool
 }
@@ -93,13 +96,12 @@ func (m *flushMarks) flushed(pebbledb.FlushInfo) {
 }
 
 // check reads the recorded mark and fails if the store lacks it or any
-// mark between it and the oldest kept (marks are written one after the
-// other and deleted oldest first, so those present below the recorded one
-// are a run without gaps); it then starts the chain past every mark the
-// store holds.
+// mark between it and the oldest kept; it then starts the chain past every
+// mark the store holds. A file of an older build names no oldest mark:
+// then the marks present below the recorded one must be a run without gaps.
 func (m *flushMarks) check(db *pebbledb.DB) error {
 	m.db = db
-	recorded, err := m.readFile()
+	recorded, floor, err := m.readFile()
 	if err != nil {
 		return err
 	}
@@ -107,17 +109,22 @@ func (m *flushMarks) check(db *pebbledb.DB) error {
 	if err != nil {
 		return m.unreadable(err)
 	}
-	var newest, run uint64 // run: the last mark of the run below recorded
+	var newest, run, runStart uint64 // run: the last mark of the run below recorded
 	var gap error
 	for valid := it.First(); valid; valid = it.Next() {
 		n, err := markOf(it.Key())
 		if err != nil {
 			return errors.Join(fmt.Errorf("%w: %v", errDamaged, err), it.Close())
 		}
-		if n <= recorded && run > 0 && n != run+1 && gap == nil {
-			gap = fmt.Errorf("flush marks %d to %d", run+1, n-1)
+		switch {
+		case n < floor || n > recorded:
+		case run == 0 && floor > 0 && n != floor:
+			gap = cmp.Or(gap, fmt.Errorf("flush marks %d to %d", floor, n-1))
+		case run > 0 && n != run+1:
+			gap = cmp.Or(gap, fmt.Errorf("flush marks %d to %d", run+1, n-1))
 		}
-		if n <= recorded {
+		if n >= floor && n <= recorded {
+			runStart = cmp.Or(runStart, n)
 			run = n
 		}
 		newest = n
@@ -133,6 +140,9 @@ func (m *flushMarks) check(db *pebbledb.DB) error {
 	}
 	m.recorded = recorded
 	m.next = max(newest, recorded) + 1
+	// Without a recorded run, the oldest mark kept is the first this run
+	// writes.
+	m.floor = cmp.Or(floor, runStart, m.next)
 	return nil
 }
 
@@ -190,7 +200,14 @@ func (m *flushMarks) advance() {
 		return
 	}
 	if durable > m.recorded {
-		if err := m.writeFile(durable); err != nil {
+		trim := durable/markTrim > m.recorded/markTrim
+		// The durable mark may be older than this run's first: one a copy
+		// of the store held, flushed only now.
+		floor := min(m.floor, durable)
+		if trim {
+			floor = durable
+		}
+		if err := m.writeFile(durable, floor); err != nil {
 			// The file keeps the older mark, which the store keeps too.
 			m.log.Warn("pebble: recording the flush mark", "file", m.fs.PathJoin(m.dir, markFileName), "err", err)
 			return
@@ -199,12 +216,12 @@ func (m *flushMarks) advance() {
 		// They go markTrim at a time: a tombstone of a key in an older table
 		// file raises that file's compaction score, and Pebble would
 		// otherwise rewrite the newest table files after every flush.
-		if durable/markTrim > m.recorded/markTrim {
+		if trim {
 			if err := m.deleteBelow(durable); err != nil {
 				m.log.Warn("pebble: deleting old flush marks", "err", err)
 			}
 		}
-		m.recorded = durable
+		m.recorded, m.floor = durable, floor
 	}
 	m.writeMark()
 }
@@ -264,50 +281,36 @@ func (m *flushMarks) newestMark(durable bool) (uint64, error) {
 	return n, errors.Join(err, it.Error(), it.Close())
 }
 
-// readFile returns the recorded mark, 0 when there is no file.
-func (m *flushMarks) readFile() (uint64, error) {
+// readFile returns the recorded mark and the oldest kept, 0 and 0 when
+// there is no file; an older build's file names no oldest (0).
+func (m *flushMarks) readFile() (recorded, floor uint64, err error) {
 	f, err := m.fs.Open(m.fs.PathJoin(m.dir, markFileName))
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", markFileName, err)
+		return 0, 0, fmt.Errorf("open %s: %w", markFileName, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 64))
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", markFileName, err)
+		return 0, 0, fmt.Errorf("read %s: %w", markFileName, err)
 	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %s does not hold a flush mark: %q", errDamaged, markFileName, b)
+	fields := strings.Fields(string(b))
+	if len(fields) == 1 || len(fields) == 2 {
+		recorded, err = strconv.ParseUint(fields[0], 10, 64)
+		if err == nil && len(fields) == 2 {
+			floor, err = strconv.ParseUint(fields[1], 10, 64)
+		}
+		if err == nil && floor <= recorded {
+			return recorded, floor, nil
+		}
 	}
-	return n, nil
+	return 0, 0, fmt.Errorf("%w: %s does not hold a flush mark: %q", errDamaged, markFileName, b)
 }
 
-// writeFile replaces the file with mark n, durably: a new file synced,
-// renamed over the old one, and the directory synced, so a crash leaves
-// either the old mark or the new one.
-func (m *flushMarks) writeFile(n uint64) error {
-	path := m.fs.PathJoin(m.dir, markFileName)
-	tmp := path + ".tmp"
-	f, err := m.fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write([]byte(strconv.FormatUint(n, 10) + "\n"))
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err != nil {
-		return err
-	}
-	if err := m.fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := m.fs.OpenDir(m.dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+// writeFile replaces the file with mark n and the oldest kept, durably, so
+// a crash leaves either the old marks or the new ones.
+func (m *flushMarks) writeFile(n, floor uint64) error {
+	return writeFileSynced(m.fs, m.dir, markFileName, strconv.FormatUint(n, 10)+" "+strconv.FormatUint(floor, 10)+"\n")
 }
