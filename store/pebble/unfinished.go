@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -27,9 +28,27 @@ type Unfinished struct {
 	// It is empty when the marker could not be read (cut short while it was
 	// written).
 	Command string `json:"command"`
-	// Rerun is the command line that finishes the directory, as the refusal
-	// quotes it.
-	Rerun string `json:"rerun"`
+	// Args is the command line that finishes the directory, from the
+	// program's name on, as the refusal quotes it.
+	Args []string `json:"args"`
+}
+
+// Rerun is the command line of Args, quoted for a POSIX shell.
+func (u Unfinished) Rerun() string {
+	quoted := make([]string, len(u.Args))
+	for i, a := range u.Args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote leaves a word of safe characters as it is and single-quotes
+// any other.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=,@%+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // MarkUnfinished records in dir, created if missing, that u.Command is
@@ -117,11 +136,11 @@ func checkUnfinished(fs vfs.FS, dir, allow string) error {
 }
 
 func unfinishedError(dir string, u Unfinished) error {
-	if u.Command == "" || u.Rerun == "" {
+	if u.Command == "" || len(u.Args) == 0 {
 		return fmt.Errorf("%w: the data directory %s holds a restore or copy that did not finish (its marker %s is unreadable): run that command again",
 			ErrUnfinished, dir, UnfinishedName)
 	}
-	return fmt.Errorf("%w: the data directory %s holds a %s that did not finish: run `%s` again", ErrUnfinished, dir, u.Command, u.Rerun)
+	return fmt.Errorf("%w: the data directory %s holds a %s that did not finish: run `%s` again", ErrUnfinished, dir, u.Command, u.Rerun())
 }
 
 func syncDir(dir string) error {

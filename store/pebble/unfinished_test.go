@@ -37,8 +37,8 @@ func listing(t *testing.T, dir string) []string {
 // to rerun; only the command that left the marker (or any resuming one,
 // for a marker cut short) opens it.
 func TestOpenRefusesUnfinished(t *testing.T) {
-	restore := pebble.Unfinished{Command: "restore", Rerun: "metadatad restore -from /b -data-dir /d"}
-	copyMark := pebble.Unfinished{Command: "copy", Rerun: "metadatad copy -from embedded:/a -to embedded:/d"}
+	restore := pebble.Unfinished{Command: "restore", Args: []string{"metadatad", "restore", "-from", "/b", "-data-dir", "/d"}}
+	copyMark := pebble.Unfinished{Command: "copy", Args: []string{"metadatad", "copy", "-from", "embedded:/a b", "-to", "embedded:/it's"}}
 	for _, tc := range []struct {
 		name string
 		// marker is written into the directory; nil writes an empty file.
@@ -49,7 +49,7 @@ func TestOpenRefusesUnfinished(t *testing.T) {
 		want  string // "" opens
 	}{
 		{name: "restore refused", marker: &restore, want: "holds a restore that did not finish: run `metadatad restore -from /b -data-dir /d` again"},
-		{name: "copy into a store refused", marker: &copyMark, store: true, want: "holds a copy that did not finish: run `metadatad copy -from embedded:/a -to embedded:/d` again"},
+		{name: "copy into a store refused", marker: &copyMark, store: true, want: `holds a copy that did not finish: run ` + "`" + `metadatad copy -from 'embedded:/a b' -to 'embedded:/it'\''s'` + "` again"},
 		{name: "unreadable refused", want: "marker METADATAD-UNFINISHED is unreadable"},
 		{name: "restore's refused to copy", marker: &restore, allow: "copy", want: "holds a restore that did not finish"},
 		{name: "copy's opened by copy", marker: &copyMark, allow: "copy", store: true},
@@ -104,19 +104,19 @@ func TestOpenRefusesUnfinished(t *testing.T) {
 // is removed opens.
 func TestMarkUnfinished(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new")
-	first := pebble.Unfinished{Command: "copy", Rerun: "metadatad copy -from azure -to embedded:" + dir}
+	first := pebble.Unfinished{Command: "copy", Args: []string{"metadatad", "copy", "-from", "azure", "-to", "embedded:" + dir}}
 	if err := pebble.MarkUnfinished(dir, first); err != nil {
 		t.Fatalf("mark a missing directory: %v", err)
 	}
-	second := pebble.Unfinished{Command: "copy", Rerun: "metadatad copy -from embedded:/x -to embedded:" + dir}
+	second := pebble.Unfinished{Command: "copy", Args: []string{"metadatad", "copy", "-from", "embedded:/x", "-to", "embedded:" + dir}}
 	if err := pebble.MarkUnfinished(dir, second); err != nil {
 		t.Fatalf("mark again: %v", err)
 	}
-	if got, found, err := pebble.ReadUnfinished(dir); err != nil || !found || got != second {
+	if got, found, err := pebble.ReadUnfinished(dir); err != nil || !found || !slices.Equal(got.Args, second.Args) || got.Command != second.Command {
 		t.Errorf("marker %+v, %v, %v; want %+v", got, found, err, second)
 	}
-	err := pebble.MarkUnfinished(dir, pebble.Unfinished{Command: "restore", Rerun: "metadatad restore"})
-	if !errors.Is(err, pebble.ErrUnfinished) || !strings.Contains(err.Error(), second.Rerun) {
+	err := pebble.MarkUnfinished(dir, pebble.Unfinished{Command: "restore", Args: []string{"metadatad", "restore"}})
+	if !errors.Is(err, pebble.ErrUnfinished) || !strings.Contains(err.Error(), second.Rerun()) {
 		t.Errorf("a restore's mark over a copy's: %v, want ErrUnfinished quoting the copy", err)
 	}
 	if err := pebble.MarkFinished(dir); err != nil {
