@@ -261,13 +261,14 @@ func TestRestoreKilledIsRefusedUntilRerun(t *testing.T) {
 }
 
 // TestCopyKilledIsRefusedUntilRerun kills `metadatad copy -to embedded:` at
-// random moments: the daemon (and compact and backup) refuse the target
+// random points of its copy: the daemon (and compact and backup) refuse the target
 // naming the copy to rerun, without writing to it, and the copy run again
 // resumes and ends with every row.
 func TestCopyKilledIsRefusedUntilRerun(t *testing.T) {
 	const rows = 5_000
 	source := t.TempDir()
 	seedStore(t, source, rows)
+	sourceBytes := dirBytes(source)
 	target := filepath.Join(t.TempDir(), "copied")
 	args := []string{"copy", "-from", "embedded:" + source, "-to", "embedded:" + target}
 	want := "the data directory " + target + " holds a copy that did not finish: run `metadatad copy -from embedded:" + source + " -to embedded:" + target + "` again"
@@ -276,15 +277,16 @@ func TestCopyKilledIsRefusedUntilRerun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}, func(hi float64) func() bool {
-		// A moment within hi seconds of the copy marking the target.
-		wait := time.Duration(rand.Float64() * hi * float64(time.Second))
-		started := markedAgain(target)
-		var since time.Time
+		// A point in the bytes still to copy, drawn once this run has
+		// marked the target: the copy's log grows with the rows it writes.
+		started, draw := markedAgain(target), rand.Float64()*hi
+		at := int64(-1)
 		return func() bool {
-			if since.IsZero() && started() {
-				since = time.Now()
+			if at < 0 && started() {
+				base := dirBytes(target)
+				at = base + int64(draw*float64(max(sourceBytes-base, 0)))
 			}
-			return !since.IsZero() && time.Since(since) >= wait
+			return at >= 0 && dirBytes(target) >= at
 		}
 	}, args...)
 
@@ -306,9 +308,9 @@ func TestCopyKilledIsRefusedUntilRerun(t *testing.T) {
 // before serving, and says so.
 func TestBackupScratchOfKilledServerRemoved(t *testing.T) {
 	dataDir := t.TempDir()
-	// 30 MB: more than the stream's flow-control window, so the server is
-	// still sending when it is killed.
-	seedStore(t, dataDir, 15_000)
+	// 24 MB: more than the stream's flow-control window can grow to (16
+	// MiB), so the server is still sending when it is killed.
+	seedStore(t, dataDir, 12_000)
 	d := startDaemon(t, dataDir)
 	stream, err := metadatav1.NewAdminServiceClient(d.conn(t)).Backup(t.Context(), &metadatav1.BackupRequest{})
 	if err != nil {
