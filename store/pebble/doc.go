@@ -10,6 +10,12 @@
 // (flushmark.go), which with the file METADATAD-FLUSHED beside Pebble's own
 // catch a MANIFEST cut short.
 //
+// A restore or a copy into a data directory marks it with the file
+// METADATAD-UNFINISHED until the directory holds the whole store
+// (unfinished.go). Open checks for it before anything else, so such a
+// directory is never taken for an empty or a damaged store, and refuses it
+// quoting the command to run again; only that command opens it.
+//
 // A value is the entity's ETag, write time and typed properties in a
 // versioned binary layout (value.go); values written in the older EDM JSON
 // layout are still read.
