@@ -14,7 +14,8 @@
 // METADATAD-UNFINISHED until the directory holds the whole store
 // (unfinished.go). Open checks for it before anything else, so such a
 // directory is never taken for an empty or a damaged store, and refuses it
-// quoting the command to run again; only that command opens it.
+// quoting the command to run again: a copy reopens its own to resume, a
+// restore clears its own and starts over.
 //
 // A value is the entity's ETag, write time and typed properties in a
 // versioned binary layout (value.go); values written in the older EDM JSON
