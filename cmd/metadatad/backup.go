@@ -61,6 +61,9 @@ func backupDataDir(ctx context.Context, dataDir, to string) (backup.Manifest, er
 		return backup.Manifest{}, fmt.Errorf("backup: no store to back up: %w", err)
 	}
 	db, err := pebble.Open(pebble.Options{Dir: dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if errors.Is(err, pebble.ErrUnfinished) {
+		return backup.Manifest{}, fmt.Errorf("backup: %w", err)
+	}
 	if err != nil {
 		return backup.Manifest{}, fmt.Errorf("backup: cannot open the store in %s for itself alone (%w); if a metadatad serves it, back it up with -server ADDR", dataDir, err)
 	}

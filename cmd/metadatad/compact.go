@@ -31,6 +31,9 @@ func runCompact(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("compact: %w", err)
 	}
 	db, err := pebble.Open(pebble.Options{Dir: *dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if errors.Is(err, pebble.ErrUnfinished) {
+		return fmt.Errorf("compact: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("compact: cannot open the store in %s for itself alone (%w); stop the metadatad that serves it first", *dataDir, err)
 	}

@@ -49,18 +49,18 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		filepath.Clean(strings.TrimPrefix(*from, "embedded:")) == filepath.Clean(strings.TrimPrefix(*to, "embedded:"))):
 		return errors.New("copy: -from and -to are the same store")
 	}
-	src, source, closeSrc, err := openCopyEnd(ctx, *from, c.azure, true)
+	src, err := openCopyEnd(ctx, *from, c.azure, nil)
 	if err != nil {
 		return fmt.Errorf("copy: -from: %w", err)
 	}
-	defer closeSrc()
-	dst, _, closeDst, err := openCopyEnd(ctx, *to, c.azure, false)
+	defer src.close()
+	dst, err := openCopyEnd(ctx, *to, c.azure, copyRerun(fs))
 	if err != nil {
 		return fmt.Errorf("copy: -to: %w", err)
 	}
-	defer closeDst()
+	defer dst.close()
 
-	opts := transfer.Options{From: src, To: dst, Source: source, Tables: copyTables(c), Restart: *restart}
+	opts := transfer.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(c), Restart: *restart}
 	if bar := copyProgress(); bar != nil {
 		defer bar.Finish()
 		var table string
@@ -81,7 +81,36 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("copy: %w; run the same command again to resume", err)
 	}
-	return nil
+	return dst.finish()
+}
+
+// copyCommand names copies in the unfinished marker of an embedded target.
+const copyCommand = "copy"
+
+// copyRerun is the command line of this copy, for the unfinished marker:
+// the flags given, embedded paths made absolute so the refusal that quotes
+// it holds wherever it is run from. A connection string given as a flag is
+// left out, so the marker never holds an account key: the rerun reads it
+// from $AZURE_STORAGE_CONNECTION_STRING.
+func copyRerun(fs *flag.FlagSet) []string {
+	args := []string{"metadatad", copyCommand}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "azure-connection-string" {
+			return
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			args = append(args, "-"+f.Name+"="+f.Value.String())
+			return
+		}
+		value := f.Value.String()
+		if dir, ok := strings.CutPrefix(value, "embedded:"); ok && (f.Name == "from" || f.Name == "to") {
+			if abs, err := filepath.Abs(dir); err == nil {
+				value = "embedded:" + abs
+			}
+		}
+		args = append(args, "-"+f.Name, value)
+	})
+	return args
 }
 
 // copyTables lists every table of the deployment, each index table before
@@ -102,43 +131,88 @@ func copyTables(c config) []string {
 		retention.DefaultPoliciesTable, retention.DefaultHoldsTable)
 }
 
-// openCopyEnd opens the backend spec names, and a name of it for the
-// progress records that holds no secret. An embedded source must exist.
-func openCopyEnd(ctx context.Context, spec string, a azureConfig, source bool) (store.Backend, string, func(), error) {
+// copyEnd is one side of a copy.
+type copyEnd struct {
+	backend store.Backend
+	// name names it in the progress records; it holds no secret.
+	name  string
+	close func()
+	// finish, called once the copy is verified, closes an embedded target
+	// and removes its unfinished marker.
+	finish func() error
+}
+
+// openCopyEnd opens the backend spec names. An embedded source must exist
+// and be whole: a directory a restore or copy has not finished is refused.
+// An embedded target (rerun set) may be one a copy left unfinished, and is
+// marked unfinished with rerun until finish; one a restore left unfinished
+// is refused.
+func openCopyEnd(ctx context.Context, spec string, a azureConfig, rerun []string) (copyEnd, error) {
 	if dir, ok := strings.CutPrefix(spec, "embedded:"); ok && dir != "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return nil, "", nil, err
+			return copyEnd{}, err
 		}
-		if _, err := os.Stat(dir); source && err != nil {
-			return nil, "", nil, fmt.Errorf("no store to copy: %w", err)
+		opts := pebble.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		if _, err := os.Stat(dir); rerun == nil && err != nil {
+			return copyEnd{}, fmt.Errorf("no store to copy: %w", err)
 		}
-		db, err := pebble.Open(pebble.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if rerun != nil {
+			opts.AllowUnfinished = copyCommand
+		}
+		db, err := pebble.Open(opts)
+		if errors.Is(err, pebble.ErrUnfinished) {
+			return copyEnd{}, err
+		}
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("%w (a store a metadatad serves cannot be copied: stop it, or copy a restored backup)", err)
+			return copyEnd{}, fmt.Errorf("%w (a store a metadatad serves cannot be copied: stop it, or copy a restored backup)", err)
 		}
-		return db, "embedded:" + abs, func() { _ = db.Close() }, nil
+		// Marked once the store is this process's alone (never a served
+		// one) and before its first row: what a copy cut short leaves is
+		// refused until a rerun finishes it.
+		if rerun != nil {
+			if err := pebble.MarkUnfinished(dir, pebble.Unfinished{Command: copyCommand, Args: rerun}); err != nil {
+				return copyEnd{}, errors.Join(err, db.Close())
+			}
+		}
+		end := copyEnd{backend: db, name: "embedded:" + abs, close: func() { _ = db.Close() }, finish: func() error { return nil }}
+		if rerun != nil {
+			closed := false
+			end.close = func() {
+				if !closed {
+					_ = db.Close()
+				}
+			}
+			end.finish = func() error {
+				closed = true
+				if err := db.Close(); err != nil {
+					return err
+				}
+				return pebble.MarkFinished(dir)
+			}
+		}
+		return end, nil
 	}
 	if spec != "azure" {
-		return nil, "", nil, fmt.Errorf("%q is neither embedded:DIR nor azure", spec)
+		return copyEnd{}, fmt.Errorf("%q is neither embedded:DIR nor azure", spec)
 	}
 	opts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: slog.New(slog.DiscardHandler)}
 	account := accountOf(a.connectionString)
 	switch {
 	case a.connectionString == "" && a.tableURL == "":
-		return nil, "", nil, errors.New("azure needs AZURE_STORAGE_CONNECTION_STRING, -azure-connection-string or -azure-table-url")
+		return copyEnd{}, errors.New("azure needs AZURE_STORAGE_CONNECTION_STRING, -azure-connection-string or -azure-table-url")
 	case a.connectionString == "":
 		cred, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("azure credential: %w", err)
+			return copyEnd{}, fmt.Errorf("azure credential: %w", err)
 		}
 		opts.ServiceURL, opts.Credential, account = a.tableURL, cred, a.tableURL
 	}
 	tables, err := aztable.Open(ctx, opts)
 	if err != nil {
-		return nil, "", nil, err
+		return copyEnd{}, err
 	}
-	return tables, "azure:" + account + "/" + a.tablePrefix, func() {}, nil
+	return copyEnd{backend: tables, name: "azure:" + account + "/" + a.tablePrefix, close: func() {}, finish: func() error { return nil }}, nil
 }
 
 // accountOf names the account of a connection string by its table

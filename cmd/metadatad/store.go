@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/azqueue"
 	"github.com/metadatad/metadatad/store/aztable"
+	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 )
@@ -39,6 +40,11 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 			CacheSize: int64(cfg.cacheSize), MemTableSize: uint64(cfg.memTableSize)})
 		if err != nil {
 			return backend{}, err
+		}
+		if removed, err := backup.RemoveStaleScratch(cfg.dataDir); err != nil {
+			return backend{}, errors.Join(err, db.Close())
+		} else if removed {
+			log.Warn("removed the scratch directory of a backup cut short by the process's end", "data_dir", cfg.dataDir)
 		}
 		return backend{tables: db, embedded: db, close: db.Close, writeCheck: guard.Check,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil

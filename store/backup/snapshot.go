@@ -28,6 +28,21 @@ type Checkpointer interface {
 // a directory it did not make.
 const scratchName = "backup-scratch"
 
+// RemoveStaleScratch removes the scratch directory of dataDir, which only
+// a process killed while it sent a backup leaves behind: its links keep the
+// disk space of files compactions have since replaced. Call it once the
+// store is open (so no other process can be taking a backup of it) and
+// before any backup starts. removed says there was one.
+func RemoveStaleScratch(dataDir string) (removed bool, err error) {
+	scratch := filepath.Join(dataDir, scratchName)
+	if _, err := os.Lstat(scratch); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return true, os.RemoveAll(scratch)
+}
+
 // Source takes snapshots of one open store, one at a time.
 type Source struct {
 	db      Checkpointer

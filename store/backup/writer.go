@@ -41,7 +41,13 @@ func NewWriter(dir string, m Manifest, withManifest bool) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{dir: dir, m: m, made: made, withManifest: withManifest}, nil
+	return newWriter(dir, m, made, withManifest), nil
+}
+
+// newWriter writes into dir, which the caller has checked; made says the
+// caller created it.
+func newWriter(dir string, m Manifest, made, withManifest bool) *Writer {
+	return &Writer{dir: dir, m: m, made: made, withManifest: withManifest}
 }
 
 // emptyDir makes sure dir exists and is empty; made says it was created.
@@ -168,20 +174,34 @@ func (w *Writer) Close() error {
 // Abort removes what the writer wrote: the directory if it made it, else
 // its content.
 func (w *Writer) Abort() error {
-	if w.cur != nil {
-		w.cur.Close()
-		w.cur = nil
-	}
+	_ = w.closeFile() // unchecked: the file is removed below
 	if w.made {
 		return os.RemoveAll(w.dir)
 	}
-	entries, err := os.ReadDir(w.dir)
+	return clearDir(w.dir, "")
+}
+
+// closeFile closes the file being written, if any, unchecked.
+func (w *Writer) closeFile() error {
+	if w.cur == nil {
+		return nil
+	}
+	err := w.cur.Close()
+	w.cur = nil
+	return err
+}
+
+// clearDir removes everything in dir but the entry named keep.
+func clearDir(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, e := range entries {
-		errs = append(errs, os.RemoveAll(filepath.Join(w.dir, e.Name())))
+		if e.Name() != keep {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -45,6 +45,10 @@ type Options struct {
 	// DefaultMemTableSize. Up to 4 are held while flushes catch up, and
 	// each write-ahead log file reserves 1.1 times it on disk.
 	MemTableSize uint64
+	// AllowUnfinished is the command ("copy") whose unfinished marker
+	// (UnfinishedName) Open accepts, so that command can finish the
+	// directory; empty, Open refuses any marker with ErrUnfinished.
+	AllowUnfinished string
 
 	// noCompactions turns the engine's compactions off, for tests that
 	// need its files to stay as flushed.
@@ -100,11 +104,15 @@ type DB struct {
 // Open opens the database in opts.Dir, or creates it if the directory is
 // missing or empty. A directory whose files are damaged, or that holds
 // files but no complete store, is an error wrapping store.ErrCorrupt that
-// names it.
+// names it; one that a restore or copy has not finished is ErrUnfinished,
+// checked before anything else reads or writes it.
 func Open(opts Options) (*DB, error) {
 	opts = opts.withDefaults()
 	if opts.Dir == "" {
 		return nil, errors.New("pebble: Options.Dir is empty")
+	}
+	if err := checkUnfinished(opts.FS, opts.Dir, opts.AllowUnfinished); err != nil {
+		return nil, err
 	}
 	marks := newFlushMarks(opts)
 	wal := newWALRecord(opts)

@@ -17,6 +17,13 @@
 // file, so that a lost or cut newest log is refused too; logs an older build
 // left beside the tables are replayed from there (wal.go).
 //
+// A restore or a copy into a data directory marks it with the file
+// METADATAD-UNFINISHED until the directory holds the whole store
+// (unfinished.go). Open checks for it before anything else, so such a
+// directory is never taken for an empty or a damaged store, and refuses it
+// quoting the command to run again: a copy reopens its own to resume, a
+// restore clears its own and starts over.
+//
 // A value is the entity's ETag, write time and typed properties in a
 // versioned binary layout (value.go); values written in the older EDM JSON
 // layout are still read.
