@@ -169,7 +169,7 @@ func New(opts Options) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.ChainUnaryInterceptor(opts.Metrics.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(opts.Metrics.StreamServerInterceptor()))
 	}
-	serverOpts = append(serverOpts, interceptorChain(log, auth.NewGuard(opts.Auth, scopes), newCallLimits(opts.Limits))...)
+	serverOpts = append(serverOpts, interceptorChain(log, auth.NewGuard(opts.Auth, scopes).Authorize, newCallLimits(opts.Limits))...)
 	serverOpts = append(serverOpts, opts.Limits.serverOptions()...)
 	// A fixed pool of goroutines serves the calls instead of a new goroutine
 	// per call, whose stack grows anew each time. A call that finds every
