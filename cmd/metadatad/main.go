@@ -166,6 +166,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.security.warnUnauthenticated(ctx, log, lis.Addr().String())
 	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID, "auth", authn != nil, "tls", creds != nil, "mtls", cfg.security.tlsClientCA != ""}, store.describe...)...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
