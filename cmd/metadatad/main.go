@@ -36,6 +36,9 @@ func run(args []string) error {
 		return err
 	}
 	log := cfg.logger()
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
