@@ -141,6 +141,26 @@ func TestManifestFlagsExist(t *testing.T) {
 	}
 }
 
+// TestManifestsAuthenticate: the workloads listen on every interface,
+// where metadatad refuses to start without authentication; they configure
+// it rather than opt out with -allow-unauthenticated.
+func TestManifestsAuthenticate(t *testing.T) {
+	for workload, c := range metadatadContainers(t, loadManifests(t)) {
+		var authenticates bool
+		for _, arg := range c.Args {
+			switch flagName(arg) {
+			case "auth-token-file", "auth-jwks-url", "auth-jwks-file":
+				authenticates = true
+			case "allow-unauthenticated":
+				t.Errorf("%s passes %s: every caller could call everything", workload, arg)
+			}
+		}
+		if !authenticates {
+			t.Errorf("%s configures no authentication (-auth-token-file, -auth-jwks-url or -auth-jwks-file)", workload)
+		}
+	}
+}
+
 // TestManifestShape checks what the deployment promises: Azure mode
 // replicated behind a PodDisruptionBudget, embedded mode one replica on a
 // volume, native gRPC probes, non-root, a purge CronJob that never

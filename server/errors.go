@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // errorCodes maps domain errors to gRPC codes, first match wins. Errors
@@ -26,6 +27,9 @@ var errorCodes = []struct {
 	{store.ErrInvalidEntity, codes.InvalidArgument, "invalid entity"},
 	{store.ErrTooLarge, codes.InvalidArgument, "too large"},
 	{store.ErrInvalidQuery, codes.InvalidArgument, "invalid query"},
+	{store.ErrInvalidBatch, codes.InvalidArgument, "invalid batch"},
+	{retention.ErrFutureCutoff, codes.InvalidArgument, "the purge cutoff is in the future"},
+	{retention.ErrNoKinds, codes.InvalidArgument, "no image type to purge"},
 	{store.ErrCorrupt, codes.DataLoss, "stored data is damaged"},
 	{store.ErrInsufficientStorage, codes.ResourceExhausted, "storage nearly full; writes resume once space is freed"},
 	{context.Canceled, codes.Canceled, "canceled"},

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store"
@@ -190,4 +192,27 @@ func childSkipReason(out, name string) (string, bool) {
 		}
 	}
 	return strings.Join(logged, " "), true
+}
+
+// TestClockStepBackDuringStartPurge: a cutoff that was not in the future
+// when StartPurge checked it is by the time the engine records the job, as
+// when the wall clock steps back in between. The engine's ErrFutureCutoff
+// is then INVALID_ARGUMENT, a bad cutoff, not an INTERNAL error.
+func TestClockStepBackDuringStartPurge(t *testing.T) {
+	var steppedBack atomic.Bool
+	var reads atomic.Int64
+	now := func() time.Time {
+		if steppedBack.Load() && reads.Add(1) > 1 {
+			return base.Add(-time.Hour)
+		}
+		return base
+	}
+	h := startServerOpts(t, openMemPebble(t), serverOpts{now: now})
+	steppedBack.Store(true)
+	_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
+	st := requireCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(st.Message(), "in the future") {
+		t.Errorf("INVALID_ARGUMENT %q does not say the cutoff is in the future", st.Message())
+	}
 }

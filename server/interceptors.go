@@ -20,17 +20,28 @@ import (
 )
 
 // interceptorChain is the chain every call runs through, outermost first:
-// room for the caller's name, so that the log line, written outside the
-// guard, can name the principal; logging (skipping health probes, which
-// would drown the log); the guard, which authenticates the caller and
-// checks its scope, so a caller without credentials learns nothing about
-// its request; the principal's rate and the caps on calls in flight
-// (health exempt, so probes answer under load); the refusal of requests
-// that did not decode; then recovery, innermost, so a panic becomes an
-// INTERNAL status that the logging interceptor still records. It also
-// installs the codec whose failed decodes are refused, and, ahead of the
-// guard, drops the codec's note of a request the guard refuses.
-func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) []grpc.ServerOption {
+//
+//  1. room for the caller's name, so that the log line, written outside
+//     the guard, can name the principal;
+//  2. logging (skipping health probes, which would drown the log);
+//  3. admission, before anything costs work: the cap on calls in flight
+//     (and on open watches and feeds), then, with a rate limit, the
+//     budget of failed authentications of the caller's peer address, and
+//     the default deadline. A flood of calls with bad tokens is refused
+//     here with RESOURCE_EXHAUSTED, without a JWT verified for it;
+//  4. the guard, which authenticates the caller and checks its scope, so
+//     a caller without credentials learns nothing about its request; a
+//     call it finds unauthenticated takes from its peer's budget;
+//  5. the principal's rate, which needs the principal the guard named;
+//  6. the refusal of requests that did not decode;
+//  7. recovery, innermost, so a panic becomes an INTERNAL status that the
+//     logging interceptor still records.
+//
+// Health is exempt from 3 and 5, so probes answer under load. The chain
+// also installs the codec whose failed decodes are refused, and, ahead of
+// admission, drops the codec's note of a request refused before 6.
+func interceptorChain(log *slog.Logger, authorize grpcauth.AuthFunc, limits *callLimits) []grpc.ServerOption {
+	authorize = limits.authorize(authorize)
 	codec := newRequestCodec()
 	calls := callLog{log: log}
 	notHealth := selector.MatchFunc(func(_ context.Context, call interceptors.CallMeta) bool {
@@ -48,9 +59,9 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) [
 			},
 			calls.unary,
 			codec.forgetUnary,
-			grpcauth.UnaryServerInterceptor(guard.Authorize),
-			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
 			selector.UnaryServerInterceptor(limits.unary, notHealth),
+			grpcauth.UnaryServerInterceptor(authorize),
+			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
 			codec.unaryInterceptor,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
@@ -61,9 +72,9 @@ func interceptorChain(log *slog.Logger, guard *auth.Guard, limits *callLimits) [
 				return handler(srv, wrapped)
 			},
 			calls.stream,
-			grpcauth.StreamServerInterceptor(guard.Authorize),
-			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth),
 			selector.StreamServerInterceptor(limits.stream, notHealth),
+			grpcauth.StreamServerInterceptor(authorize),
+			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth),
 			codec.streamInterceptor,
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),

@@ -3,14 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
+	grpcauth "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
@@ -37,7 +37,10 @@ type Limits struct {
 	DefaultDeadline time.Duration
 	// Rate is the calls per second each principal may make, with bursts of
 	// Burst (0 means Rate, at least 1); beyond it calls are
-	// RESOURCE_EXHAUSTED. 0 means no rate limit.
+	// RESOURCE_EXHAUSTED. 0 means no rate limit. It is also the rate of
+	// failed authentications a peer address may cause: past that budget
+	// the peer's calls are RESOURCE_EXHAUSTED before their credentials are
+	// checked.
 	Rate  float64
 	Burst int
 	// MaxInFlight is how many calls the server runs at once; one more is
@@ -95,8 +98,9 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 	}
 }
 
-// callLimits enforces the per-call limits: rate per principal, calls in
-// flight, open watches and feeds, and the default deadline.
+// callLimits enforces the per-call limits: calls in flight, open watches
+// and feeds, failed authentications per peer address and the default
+// deadline before the guard authenticates, the rate per principal after.
 //
 // A watch or a feed is a stream that stays open for as long as its client
 // wants: besides the calls in flight it counts against a cap of its own,
@@ -108,12 +112,19 @@ type callLimits struct {
 	watches  atomic.Int64
 	feeds    atomic.Int64
 
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	// principals and peers are nil without a rate limit. peers only
+	// counts failed authentications, so callers whose credentials are good
+	// never lose calls to others behind the same address (a proxy, a NAT).
+	principals, peers *keyedLimiters
 }
 
 func newCallLimits(l Limits) *callLimits {
-	return &callLimits{limits: l, limiters: map[string]*rate.Limiter{}}
+	c := &callLimits{limits: l}
+	if l.Rate > 0 {
+		c.principals = newKeyedLimiters(l.Rate, l.Burst, maxLimiters)
+		c.peers = newKeyedLimiters(l.Rate, l.Burst, maxLimiters)
+	}
+	return c
 }
 
 // feeds are the methods of the live image feeds.
@@ -127,29 +138,54 @@ var feeds = map[string]bool{
 // interceptor turns its error into RESOURCE_EXHAUSTED. It runs after the
 // guard, which names the principal.
 func (c *callLimits) Limit(ctx context.Context) error {
-	if c.limits.Rate <= 0 {
+	if c.principals == nil {
 		return nil
 	}
 	p, _ := auth.FromContext(ctx)
-	c.mu.Lock()
-	l, ok := c.limiters[p.Name]
-	if !ok {
-		l = rate.NewLimiter(rate.Limit(c.limits.Rate), c.limits.Burst)
-		c.limiters[p.Name] = l
-	}
-	c.mu.Unlock()
-	if !l.Allow() {
+	if !c.principals.allow(p.Name, time.Now()) {
 		return fmt.Errorf("%s is over its rate of %g calls per second", p.Name, c.limits.Rate)
 	}
 	return nil
 }
 
-// enter admits a call of method, or says why not; leave must follow an
-// admission.
-func (c *callLimits) enter(method string) (leave func(), err error) {
+// authorize wraps the guard's AuthFunc: a call it refuses as
+// UNAUTHENTICATED takes a token of its peer's budget, which enter checks
+// before the next call of that peer reaches the guard.
+func (c *callLimits) authorize(authorize grpcauth.AuthFunc) grpcauth.AuthFunc {
+	if c.peers == nil {
+		return authorize
+	}
+	return func(ctx context.Context) (context.Context, error) {
+		authorized, err := authorize(ctx)
+		if status.Code(err) == codes.Unauthenticated {
+			c.peers.allow(callerAddress(ctx), time.Now())
+		}
+		return authorized, err
+	}
+}
+
+// callerAddress is the peer key of the call in ctx.
+func callerAddress(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	return peerKey(p.Addr)
+}
+
+// enter admits a call of method from the caller in ctx, or says why not;
+// leave must follow an admission. It runs before the guard, so that a
+// flood of calls costs no verification of credentials beyond the caps.
+func (c *callLimits) enter(ctx context.Context, method string) (leave func(), err error) {
 	leaveFlight, err := admit(&c.inFlight, c.limits.MaxInFlight, "server busy: %d calls in flight; retry with backoff")
 	if err != nil {
 		return nil, err
+	}
+	if c.peers != nil {
+		if addr := callerAddress(ctx); c.peers.exhausted(addr, time.Now()) {
+			leaveFlight()
+			return nil, status.Errorf(codes.ResourceExhausted, "%s is over its rate of %g failed authentications per second; retry with backoff and valid credentials", addr, c.limits.Rate)
+		}
 	}
 	var leaveStream func()
 	switch {
@@ -178,7 +214,7 @@ func admit(n *atomic.Int64, limit int, refusal string) (leave func(), err error)
 }
 
 func (c *callLimits) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	leave, err := c.enter(info.FullMethod)
+	leave, err := c.enter(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +228,7 @@ func (c *callLimits) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 func (c *callLimits) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	leave, err := c.enter(info.FullMethod)
+	leave, err := c.enter(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}

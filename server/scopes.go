@@ -10,7 +10,6 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/server/auth"
@@ -20,8 +19,9 @@ import (
 // (metadata.v1.required_scope) option declares, so that the API documents
 // its own permissions and a new RPC without one stops the server from
 // starting. Health is open to anyone; reflection needs metadata.read unless
-// openReflection.
-func methodScopes(services map[string]grpc.ServiceInfo, openReflection bool) (map[string]string, error) {
+// openReflection. The descriptors come from files, the global registry but
+// in tests, which must not register services of their own there.
+func methodScopes(services map[string]grpc.ServiceInfo, openReflection bool, files descriptors) (map[string]string, error) {
 	reflectionScope := auth.ScopeRead
 	if openReflection {
 		reflectionScope = auth.Open
@@ -39,7 +39,7 @@ func methodScopes(services map[string]grpc.ServiceInfo, openReflection bool) (ma
 				scopes[full] = scope
 				continue
 			}
-			scope, err := declaredScope(name, m.Name)
+			scope, err := declaredScope(files, name, m.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -49,9 +49,14 @@ func methodScopes(services map[string]grpc.ServiceInfo, openReflection bool) (ma
 	return scopes, nil
 }
 
+// descriptors finds the descriptors of services, as *protoregistry.Files does.
+type descriptors interface {
+	FindDescriptorByName(protoreflect.FullName) (protoreflect.Descriptor, error)
+}
+
 // declaredScope reads the required_scope option of one method.
-func declaredScope(service, method string) (string, error) {
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+func declaredScope(files descriptors, service, method string) (string, error) {
+	d, err := files.FindDescriptorByName(protoreflect.FullName(service))
 	if err != nil {
 		return "", fmt.Errorf("server: service %s has no descriptor to read scopes from: %w", service, err)
 	}

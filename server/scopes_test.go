@@ -9,12 +9,17 @@ import (
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
-	_ "google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // TestMethodWithoutScopeStopsTheServer: a service whose RPC declares no
-// required_scope option cannot be served.
+// required_scope option cannot be served. Its descriptor lives in a
+// registry of the test's own, so the test runs any number of times.
 func TestMethodWithoutScopeStopsTheServer(t *testing.T) {
+	files := new(protoregistry.Files)
+	if err := files.RegisterFile(emptypb.File_google_protobuf_empty_proto); err != nil {
+		t.Fatal(err)
+	}
 	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
 		Name:       proto.String("scopetest/unscoped.proto"),
 		Package:    proto.String("scopetest"),
@@ -26,15 +31,15 @@ func TestMethodWithoutScopeStopsTheServer(t *testing.T) {
 				Name: proto.String("Purge"), InputType: proto.String(".google.protobuf.Empty"), OutputType: proto.String(".google.protobuf.Empty"),
 			}},
 		}},
-	}, protoregistry.GlobalFiles)
+	}, files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := protoregistry.GlobalFiles.RegisterFile(fd); err != nil {
+	if err := files.RegisterFile(fd); err != nil {
 		t.Fatal(err)
 	}
 	services := serviceInfo([]service{{desc: &grpc.ServiceDesc{ServiceName: "scopetest.Unscoped", Methods: []grpc.MethodDesc{{MethodName: "Purge"}}}}})
-	_, err = methodScopes(services, false)
+	_, err = methodScopes(services, false, files)
 	if err == nil || !strings.Contains(err.Error(), "/scopetest.Unscoped/Purge declares no (metadata.v1.required_scope)") {
 		t.Fatalf("methodScopes: %v, want the unscoped method refused", err)
 	}

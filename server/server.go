@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/server/auth"
@@ -158,7 +159,7 @@ func New(opts Options) (*Server, error) {
 	// The scopes are read from the descriptors before the server exists, as
 	// its interceptors are fixed when it is made; the check after
 	// registering catches a service registered some other way.
-	scopes, err := methodScopes(serviceInfo(services), opts.OpenReflection)
+	scopes, err := methodScopes(serviceInfo(services), opts.OpenReflection, protoregistry.GlobalFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +170,7 @@ func New(opts Options) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.ChainUnaryInterceptor(opts.Metrics.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(opts.Metrics.StreamServerInterceptor()))
 	}
-	serverOpts = append(serverOpts, interceptorChain(log, auth.NewGuard(opts.Auth, scopes), newCallLimits(opts.Limits))...)
+	serverOpts = append(serverOpts, interceptorChain(log, auth.NewGuard(opts.Auth, scopes).Authorize, newCallLimits(opts.Limits))...)
 	serverOpts = append(serverOpts, opts.Limits.serverOptions()...)
 	// A fixed pool of goroutines serves the calls instead of a new goroutine
 	// per call, whose stack grows anew each time. A call that finds every

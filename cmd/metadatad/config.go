@@ -68,6 +68,8 @@ type config struct {
 	healthListen      string
 	security          securityConfig
 	limits            limitsConfig
+	// warnings are what parsing found unwise but not wrong, for the log.
+	warnings []string
 }
 
 func parseConfig(args []string) (config, error) {
@@ -109,7 +111,8 @@ func parseConfig(args []string) (config, error) {
 	c.limits.register(fs)
 
 	set := map[string]bool{}
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return config{}, err
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -125,7 +128,9 @@ func parseConfig(args []string) (config, error) {
 	if envErr != nil {
 		return config{}, envErr
 	}
-	c.azure.defaults()
+	if c.warnings, err = c.azure.resolve(fs); err != nil {
+		return config{}, err
+	}
 	if err := c.checkStore(); err != nil {
 		return config{}, err
 	}
@@ -183,26 +188,60 @@ func (b *byteSize) Set(s string) error {
 
 // azureConfig is how to reach Azure Storage.
 type azureConfig struct {
-	connectionString string
-	tableURL         string
-	queueURL         string
-	tablePrefix      string
-	queue            string
+	connectionString     string
+	connectionStringFile string
+	tableURL             string
+	queueURL             string
+	tablePrefix          string
+	queue                string
 }
+
+// connectionStringFlag is the flag that puts the account key on the
+// command line, which every user of the machine can read (ps).
+const connectionStringFlag = "azure-connection-string"
 
 // register adds the flags that reach Azure Table Storage, as the daemon
 // and `metadatad copy` take them.
 func (a *azureConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.connectionString, "azure-connection-string", "", "with -store azure: the storage account's full connection string (default $AZURE_STORAGE_CONNECTION_STRING)")
+	fs.StringVar(&a.connectionString, connectionStringFlag, "", "with -store azure: the storage account's full connection string; rather set $METADATAD_AZURE_CONNECTION_STRING or $AZURE_STORAGE_CONNECTION_STRING, or give -azure-connection-string-file: on the command line the account key is visible to every user of the machine (ps)")
+	fs.StringVar(&a.connectionStringFile, "azure-connection-string-file", "", "with -store azure: a file holding the storage account's connection string, e.g. a mounted Secret (instead of $AZURE_STORAGE_CONNECTION_STRING)")
 	fs.StringVar(&a.tableURL, "azure-table-url", "", "with -store azure and no connection string: the table endpoint, e.g. https://ACCOUNT.table.core.windows.net, reached with DefaultAzureCredential")
 	fs.StringVar(&a.tablePrefix, "azure-table-prefix", "", "with -store azure: prefix of every table name, to share an account between deployments")
 }
 
-// defaults fills in what the flags left to the environment.
-func (a *azureConfig) defaults() {
+// resolve fills in the connection string once fs is parsed: from
+// -azure-connection-string or $METADATAD_AZURE_CONNECTION_STRING, else
+// from -azure-connection-string-file, else from
+// $AZURE_STORAGE_CONNECTION_STRING. It warns of the flag given on the
+// command line, where the account key is in every process listing.
+func (a *azureConfig) resolve(fs *flag.FlagSet) (warnings []string, err error) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == connectionStringFlag {
+			warnings = append(warnings, "-"+connectionStringFlag+" on the command line shows the storage account key to every user of this machine (ps); "+
+				"set $METADATAD_AZURE_CONNECTION_STRING or $AZURE_STORAGE_CONNECTION_STRING, or give -azure-connection-string-file, instead")
+		}
+	})
+	if a.connectionString == "" {
+		// The daemon has read it already, as every METADATAD_ variable;
+		// `metadatad copy` reads only this one.
+		a.connectionString = os.Getenv("METADATAD_AZURE_CONNECTION_STRING")
+	}
+	if a.connectionStringFile != "" {
+		if a.connectionString != "" {
+			return nil, errors.New("give -azure-connection-string-file or a connection string (-azure-connection-string, $METADATAD_AZURE_CONNECTION_STRING), not both")
+		}
+		b, err := os.ReadFile(a.connectionStringFile)
+		if err != nil {
+			return nil, fmt.Errorf("-azure-connection-string-file: %w", err)
+		}
+		if a.connectionString = strings.TrimSpace(string(b)); a.connectionString == "" {
+			return nil, fmt.Errorf("-azure-connection-string-file %s is empty", a.connectionStringFile)
+		}
+	}
 	if a.connectionString == "" {
 		a.connectionString = os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
 	}
+	return warnings, nil
 }
 
 // registerTables adds the flags naming the tables, as the daemon and
@@ -244,7 +283,7 @@ func (c *config) checkStore() error {
 		a := c.azure
 		switch {
 		case a.connectionString == "" && a.tableURL == "":
-			return errors.New("-store azure needs AZURE_STORAGE_CONNECTION_STRING, -azure-connection-string, or -azure-table-url and -azure-queue-url")
+			return errors.New("-store azure needs a connection string ($AZURE_STORAGE_CONNECTION_STRING, $METADATAD_AZURE_CONNECTION_STRING or -azure-connection-string-file), or -azure-table-url and -azure-queue-url")
 		case a.connectionString != "" && a.tableURL != "":
 			return errors.New("give a connection string or endpoint URLs, not both")
 		case a.tableURL != "" && a.queueURL == "":

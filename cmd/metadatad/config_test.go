@@ -1,6 +1,11 @@
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -125,5 +130,88 @@ func TestParseConfigSchedule(t *testing.T) {
 				t.Fatalf("days %d, policies %v; want %d, %v", c.retentionDays, c.usePolicies, tc.days, tc.policies)
 			}
 		})
+	}
+}
+
+// TestAzureConnectionStringSources: the connection string, whose account
+// key must not be in process listings, comes from the environment or a
+// file; given on the command line it still works, with a warning.
+func TestAzureConnectionStringSources(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	secret, empty := file("secret", "AccountName=fromfile;AccountKey=k\n"), file("empty", " \n")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		// want is the connection string, or with err the error naming the problem.
+		want, err string
+		warns     bool
+	}{
+		{name: "command line", args: []string{"-azure-connection-string", "AccountName=flag"}, want: "AccountName=flag", warns: true},
+		{name: "METADATAD_ variable", env: map[string]string{"METADATAD_AZURE_CONNECTION_STRING": "AccountName=metadatad"}, want: "AccountName=metadatad"},
+		{name: "Azure's variable", env: map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "AccountName=azure"}, want: "AccountName=azure"},
+		{name: "file", args: []string{"-azure-connection-string-file", secret}, want: "AccountName=fromfile;AccountKey=k"},
+		{name: "file over Azure's variable", env: map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "AccountName=azure"},
+			args: []string{"-azure-connection-string-file", secret}, want: "AccountName=fromfile;AccountKey=k"},
+		{name: "file named by a variable", env: map[string]string{"METADATAD_AZURE_CONNECTION_STRING_FILE": secret}, want: "AccountName=fromfile;AccountKey=k"},
+		{name: "file and flag", args: []string{"-azure-connection-string-file", secret, "-azure-connection-string", "AccountName=flag"}, err: "not both"},
+		{name: "file and METADATAD_ variable", env: map[string]string{"METADATAD_AZURE_CONNECTION_STRING": "AccountName=metadatad"},
+			args: []string{"-azure-connection-string-file", secret}, err: "not both"},
+		{name: "empty file", args: []string{"-azure-connection-string-file", empty}, err: "is empty"},
+		{name: "missing file", args: []string{"-azure-connection-string-file", filepath.Join(dir, "none")}, err: "-azure-connection-string-file: open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, name := range []string{"AZURE_STORAGE_CONNECTION_STRING", "METADATAD_AZURE_CONNECTION_STRING", "METADATAD_AZURE_CONNECTION_STRING_FILE"} {
+				t.Setenv(name, tc.env[name])
+				if _, ok := tc.env[name]; !ok {
+					os.Unsetenv(name)
+				}
+			}
+			c, err := parseConfig(tc.args)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("parseConfig: %v, want an error naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.azure.connectionString != tc.want {
+				t.Errorf("connection string %q, want %q", c.azure.connectionString, tc.want)
+			}
+			warned := slices.ContainsFunc(c.warnings, func(w string) bool { return strings.Contains(w, "every user of this machine (ps)") })
+			if warned != tc.warns {
+				t.Errorf("warnings %q; want the ps warning: %v", c.warnings, tc.warns)
+			}
+		})
+	}
+}
+
+// TestConnectionStringWarningLogged: the daemon logs the warning of a
+// connection string given on the command line, and `metadatad copy` takes
+// the connection string the same ways, through the same code.
+func TestConnectionStringWarningLogged(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "-azure-connection-string", "AccountName=flag")
+	if !slices.ContainsFunc(d.startup, func(line string) bool {
+		return strings.Contains(line, "level=WARN") && strings.Contains(line, "every user of this machine (ps)")
+	}) {
+		t.Errorf("no warning of the connection string on the command line:\n%s", strings.Join(d.startup, "\n"))
+	}
+	t.Setenv("METADATAD_AZURE_CONNECTION_STRING", "AccountName=metadatad")
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("AccountName=fromfile"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runCopy(t.Context(), []string{"-from", "azure", "-to", "embedded:" + t.TempDir(), "-azure-connection-string-file", secret}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("copy with a connection string file and $METADATAD_AZURE_CONNECTION_STRING: %v, want them refused together", err)
 	}
 }

@@ -39,7 +39,13 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	applyTables()
-	c.azure.defaults()
+	warnings, err := c.azure.resolve(fs)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(os.Stderr, "metadatad copy: warning:", w)
+	}
 	switch {
 	case *from == "" || *to == "":
 		return errors.New("copy: -from and -to are required")
@@ -200,7 +206,7 @@ func openCopyEnd(ctx context.Context, spec string, a azureConfig, rerun []string
 	account := accountOf(a.connectionString)
 	switch {
 	case a.connectionString == "" && a.tableURL == "":
-		return copyEnd{}, errors.New("azure needs AZURE_STORAGE_CONNECTION_STRING, -azure-connection-string or -azure-table-url")
+		return copyEnd{}, errors.New("azure needs a connection string ($AZURE_STORAGE_CONNECTION_STRING, $METADATAD_AZURE_CONNECTION_STRING or -azure-connection-string-file) or -azure-table-url")
 	case a.connectionString == "":
 		cred, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {

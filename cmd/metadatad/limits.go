@@ -25,7 +25,7 @@ func (l *limitsConfig) register(fs *flag.FlagSet) {
 	fs.UintVar(&l.maxConcurrentStreams, "max-concurrent-streams", 256, "calls one connection may have open at once")
 	fs.DurationVar(&l.maxConnectionAge, "max-connection-age", 30*time.Minute, "close connections this old (after their calls) so clients reconnect, meeting renewed certificates and new replicas")
 	fs.DurationVar(&l.defaultDeadline, "default-deadline", time.Minute, "deadline of a unary call whose client set none")
-	fs.Float64Var(&l.rate, "rate-limit", 0, "calls per second each principal may make, beyond which calls are RESOURCE_EXHAUSTED (0: no limit)")
+	fs.Float64Var(&l.rate, "rate-limit", 0, "calls per second each principal may make, beyond which calls are RESOURCE_EXHAUSTED; also the failed authentications per second a peer address may cause before its calls are refused unchecked (0: no limit)")
 	fs.IntVar(&l.burst, "rate-burst", 0, "with -rate-limit: the burst a principal may make at once (default the rate, at least 1)")
 	fs.IntVar(&l.maxInFlight, "max-in-flight", 1024, "calls the server runs at once; one more is RESOURCE_EXHAUSTED instead of queued")
 	fs.IntVar(&l.maxWatches, "max-watches", 64, "WatchPurge streams open at once")

@@ -36,6 +36,9 @@ func run(args []string) error {
 		return err
 	}
 	log := cfg.logger()
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -166,6 +169,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.security.warnUnauthenticated(ctx, log, lis.Addr().String())
 	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID, "auth", authn != nil, "tls", creds != nil, "mtls", cfg.security.tlsClientCA != ""}, store.describe...)...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

@@ -24,7 +24,13 @@ type securityConfig struct {
 	tlsCert, tlsKey, tlsClientCA string
 	tlsReload                    time.Duration
 	insecure                     bool
+	allowUnauthenticated         bool
 }
+
+// unauthenticatedWarningInterval is how often a server that lets anyone call
+// everything says so again: the warning at start is gone from logs kept
+// for less time than the process runs.
+const unauthenticatedWarningInterval = time.Hour
 
 func (s *securityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.tokenFile, "auth-token-file", "", "static bearer tokens, one a line: token,principal,scope scope ... (an empty token grants the scopes to the client certificate named principal); read again when it changes")
@@ -38,6 +44,7 @@ func (s *securityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.tlsClientCA, "tls-client-ca", "", "require client certificates issued by these PEM CA certificates (mutual TLS); read again when it changes")
 	fs.DurationVar(&s.tlsReload, "tls-reload-interval", time.Minute, "how often the TLS files are read again")
 	fs.BoolVar(&s.insecure, "insecure", false, "allow plaintext on a non-loopback -listen address (e.g. behind a mesh that encrypts)")
+	fs.BoolVar(&s.allowUnauthenticated, "allow-unauthenticated", false, "allow a non-loopback -listen address without -auth-token-file or JWTs, where every caller may call everything, Backup and StartPurge included (e.g. behind a proxy that authenticates); logged as a warning at start and hourly")
 }
 
 func (s *securityConfig) check(listen string) error {
@@ -56,8 +63,41 @@ func (s *securityConfig) check(listen string) error {
 		return fmt.Errorf("JWT authentication needs -auth-jwks-url (or -auth-jwks-file), -auth-issuer and -auth-audience together")
 	case s.reflection != "auth" && s.reflection != "open":
 		return fmt.Errorf("-reflection must be auth or open, not %q", s.reflection)
+	case !s.authenticates() && !s.allowUnauthenticated && !loopback(listen):
+		certificates := ""
+		if s.tlsClientCA != "" {
+			certificates = " (with -tls-client-ca, a token file line with an empty token grants a certificate's identity its scopes)"
+		}
+		return fmt.Errorf("refusing to serve %s without authentication: every caller would be anonymous holding every scope, Backup of the whole database and StartPurge included. "+
+			"Give -auth-token-file%s or -auth-jwks-url (or -auth-jwks-file) with -auth-issuer and -auth-audience, listen on localhost, "+
+			"or pass -allow-unauthenticated if something in front authenticates every caller", listen, certificates)
 	}
 	return nil
+}
+
+// warnUnauthenticated logs, when the server lets every caller call
+// everything by -allow-unauthenticated, a warning saying so now and every
+// unauthenticatedWarningInterval until ctx ends.
+func (s *securityConfig) warnUnauthenticated(ctx context.Context, log *slog.Logger, addr string) {
+	if s.authenticates() || !s.allowUnauthenticated {
+		return
+	}
+	warn := func() {
+		log.Warn("serving without authentication (-allow-unauthenticated): every caller is anonymous holding every scope, Backup and StartPurge included", "addr", addr)
+	}
+	warn()
+	go func() {
+		t := time.NewTicker(unauthenticatedWarningInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				warn()
+			}
+		}
+	}()
 }
 
 // loopback reports whether a listen address only accepts connections from

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,12 +50,94 @@ func TestPlaintextAllowed(t *testing.T) {
 		{"-listen", "localhost:50051"},
 		{"-listen", "127.0.0.1:0"},
 		{"-listen", "[::1]:50051"},
-		{"-listen", ":50051", "-insecure"},
-		{"-listen", ":50051", "-tls-cert", "server.crt", "-tls-key", "server.key"},
+		{"-listen", ":50051", "-insecure", "-auth-token-file", "tokens"},
+		{"-listen", ":50051", "-tls-cert", "server.crt", "-tls-key", "server.key", "-auth-token-file", "tokens"},
 	} {
 		if _, err := parseConfig(args); err != nil {
 			t.Errorf("parseConfig(%q): %v", args, err)
 		}
+	}
+}
+
+// TestUnauthenticatedOffLoopback: off loopback, TLS or -insecure alone do
+// not make a server anyone may use: without authentication it refuses to
+// start and names the fixes, unless -allow-unauthenticated says so.
+func TestUnauthenticatedOffLoopback(t *testing.T) {
+	tls := []string{"-tls-cert", "server.crt", "-tls-key", "server.key"}
+	jwt := []string{"-auth-jwks-url", "https://idp.test/keys", "-auth-issuer", "https://idp.test/", "-auth-audience", "api://metadatad"}
+	with := func(lists ...[]string) []string { return slices.Concat(lists...) }
+	fixes := []string{"refusing to serve", "without authentication", "-auth-token-file", "-auth-jwks-url", "localhost", "-allow-unauthenticated"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		// refused lists what the refusal must name; nil: the server starts.
+		refused []string
+	}{
+		{"TLS", with([]string{"-listen", ":50051"}, tls), fixes},
+		{"insecure", []string{"-listen", "10.0.0.7:50051", "-insecure"}, fixes},
+		{"TLS and insecure", with([]string{"-listen", ":50051", "-insecure"}, tls), fixes},
+		{"mutual TLS without a token file", with([]string{"-listen", ":50051", "-tls-client-ca", "ca.crt"}, tls), append(fixes, "empty token")},
+		{"TLS, allowed", with([]string{"-listen", ":50051", "-allow-unauthenticated"}, tls), nil},
+		{"insecure, allowed", []string{"-listen", "10.0.0.7:50051", "-insecure", "-allow-unauthenticated"}, nil},
+		{"TLS and insecure, allowed", with([]string{"-listen", ":50051", "-insecure", "-allow-unauthenticated"}, tls), nil},
+		{"TLS with tokens", with([]string{"-listen", ":50051", "-auth-token-file", "tokens"}, tls), nil},
+		{"insecure with JWTs", with([]string{"-listen", ":50051", "-insecure"}, jwt), nil},
+		{"loopback", []string{"-listen", "localhost:50051"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(tc.args)
+			switch {
+			case tc.refused == nil && err != nil:
+				t.Fatalf("parseConfig: %v, want the server to start", err)
+			case tc.refused != nil && err == nil:
+				t.Fatal("parseConfig accepted a server anyone may call everything on")
+			}
+			for _, fix := range tc.refused {
+				if !strings.Contains(err.Error(), fix) {
+					t.Errorf("the refusal %q does not name %s", err, fix)
+				}
+			}
+		})
+	}
+}
+
+// TestUnauthenticatedWarning: with -allow-unauthenticated the daemon warns
+// at start, before it serves, and again every hour until it stops; with
+// authentication, or without the flag on loopback, it does not.
+func TestUnauthenticatedWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		s     securityConfig
+		warns int
+	}{
+		{"allowed", securityConfig{allowUnauthenticated: true}, 4},
+		{"allowed with tokens", securityConfig{allowUnauthenticated: true, tokenFile: "tokens"}, 0},
+		{"loopback", securityConfig{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs strings.Builder
+				log := slog.New(slog.NewTextHandler(&logs, nil))
+				ctx, cancel := context.WithCancel(t.Context())
+				tc.s.warnUnauthenticated(ctx, log, "10.0.0.7:50051")
+				time.Sleep(3*time.Hour + time.Minute)
+				synctest.Wait()
+				cancel()
+				if got := strings.Count(logs.String(), "serving without authentication"); got != tc.warns {
+					t.Errorf("%d warnings in 3 hours, want %d:\n%s", got, tc.warns, logs.String())
+				}
+				if tc.warns > 0 && !strings.Contains(logs.String(), "level=WARN") {
+					t.Errorf("not a warning: %s", logs.String())
+				}
+			})
+		})
+	}
+	d := startDaemon(t, t.TempDir(), "-allow-unauthenticated")
+	if !slices.ContainsFunc(d.startup, func(line string) bool { return strings.Contains(line, "serving without authentication") }) {
+		t.Errorf("the daemon started with -allow-unauthenticated without warning:\n%s", strings.Join(d.startup, "\n"))
+	}
+	if _, err := d.client(t).GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"}); status.Code(err) != codes.NotFound {
+		t.Errorf("an anonymous call: %v, want NOT_FOUND", err)
 	}
 }
 
