@@ -31,6 +31,10 @@ type WatchOptions struct {
 	// Buffer is how many new images wait for a stream's client before the
 	// stream is ended as fallen behind; 0 means feed.DefaultBuffer.
 	Buffer int
+	// MaxResumeAge is how old a resume token a Watch accepts; 0 means
+	// feed.DefaultMaxResumeAge. A resume reads the watched cameras' images
+	// from the token's point on.
+	MaxResumeAge time.Duration
 	// Now is the feeds' clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -134,8 +138,8 @@ func (h *imageHandler[M]) watch(ctx context.Context, req watchRequest, send func
 		switch {
 		case !ok:
 			v.add("resume_token", "malformed")
-		case stamp.Before(now.Add(-feed.MaxResumeAge)):
-			v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", feed.MaxResumeAge))
+		case stamp.Before(now.Add(-h.feed.MaxResumeAge())):
+			v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", h.feed.MaxResumeAge()))
 		case stamp.After(now.Add(feed.ClockSkew)):
 			v.add("resume_token", "from the future")
 		default:
