@@ -243,7 +243,7 @@ func serviceInfo(services []service) map[string]grpc.ServiceInfo {
 }
 
 // Serve accepts connections on lis until Shutdown, keeping the health
-// statuses in step with the store and tailing the index for the Watch RPCs
+// statuses in step with the store and tailing the store for the Watch RPCs
 // meanwhile.
 func (s *Server) Serve(lis net.Listener) error {
 	ctx, stopChecks := context.WithCancel(context.Background())

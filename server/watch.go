@@ -20,8 +20,9 @@ import (
 
 // WatchOptions configure the image services' Watch RPCs.
 type WatchOptions struct {
-	// Poll, when positive, finds new images by tailing the index tables at
-	// this interval, for a store that several replicas write (Azure); 0
+	// Poll, when positive, finds the new images of watched cameras by
+	// reading the store at this interval (see package feed), for a store
+	// that several replicas write (Azure); 0
 	// feeds the creates this server makes, for a store one process owns
 	// (the embedded store).
 	Poll time.Duration

@@ -429,6 +429,22 @@ func TestWatchRefusesBadRequests(t *testing.T) {
 	}
 }
 
+// TestWatchRefusesATokenOlderThanTheConfiguredAge: a server configured
+// with a shorter resume age refuses an older token, and resumes a younger
+// one.
+func TestWatchRefusesATokenOlderThanTheConfiguredAge(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{watch: server.WatchOptions{MaxResumeAge: 10 * time.Minute}})
+	now := time.Now().UTC()
+	old := openWatch(t, h.single, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: []string{"cam-a"},
+		ResumeToken: encodeToken(now.Add(-20 * time.Minute).UnixNano())})
+	_, err := old.stream.Recv()
+	requireFieldViolation(t, err, "resume_token")
+	want := createSingle(t, h.single, "cam-a", now.Add(-time.Minute))
+	young := openWatch(t, h.single, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: []string{"cam-a"},
+		ResumeToken: encodeToken(now.Add(-5 * time.Minute).UnixNano())})
+	young.recvUntil(t, []string{want})
+}
+
 // encodeToken makes a resume token as the server does, for a Stamp.
 func encodeToken(unixNanos int64) string {
 	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "w1:%d", unixNanos))

@@ -300,3 +300,40 @@ func TestSinceReadsOnlyTheCallersCameras(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexTailGivesUpAPrimaryRowThatNeverLands: an index scan reads the
+// primary row of an index row without one at each pass only for the index
+// lag (and a poll): by then the create gave up, and later passes leave it.
+func TestIndexTailGivesUpAPrimaryRowThatNeverLands(t *testing.T) {
+	reads := &readCounts{}
+	f, repo, clock := newFeedSharded(t, countingBackend{Backend: plainBackend{openDB(t)}, counts: reads}, Options{Poll: time.Second}, 1)
+	subscribe(t, f, append([]string{"cam-a"}, idleCameras(11)...)...)
+	_, index := repo.Tables()
+	rowKey := store.InvertedTicksRowKey(now)
+	if _, err := index.Upsert(t.Context(), store.Entity{
+		PartitionKey: images.IndexPartitionKey(now, "cam-a", 1), RowKey: images.IndexRowKey(rowKey, "cam-a"),
+		Properties: store.Properties{images.PropDeviceID: "cam-a", images.PropMetadataRowKey: rowKey},
+	}, store.Replace); err != nil {
+		t.Fatal(err)
+	}
+	gets := func(at time.Duration) int {
+		t.Helper()
+		*clock = now.Add(at)
+		reads.reset()
+		if err := f.tail.pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		reads.mu.Lock()
+		defer reads.mu.Unlock()
+		return reads.calls[primaryName]["Get"]
+	}
+	// The index lag is 2 seconds here, the poll 1.
+	for _, step := range []struct {
+		at   time.Duration
+		gets int
+	}{{0, 1}, {2 * time.Second, 1}, {4 * time.Second, 1}, {5 * time.Second, 0}, {6 * time.Second, 0}} {
+		if n := gets(step.at); n != step.gets {
+			t.Fatalf("pass at +%s read the primary row %d times, want %d", step.at, n, step.gets)
+		}
+	}
+}
