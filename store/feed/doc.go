@@ -24,8 +24,9 @@
 // least one request per partition it touches: the queries cost one per
 // watched camera and read only their rows; the scan costs at least one per
 // index partition and reads the whole fleet's keys. So a tail queries its
-// cameras while they are no more than the window's index partitions (11
-// minutes of IndexShards), and scans the index beyond. A create writes its
+// cameras while they are no more than the window's index partitions
+// (IndexShards for each of its minutes: 11 for a 5-minute Window), and
+// scans the index beyond. A create writes its
 // index row first: a scan looks again for a primary row not there yet at
 // the next passes, for up to the repository's IndexLag. Either way an
 // image whose primary row lands after a watch of its camera began reaches
