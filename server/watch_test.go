@@ -218,8 +218,9 @@ func TestWatchEndsASlowConsumerWithAResumePoint(t *testing.T) {
 		opts := watchOpts(b)
 		opts.Buffer = 8
 		if opts.Poll > 0 {
-			// Each pass scans the thousands of index rows of the window: a
-			// slower tail leaves Azurite to the creates.
+			// Each pass reads the thousands of rows the watched cameras
+			// have in the window: a slower tail leaves Azurite to the
+			// creates.
 			opts.Poll = 10 * tailPoll
 		}
 		h := startServerOpts(t, b.open(t), serverOpts{watch: opts})
