@@ -125,7 +125,7 @@ func New(opts Options) (*Server, error) {
 	feeds := make([]*feed.Feed, 0, 3)
 	for _, repo := range []*images.Repository{opts.Single, opts.Pano, opts.PreStitch} {
 		f, err := feed.New(feed.Options{Repo: repo, Poll: opts.Watch.Poll, Window: opts.Watch.Window,
-			Buffer: opts.Watch.Buffer, Now: opts.Watch.Now, Logger: log})
+			Buffer: opts.Watch.Buffer, MaxResumeAge: opts.Watch.MaxResumeAge, Now: opts.Watch.Now, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("server: %s feed: %w", repo.Kind(), err)
 		}
@@ -244,7 +244,7 @@ func serviceInfo(services []service) map[string]grpc.ServiceInfo {
 }
 
 // Serve accepts connections on lis until Shutdown, keeping the health
-// statuses in step with the store and tailing the index for the Watch RPCs
+// statuses in step with the store and tailing the store for the Watch RPCs
 // meanwhile.
 func (s *Server) Serve(lis net.Listener) error {
 	ctx, stopChecks := context.WithCancel(context.Background())

@@ -20,8 +20,9 @@ import (
 
 // WatchOptions configure the image services' Watch RPCs.
 type WatchOptions struct {
-	// Poll, when positive, finds new images by tailing the index tables at
-	// this interval, for a store that several replicas write (Azure); 0
+	// Poll, when positive, finds the new images of watched cameras by
+	// reading the store at this interval (see package feed), for a store
+	// that several replicas write (Azure); 0
 	// feeds the creates this server makes, for a store one process owns
 	// (the embedded store).
 	Poll time.Duration
@@ -31,6 +32,10 @@ type WatchOptions struct {
 	// Buffer is how many new images wait for a stream's client before the
 	// stream is ended as fallen behind; 0 means feed.DefaultBuffer.
 	Buffer int
+	// MaxResumeAge is how old a resume token a Watch accepts; 0 means
+	// feed.DefaultMaxResumeAge. A resume reads the watched cameras' images
+	// from the token's point on.
+	MaxResumeAge time.Duration
 	// Now is the feeds' clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -134,8 +139,8 @@ func (h *imageHandler[M]) watch(ctx context.Context, req watchRequest, send func
 		switch {
 		case !ok:
 			v.add("resume_token", "malformed")
-		case stamp.Before(now.Add(-feed.MaxResumeAge)):
-			v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", feed.MaxResumeAge))
+		case stamp.Before(now.Add(-h.feed.MaxResumeAge())):
+			v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", h.feed.MaxResumeAge()))
 		case stamp.After(now.Add(feed.ClockSkew)):
 			v.add("resume_token", "from the future")
 		default:

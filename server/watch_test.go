@@ -218,8 +218,9 @@ func TestWatchEndsASlowConsumerWithAResumePoint(t *testing.T) {
 		opts := watchOpts(b)
 		opts.Buffer = 8
 		if opts.Poll > 0 {
-			// Each pass scans the thousands of index rows of the window: a
-			// slower tail leaves Azurite to the creates.
+			// Each pass reads the thousands of rows the watched cameras
+			// have in the window: a slower tail leaves Azurite to the
+			// creates.
 			opts.Poll = 10 * tailPoll
 		}
 		h := startServerOpts(t, b.open(t), serverOpts{watch: opts})
@@ -427,6 +428,22 @@ func TestWatchRefusesBadRequests(t *testing.T) {
 			requireFieldViolation(t, err, tc.field)
 		})
 	}
+}
+
+// TestWatchRefusesATokenOlderThanTheConfiguredAge: a server configured
+// with a shorter resume age refuses an older token, and resumes a younger
+// one.
+func TestWatchRefusesATokenOlderThanTheConfiguredAge(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{watch: server.WatchOptions{MaxResumeAge: 10 * time.Minute}})
+	now := time.Now().UTC()
+	old := openWatch(t, h.single, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: []string{"cam-a"},
+		ResumeToken: encodeToken(now.Add(-20 * time.Minute).UnixNano())})
+	_, err := old.stream.Recv()
+	requireFieldViolation(t, err, "resume_token")
+	want := createSingle(t, h.single, "cam-a", now.Add(-time.Minute))
+	young := openWatch(t, h.single, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: []string{"cam-a"},
+		ResumeToken: encodeToken(now.Add(-5 * time.Minute).UnixNano())})
+	young.recvUntil(t, []string{want})
 }
 
 // encodeToken makes a resume token as the server does, for a Stamp.

@@ -64,6 +64,7 @@ type config struct {
 	watchPoll         time.Duration
 	watchWindow       time.Duration
 	watchBuffer       int
+	watchResumeMaxAge time.Duration
 	metricsListen     string
 	healthListen      string
 	security          securityConfig
@@ -100,8 +101,9 @@ func parseConfig(args []string) (config, error) {
 	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
 	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
-	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica scans the index for new images to stream to Watch calls (the create may land on any replica)")
+	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica reads the new images of the cameras its Watch calls watch (the create may land on any replica): their primary partitions, or the index for many cameras; with no Watch open it reads nothing")
 	fs.DurationVar(&c.watchWindow, "watch-window", feed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
+	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", feed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")
 	fs.IntVar(&c.watchBuffer, "watch-buffer", feed.DefaultBuffer, "new images a Watch stream holds for a client that does not read; past it the stream ends with RESOURCE_EXHAUSTED and a resume token")
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
@@ -147,8 +149,8 @@ func parseConfig(args []string) (config, error) {
 	if c.purgeLease <= 0 {
 		return config{}, fmt.Errorf("-purge-lease must be positive, not %s", c.purgeLease)
 	}
-	if c.watchPoll <= 0 || c.watchWindow <= 0 || c.watchBuffer <= 0 {
-		return config{}, fmt.Errorf("-watch-poll, -watch-window and -watch-buffer must be positive")
+	if c.watchPoll <= 0 || c.watchWindow <= 0 || c.watchBuffer <= 0 || c.watchResumeMaxAge <= 0 {
+		return config{}, fmt.Errorf("-watch-poll, -watch-window, -watch-buffer and -watch-resume-max-age must be positive")
 	}
 	if c.purgeRowsPerSec < 0 {
 		return config{}, fmt.Errorf("-purge-rows-per-second must not be negative, not %g", c.purgeRowsPerSec)

@@ -115,7 +115,7 @@ func run(args []string) error {
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
 		Limits: cfg.limits.server(),
-		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer},
+		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer, MaxResumeAge: cfg.watchResumeMaxAge},
 	}
 	if store.embedded != nil {
 		serverOpts.Backups = backup.NewSource(store.embedded, cfg.dataDir, nil)

@@ -29,6 +29,9 @@ type backend struct {
 	writeCheck func() error
 	// embedded is the embedded store, whose health metrics watch; nil on Azure.
 	embedded *pebble.DB
+	// azure is the Azure table backend, whose clock fallbacks metrics
+	// watch; nil on the embedded store.
+	azure *aztable.Backend
 	// describe is what the serving log line says about the store; never a secret.
 	describe []any
 }
@@ -70,7 +73,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 	if err != nil {
 		return backend{}, err
 	}
-	return backend{tables: tables, queue: queue, close: func() error { return nil },
+	return backend{tables: tables, azure: tables, queue: queue, close: func() error { return nil },
 		describe: []any{"store", "azure", "endpoint", endpoint, "queue", a.queue}}, nil
 }
 

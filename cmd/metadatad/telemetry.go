@@ -48,6 +48,9 @@ func observe(ctx context.Context, cfg config, b *backend) (observability, error)
 		if b.embedded != nil {
 			o.metrics.WatchPebble(b.embedded)
 		}
+		if b.azure != nil {
+			o.metrics.WatchAzureClock(b.azure)
+		}
 	}
 	if o.tracing != nil {
 		opts.Tracer = o.tracing.Tracer("github.com/metadatad/metadatad/store")

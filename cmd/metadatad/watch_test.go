@@ -79,3 +79,32 @@ func TestWatchAcrossDaemons(t *testing.T) {
 		t.Fatalf("resume point %q, want the last response's %q", resume, last)
 	}
 }
+
+func TestParseConfigWatchResumeMaxAge(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"default: the hour the API promises", nil, time.Hour, false},
+		{"shorter", []string{"-watch-resume-max-age", "10m"}, 10 * time.Minute, false},
+		{"zero refused", []string{"-watch-resume-max-age", "0s"}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("parseConfig(%q) accepted", tc.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.watchResumeMaxAge != tc.want {
+				t.Errorf("-watch-resume-max-age %s, want %s", c.watchResumeMaxAge, tc.want)
+			}
+		})
+	}
+}

@@ -33,3 +33,22 @@ metadatad_tls_certificate_expiry_timestamp_seconds{name="serving"} ` + strconv.F
 		}
 	}
 }
+
+type azureClock struct{ date, local uint64 }
+
+func (c *azureClock) ClockFallbacks() (date, local uint64) { return c.date, c.local }
+
+// TestAzureClockFallbacks exposes the backend's counts by source.
+func TestAzureClockFallbacks(t *testing.T) {
+	m := telemetry.NewMetrics()
+	m.WatchAzureClock(&azureClock{date: 3, local: 1})
+	want := `
+# HELP metadatad_azure_clock_fallback_total Azure writes whose Timestamp did not come from the service's ETag, by the source that stood in: the answer's Date header (date, to the second) or this process's clock (local).
+# TYPE metadatad_azure_clock_fallback_total counter
+metadatad_azure_clock_fallback_total{source="date"} 3
+metadatad_azure_clock_fallback_total{source="local"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "metadatad_azure_clock_fallback_total"); err != nil {
+		t.Error(err)
+	}
+}

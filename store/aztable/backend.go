@@ -76,6 +76,8 @@ type Backend struct {
 	service *aztables.ServiceClient
 	prefix  string
 	log     *slog.Logger
+	// clock stamps writes, for every table.
+	clock *clock
 
 	mu sync.Mutex
 	// entries holds one entry per table, keyed by the Azure name in lower
@@ -107,7 +109,8 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{service: service, prefix: opts.TablePrefix, log: opts.Logger, entries: map[string]*tableEntry{}}
+	b := &Backend{service: service, prefix: opts.TablePrefix, log: opts.Logger, clock: &clock{log: opts.Logger},
+		entries: map[string]*tableEntry{}}
 	b.tables = store.NewBackend(store.Driver{OpenTable: b.openTable})
 	pager := service.NewListTablesPager(&aztables.ListTablesOptions{Top: to.Ptr[int32](1)})
 	if _, err := pager.NextPage(ctx); err != nil {
@@ -208,7 +211,7 @@ func (b *Backend) openTable(ctx context.Context, name string) (store.Table, erro
 		}
 		entry.created = true
 	}
-	return &table{name: name, client: entry.client, log: b.log}, nil
+	return &table{name: name, client: entry.client, log: b.log, clock: b.clock}, nil
 }
 
 // azureName is the name of a table in the account: the prefix and the name.

@@ -15,7 +15,10 @@
 // Server Busy, 500 Operation Timeout) and dropped connections are retried
 // with exponential backoff by azcore's retry policy; and a retried write
 // whose first attempt was applied, its answer lost, is recognised rather than
-// reported as a conflict (replay.go).
+// reported as a conflict (replay.go). A write's Timestamp is the service's,
+// read from the ETag Azure answers with; where an answer's ETag carries no
+// time the Date header (to the second) or the local clock stands in, and
+// each such fallback is logged once per cause and counted (clock.go).
 //
 // Every call is checked by the portable layer (store.NewBackend) before a
 // request is built, so both backends refuse the same input with the same

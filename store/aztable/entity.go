@@ -3,9 +3,6 @@ package aztable
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -60,33 +57,4 @@ func decodeEntity(raw []byte) (store.Entity, error) {
 		return store.Entity{}, err
 	}
 	return e, nil
-}
-
-// etagPrefix and etagSuffix frame the ETag Azure Table Storage gives an
-// entity: W/"datetime'<Timestamp, URL-escaped>'".
-const (
-	etagPrefix = `W/"datetime'`
-	etagSuffix = `'"`
-)
-
-// writeTime is the Timestamp of the entity a write left. Writes other than
-// inserts answer 204 without the entity, but Azure Table Storage's ETag
-// carries the Timestamp exactly; other services' ETags do not (Cosmos DB's
-// are opaque), and then the answer's Date header, to the second, stands in.
-func writeTime(etag string, resp *http.Response) time.Time {
-	if s, ok := strings.CutPrefix(etag, etagPrefix); ok {
-		if s, ok = strings.CutSuffix(s, etagSuffix); ok {
-			if s, err := url.QueryUnescape(s); err == nil {
-				if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-					return t.UTC()
-				}
-			}
-		}
-	}
-	if resp != nil {
-		if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-			return t.UTC()
-		}
-	}
-	return time.Now().UTC()
 }

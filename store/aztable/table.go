@@ -21,6 +21,7 @@ type table struct {
 	name   string
 	client *aztables.Client
 	log    *slog.Logger
+	clock  *clock
 }
 
 // Name is the table's name as given to Backend.Table.
@@ -47,7 +48,7 @@ func (t *table) Insert(ctx context.Context, e store.Entity) (store.Entity, error
 		}
 		return store.Entity{}, serviceError(ctx, what, err)
 	}
-	return stamped(e, resp.ETag, raw), nil
+	return t.stamped(e, resp.ETag, raw), nil
 }
 
 // Upsert adds e or writes over the stored entity per mode. Azure sends no
@@ -64,7 +65,7 @@ func (t *table) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode
 	if err != nil {
 		return store.Entity{}, serviceError(ctx, "upsert "+address(e.PartitionKey, e.RowKey), err)
 	}
-	return stamped(e, resp.ETag, raw), nil
+	return t.stamped(e, resp.ETag, raw), nil
 }
 
 // Update writes over the stored entity per mode, if its ETag matches ifMatch;
@@ -90,7 +91,7 @@ func (t *table) Update(ctx context.Context, e store.Entity, mode store.WriteMode
 		}
 		return store.Entity{}, serviceError(ctx, what, err)
 	}
-	return stamped(e, resp.ETag, raw), nil
+	return t.stamped(e, resp.ETag, raw), nil
 }
 
 // Get reads one entity.
@@ -152,9 +153,9 @@ func (t *table) prepare(ctx context.Context, e store.Entity) ([]byte, error) {
 }
 
 // stamped is e as a write left it.
-func stamped(e store.Entity, etag azcore.ETag, resp *http.Response) store.Entity {
+func (t *table) stamped(e store.Entity, etag azcore.ETag, resp *http.Response) store.Entity {
 	e.ETag = string(etag)
-	e.Timestamp = writeTime(e.ETag, resp)
+	e.Timestamp = t.clock.writeTime(e.ETag, resp)
 	return e
 }
 

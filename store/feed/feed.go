@@ -25,9 +25,9 @@ const (
 // this much further back, as a Stamp may come from another replica's clock.
 const ClockSkew = time.Minute
 
-// MaxResumeAge is how old a Stamp callers may give Since: it reads every
-// index partition from the Stamp on, which must stay bounded.
-const MaxResumeAge = time.Hour
+// DefaultMaxResumeAge is the default of Options.MaxResumeAge: the hour the
+// API documents for resume tokens.
+const DefaultMaxResumeAge = time.Hour
 
 // Options configures New.
 type Options struct {
@@ -44,6 +44,10 @@ type Options struct {
 	// Buffer is how many events a subscription holds; 0 means
 	// DefaultBuffer.
 	Buffer int
+	// MaxResumeAge is how old a Stamp callers may give Since; 0 means
+	// DefaultMaxResumeAge. Since reads the caller's cameras' images from the
+	// Stamp on, so this bounds what one resume costs.
+	MaxResumeAge time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the tail's failed passes; nil means slog.Default.
@@ -64,18 +68,19 @@ type Feed struct {
 	poll   time.Duration
 	window time.Duration
 	buffer int
+	resume time.Duration
 	now    func() time.Time
 	log    *slog.Logger
-	// primed is closed once Subscribe can begin: at once without a tail,
-	// else after the tail's first pass has learnt what already exists.
-	primed chan struct{}
 	// tail, with Options.Poll, finds the new images; nil without.
 	tail *tail
 
+	// mu guards the subscriptions, the Stamps and the tail's cameras. It is
+	// never held across a store read.
 	mu sync.Mutex
 	// last is the latest Stamp given, so Stamps never go back.
-	last     time.Time
-	byCamera map[string]map[*Subscription]struct{}
+	last time.Time
+	// subs holds the subscriptions of each watched camera.
+	subs map[string]map[*Subscription]struct{}
 }
 
 // New makes a feed; with Options.Poll its tail runs in Run.
@@ -92,17 +97,18 @@ func New(opts Options) (*Feed, error) {
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultBuffer
 	}
+	if opts.MaxResumeAge <= 0 {
+		opts.MaxResumeAge = DefaultMaxResumeAge
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Feed{repo: opts.Repo, poll: opts.Poll, window: opts.Window, buffer: opts.Buffer, now: opts.Now, log: opts.Logger,
-		primed: make(chan struct{}), byCamera: make(map[string]map[*Subscription]struct{})}
-	if f.poll <= 0 {
-		close(f.primed)
-	} else {
+	f := &Feed{repo: opts.Repo, poll: opts.Poll, window: opts.Window, buffer: opts.Buffer, resume: opts.MaxResumeAge,
+		now: opts.Now, log: opts.Logger, subs: make(map[string]map[*Subscription]struct{})}
+	if f.poll > 0 {
 		f.tail = newTail(f)
 	}
 	return f, nil
@@ -117,6 +123,9 @@ func (f *Feed) Window() time.Duration { return f.window }
 // Buffer is how many events a subscription holds before it is dropped.
 func (f *Feed) Buffer() int { return f.buffer }
 
+// MaxResumeAge is how old a Stamp callers may give Since.
+func (f *Feed) MaxResumeAge() time.Duration { return f.resume }
+
 // Publish feeds an image just created by this process. It never blocks. A
 // feed with a tail ignores it: the tail finds every create, whichever
 // replica made it.
@@ -128,7 +137,9 @@ func (f *Feed) Publish(img images.Image) {
 	if !f.live(img, now) {
 		return
 	}
-	f.publish([]images.Image{img}, now)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.publishLocked([]images.Image{img}, now)
 }
 
 // live tells whether img, readable at now, is of the feed.
@@ -136,15 +147,13 @@ func (f *Feed) live(img images.Image, now time.Time) bool {
 	return !img.CapturedAt.Before(now.Add(-f.window)) && !img.CapturedAt.After(now.Add(f.window))
 }
 
-// publish hands imgs to the subscriptions of their cameras, in order,
-// stamped at (or after the last Stamp). A subscription with a full buffer
-// is dropped.
-func (f *Feed) publish(imgs []images.Image, at time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// publishLocked hands imgs to the subscriptions of their cameras, in
+// order, stamped at (or after the last Stamp); f.mu held. A subscription
+// with a full buffer is dropped.
+func (f *Feed) publishLocked(imgs []images.Image, at time.Time) {
 	stamp := f.stamp(at)
 	for _, img := range imgs {
-		for sub := range f.byCamera[img.CameraID] {
+		for sub := range f.subs[img.CameraID] {
 			select {
 			case sub.events <- Event{Image: img, Stamp: stamp}:
 			default:
@@ -163,20 +172,17 @@ func (f *Feed) stamp(at time.Time) time.Time {
 	return f.last
 }
 
-// watched tells whether a subscription watches camera.
-func (f *Feed) watched(camera string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.byCamera[camera]) > 0
-}
-
-// remove unregisters sub; f.mu held.
+// remove unregisters sub; f.mu held. The tail forgets a camera no
+// subscription watches any more.
 func (f *Feed) remove(sub *Subscription) {
 	for _, camera := range sub.cameras {
-		subs := f.byCamera[camera]
+		subs := f.subs[camera]
 		delete(subs, sub)
 		if len(subs) == 0 {
-			delete(f.byCamera, camera)
+			delete(f.subs, camera)
+			if f.tail != nil {
+				delete(f.tail.cameras, camera)
+			}
 		}
 	}
 	sub.cameras = nil
@@ -191,35 +197,63 @@ type Subscription struct {
 	start   time.Time
 }
 
-// Subscribe starts receiving the new images of cameras (distinct ids). With
-// a tail it first waits for the tail's first pass, or for ctx, then, between
-// two passes, reads the primary rows of the index rows of cameras the tail
-// passed over lately (see tail.confirm): one that has not landed yet is fed
-// when it does.
+// Subscribe starts receiving the new images of cameras (distinct ids).
+// With a tail it first reads, outside the feed's lock, what exists within
+// the window of each camera the tail does not watch yet: those images were
+// readable before the subscription began and are not fed to it; any other
+// image of its cameras the tail finds from then on is.
 func (f *Feed) Subscribe(ctx context.Context, cameras []string) (*Subscription, error) {
-	select {
-	case <-f.primed:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	read := make(map[string]*cameraState)
+	for {
+		f.mu.Lock()
+		var unread []string
+		if f.tail != nil {
+			for _, camera := range cameras {
+				if f.tail.cameras[camera] == nil && read[camera] == nil {
+					unread = append(unread, camera)
+				}
+			}
+		}
+		if len(unread) == 0 {
+			sub := f.subscribeLocked(cameras, read)
+			f.mu.Unlock()
+			return sub, nil
+		}
+		now := f.now()
+		f.mu.Unlock()
+		// A camera read here may be watched (and read) by another
+		// subscription meanwhile, or its last one closed: the loop settles it.
+		states := make([]*cameraState, len(unread))
+		if err := inParallel(ctx, len(unread), func(ctx context.Context, i int) error {
+			var err error
+			states[i], err = f.tail.readCamera(ctx, unread[i], now)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		for i, camera := range unread {
+			read[camera] = states[i]
+		}
 	}
-	if f.tail != nil {
-		f.tail.mu.Lock()
-		defer f.tail.mu.Unlock()
-		f.tail.confirm(ctx, cameras)
-	}
+}
+
+// subscribeLocked registers a subscription of cameras, f.mu held, with the
+// states read of the cameras the tail does not watch yet.
+func (f *Feed) subscribeLocked(cameras []string, read map[string]*cameraState) *Subscription {
 	sub := &Subscription{feed: f, cameras: cameras, events: make(chan Event, f.buffer), behind: make(chan struct{})}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, camera := range cameras {
-		subs := f.byCamera[camera]
+		if f.tail != nil && f.tail.cameras[camera] == nil {
+			f.tail.cameras[camera] = read[camera]
+		}
+		subs := f.subs[camera]
 		if subs == nil {
 			subs = make(map[*Subscription]struct{})
-			f.byCamera[camera] = subs
+			f.subs[camera] = subs
 		}
 		subs[sub] = struct{}{}
 	}
 	sub.start = f.stamp(f.now())
-	return sub, nil
+	return sub
 }
 
 // Events delivers the subscription's images, per camera in the order they

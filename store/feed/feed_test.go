@@ -30,10 +30,16 @@ func openDB(t *testing.T) *pebble.DB {
 type plainBackend struct{ store.Backend }
 
 // newFeed is a feed of single images on a fresh embedded store, on a clock
-// the test sets.
+// the test sets, with an index of 4 shards.
 func newFeed(t *testing.T, backend store.Backend, opts Options) (*Feed, *images.Repository, *time.Time) {
 	t.Helper()
-	repo, err := images.Open(t.Context(), backend, images.Options{Kind: images.Single, IndexShards: 4,
+	return newFeedSharded(t, backend, opts, 4)
+}
+
+// newFeedSharded is newFeed with an index of shards partitions a minute.
+func newFeedSharded(t *testing.T, backend store.Backend, opts Options, shards int) (*Feed, *images.Repository, *time.Time) {
+	t.Helper()
+	repo, err := images.Open(t.Context(), backend, images.Options{Kind: images.Single, IndexShards: shards,
 		CreateTimeout: time.Second, LandingMargin: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +119,7 @@ func TestCloseStopsDelivery(t *testing.T) {
 	if got := received(sub); len(got) != 0 {
 		t.Fatalf("closed subscription got %v", got)
 	}
-	if f.watched("cam-a") {
+	if len(f.subs) != 0 {
 		t.Fatal("camera still watched after its only subscription closed")
 	}
 }
@@ -141,103 +147,138 @@ func TestStampsNeverGoBack(t *testing.T) {
 	}
 }
 
+// tailMode is a way the tail reads: the watched cameras' primary
+// partitions, or the index when the subscription watches more cameras
+// than the window has index partitions (11 minutes of one shard).
+type tailMode struct {
+	name string
+	// idle are cameras watched besides the test's, that never capture.
+	idle []string
+	// scans is whether a pass scans the index.
+	scans bool
+}
+
+var tailModes = []tailMode{
+	{name: "by camera"},
+	{name: "by index", idle: idleCameras(11), scans: true},
+}
+
+func idleCameras(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "idle-" + strconv.Itoa(i)
+	}
+	return ids
+}
+
+// forEachMode runs test with a tailing feed on a store without
+// transactions, whose tables count their reads, in each tailMode; watch
+// adds the mode's idle cameras to a subscription's.
+func forEachMode(t *testing.T, test func(t *testing.T, f *Feed, repo *images.Repository, clock *time.Time, reads *readCounts, watch func(...string) *Subscription)) {
+	for _, mode := range tailModes {
+		t.Run(mode.name, func(t *testing.T) {
+			reads := &readCounts{}
+			f, repo, clock := newFeedSharded(t, countingBackend{Backend: plainBackend{openDB(t)}, counts: reads}, Options{Poll: time.Second}, 1)
+			watch := func(cameras ...string) *Subscription { return subscribe(t, f, append(cameras, mode.idle...)...) }
+			test(t, f, repo, clock, reads, watch)
+			if scanned := reads.scans(images.IndexTable(images.Single.DefaultTable())) > 0; scanned != mode.scans {
+				t.Errorf("the passes scanned the index: %v, want %v", scanned, mode.scans)
+			}
+		})
+	}
+}
+
 func TestTailFeedsNewRowsOfWatchedCameras(t *testing.T) {
-	db := openDB(t)
-	f, repo, clock := newFeed(t, plainBackend{db}, Options{Poll: time.Second})
-	tl := f.tail
-	create(t, repo, "cam-a", now.Add(-time.Minute))
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	sub := subscribe(t, f, "cam-a")
-	create(t, repo, "cam-a", now.Add(-90*time.Second)) // late, yet within the window
-	create(t, repo, "cam-b", now)                      // not watched
-	create(t, repo, "cam-a", now.Add(time.Second))
-	// An index row whose primary row has not landed yet.
-	pendingAt := now.Add(2 * time.Second)
-	_, index := repo.Tables()
-	rowKey := store.InvertedTicksRowKey(pendingAt)
-	if _, err := index.Upsert(t.Context(), store.Entity{
-		PartitionKey: images.IndexPartitionKey(pendingAt, "cam-a", 4), RowKey: images.IndexRowKey(rowKey, "cam-a"),
-		Properties: store.Properties{images.PropDeviceID: "cam-a", images.PropMetadataRowKey: rowKey},
-	}, store.Replace); err != nil {
-		t.Fatal(err)
-	}
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"cam-a@12:28:50.000", "cam-a@12:30:21.000"}
-	if got := received(sub); !slices.Equal(got, want) {
-		t.Fatalf("first pass fed %v, want %v: the existing image is not new, cam-b is not watched", got, want)
-	}
-	primary, _ := repo.Tables()
-	if _, err := primary.Insert(t.Context(), store.Entity{PartitionKey: "cam-a", RowKey: rowKey,
-		Properties: store.Properties{images.PropCameraID: "cam-a", images.PropCapturedAt: pendingAt}}); err != nil {
-		t.Fatal(err)
-	}
-	*clock = now.Add(time.Second)
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got := received(sub); !slices.Equal(got, []string{"cam-a@12:30:22.000"}) {
-		t.Fatalf("pass after the primary row landed fed %v", got)
-	}
-	*clock = now.Add(time.Hour)
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if len(tl.seen) != 0 {
-		t.Fatalf("tail still remembers %d partitions that left the window", len(tl.seen))
-	}
+	forEachMode(t, func(t *testing.T, f *Feed, repo *images.Repository, clock *time.Time, _ *readCounts, watch func(...string) *Subscription) {
+		tl := f.tail
+		create(t, repo, "cam-a", now.Add(-time.Minute)) // exists before the watch
+		sub := watch("cam-a")
+		create(t, repo, "cam-a", now.Add(-90*time.Second)) // late, yet within the window
+		create(t, repo, "cam-b", now)                      // not watched
+		create(t, repo, "cam-a", now.Add(time.Second))
+		// An index row whose primary row has not landed yet.
+		pendingAt := now.Add(2 * time.Second)
+		_, index := repo.Tables()
+		rowKey := store.InvertedTicksRowKey(pendingAt)
+		if _, err := index.Upsert(t.Context(), store.Entity{
+			PartitionKey: images.IndexPartitionKey(pendingAt, "cam-a", 1), RowKey: images.IndexRowKey(rowKey, "cam-a"),
+			Properties: store.Properties{images.PropDeviceID: "cam-a", images.PropMetadataRowKey: rowKey},
+		}, store.Replace); err != nil {
+			t.Fatal(err)
+		}
+		if err := tl.pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"cam-a@12:28:50.000", "cam-a@12:30:21.000"}
+		if got := received(sub); !slices.Equal(got, want) {
+			t.Fatalf("first pass fed %v, want %v: the existing image is not new, cam-b is not watched", got, want)
+		}
+		primary, _ := repo.Tables()
+		if _, err := primary.Insert(t.Context(), store.Entity{PartitionKey: "cam-a", RowKey: rowKey,
+			Properties: store.Properties{images.PropCameraID: "cam-a", images.PropCapturedAt: pendingAt}}); err != nil {
+			t.Fatal(err)
+		}
+		*clock = now.Add(time.Second)
+		if err := tl.pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := received(sub); !slices.Equal(got, []string{"cam-a@12:30:22.000"}) {
+			t.Fatalf("pass after the primary row landed fed %v", got)
+		}
+		*clock = now.Add(time.Hour)
+		if err := tl.pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if st := tl.cameras["cam-a"]; len(st.seen) != 0 || len(st.missing) != 0 {
+			t.Fatalf("tail still remembers %d images and %d missing rows that left the window", len(st.seen), len(st.missing))
+		}
+	})
 }
 
 // TestWatchBegunBeforeThePrimaryLandsGetsIt: on a store without
 // transactions a create writes its index row, then its primary row. The
-// tail passes over the index row of a camera nobody watches; a watch of the
-// camera then begins, and the primary row lands after it: the image became
-// readable while the watch was open, so the watch receives it. An image
-// readable before the watch began is not fed to it.
+// index row of a camera nobody watches is there; a watch of the camera then
+// begins, and the primary row lands after it: the image became readable
+// while the watch was open, so the watch receives it. An image readable
+// before the watch began is not fed to it.
 func TestWatchBegunBeforeThePrimaryLandsGetsIt(t *testing.T) {
-	db := openDB(t)
-	f, repo, clock := newFeed(t, plainBackend{db}, Options{Poll: time.Second})
-	tl := f.tail
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	create(t, repo, "cam-y", now) // readable before the watch
-	landsAt := now.Add(time.Second)
-	_, index := repo.Tables()
-	rowKey := store.InvertedTicksRowKey(landsAt)
-	if _, err := index.Upsert(t.Context(), store.Entity{
-		PartitionKey: images.IndexPartitionKey(landsAt, "cam-x", 4), RowKey: images.IndexRowKey(rowKey, "cam-x"),
-		Properties: store.Properties{images.PropDeviceID: "cam-x", images.PropMetadataRowKey: rowKey},
-	}, store.Replace); err != nil {
-		t.Fatal(err)
-	}
-	*clock = now.Add(time.Second)
-	if err := tl.pass(t.Context()); err != nil { // neither camera watched yet
-		t.Fatal(err)
-	}
-	sub := subscribe(t, f, "cam-x", "cam-y")
-	primary, _ := repo.Tables()
-	if _, err := primary.Insert(t.Context(), store.Entity{PartitionKey: "cam-x", RowKey: rowKey,
-		Properties: store.Properties{images.PropCameraID: "cam-x", images.PropCapturedAt: landsAt}}); err != nil {
-		t.Fatal(err)
-	}
-	*clock = now.Add(2 * time.Second)
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := received(sub), []string{"cam-x@12:30:21.000"}; !slices.Equal(got, want) {
-		t.Fatalf("fed %v, want %v: cam-x's image landed after the watch began, cam-y's before", got, want)
-	}
-	*clock = now.Add(time.Hour)
-	if err := tl.pass(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if len(tl.unconfirmed) != 0 || len(tl.pending) != 0 {
-		t.Fatalf("tail still holds %d cameras' unconfirmed rows and %d pending rows an hour later", len(tl.unconfirmed), len(tl.pending))
-	}
+	forEachMode(t, func(t *testing.T, f *Feed, repo *images.Repository, clock *time.Time, _ *readCounts, watch func(...string) *Subscription) {
+		tl := f.tail
+		create(t, repo, "cam-y", now) // readable before the watch
+		landsAt := now.Add(time.Second)
+		_, index := repo.Tables()
+		rowKey := store.InvertedTicksRowKey(landsAt)
+		if _, err := index.Upsert(t.Context(), store.Entity{
+			PartitionKey: images.IndexPartitionKey(landsAt, "cam-x", 1), RowKey: images.IndexRowKey(rowKey, "cam-x"),
+			Properties: store.Properties{images.PropDeviceID: "cam-x", images.PropMetadataRowKey: rowKey},
+		}, store.Replace); err != nil {
+			t.Fatal(err)
+		}
+		*clock = now.Add(time.Second)
+		if err := tl.pass(t.Context()); err != nil { // neither camera watched yet
+			t.Fatal(err)
+		}
+		sub := watch("cam-x", "cam-y")
+		if err := tl.pass(t.Context()); err != nil { // the index row, still without its primary row
+			t.Fatal(err)
+		}
+		primary, _ := repo.Tables()
+		if _, err := primary.Insert(t.Context(), store.Entity{PartitionKey: "cam-x", RowKey: rowKey,
+			Properties: store.Properties{images.PropCameraID: "cam-x", images.PropCapturedAt: landsAt}}); err != nil {
+			t.Fatal(err)
+		}
+		*clock = now.Add(2 * time.Second)
+		if err := tl.pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := received(sub), []string{"cam-x@12:30:21.000"}; !slices.Equal(got, want) {
+			t.Fatalf("fed %v, want %v: cam-x's image landed after the watch began, cam-y's before", got, want)
+		}
+		sub.Close()
+		if len(tl.cameras) != 0 {
+			t.Fatalf("tail still holds the state of %d cameras nobody watches", len(tl.cameras))
+		}
+	})
 }
 
 func TestSinceReadsEachCameraInCaptureOrder(t *testing.T) {

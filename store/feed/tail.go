@@ -5,17 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 )
 
-// Run tails the index every Options.Poll until ctx ends, feeding the new
+// Run tails the store every Options.Poll until ctx ends, feeding the new
 // images of watched cameras; a failed pass is logged and the next one tries
 // again. Without Poll it returns at once.
 func (f *Feed) Run(ctx context.Context) {
@@ -38,208 +37,191 @@ func (f *Feed) Run(ctx context.Context) {
 	}
 }
 
-// tail is the state of Run between passes.
+// tail is the state of Run between passes: what it knows of each watched
+// camera, and nothing of the others.
 type tail struct {
 	feed *Feed
-	// mu is held through each pass, and by Subscribe while it checks the
-	// unconfirmed rows of its cameras (see confirm), so that no row is
-	// first seen between that check and the subscription.
-	mu sync.Mutex
-	// seen holds, per index partition within the window, the row keys
-	// already fed or passed over.
-	seen map[string]map[string]struct{}
-	// pending holds when each index row of a watched camera was first found
-	// without its primary row.
-	pending map[string]time.Time
-	// unconfirmed holds, per camera, the index rows passed over while no
-	// subscription watched the camera, for the index lag after they were
-	// first seen: their primary rows may not have landed yet, and one that
-	// lands after a watch of its camera began belongs to that watch.
-	unconfirmed map[string]map[string]unconfirmedRow
-	// passes counts the passes that completed.
-	passes int
+	// passing makes passes run one at a time: a pass owns the maps of the
+	// cameraStates it applies its reads to.
+	passing sync.Mutex
+	// cameras holds the state of each watched camera, guarded by feed.mu.
+	// The Subscribe that first watches a camera adds it, after reading what
+	// exists of it; the Close of its last subscription removes it.
+	cameras map[string]*cameraState
 }
 
-// unconfirmedRow is an index row passed over before its camera was watched.
-type unconfirmedRow struct {
-	index     store.Entity
-	firstSeen time.Time
+// cameraState is what the tail knows of one watched camera.
+type cameraState struct {
+	// seen holds the primary row keys of the camera's images within the
+	// window that existed when it came to be watched or were fed since,
+	// with their capture instants, so that none is fed (again).
+	seen map[string]time.Time
+	// missing holds when an index scan first found each index row of the
+	// camera without its primary row (by primary row key): a create writes
+	// its index row first. Scans look for it again for the index lag.
+	missing map[string]time.Time
 }
 
 func newTail(f *Feed) *tail {
-	return &tail{feed: f, seen: make(map[string]map[string]struct{}), pending: make(map[string]time.Time),
-		unconfirmed: make(map[string]map[string]unconfirmedRow)}
+	return &tail{feed: f, cameras: make(map[string]*cameraState)}
 }
 
-// newRow is an index row found for the first time, and its image when it is
-// to be fed.
-type newRow struct {
-	partition, row string
-	img            *images.Image
+// readCamera reads what exists of a camera newly watched, at now.
+func (t *tail) readCamera(ctx context.Context, camera string, now time.Time) (*cameraState, error) {
+	imgs, err := t.feed.cameraImages(ctx, camera, t.feed.windowOf(now))
+	if err != nil {
+		return nil, fmt.Errorf("feed: read camera %s: %w", camera, err)
+	}
+	st := &cameraState{seen: make(map[string]time.Time, len(imgs)), missing: make(map[string]time.Time)}
+	for _, img := range imgs {
+		st.seen[img.RowKey] = img.CapturedAt
+	}
+	return st, nil
 }
 
-// pass scans the index partitions within the window of now once. The first
-// pass only learns what exists; later ones feed the new rows of watched
-// cameras whose primary row is there. The rows of cameras not watched are
-// passed over unread, and kept as unconfirmed for the index lag: a
-// subscription that begins later checks them (see confirm), as the primary
-// row of one may land after it began.
+// found is an image a pass read, and the state of its camera when the pass
+// began: a camera watched anew since has its own state, and the image is
+// not fed to it.
+type found struct {
+	state *cameraState
+	img   images.Image
+}
+
+// absent is an index row a scan found without its primary row.
+type absent struct {
+	state  *cameraState
+	rowKey string
+}
+
+// pass reads the new images of the watched cameras once, outside the feed's
+// lock, then feeds them under it. With no camera watched it reads nothing.
+// It reads each camera's primary partition, or the index when that is
+// fewer requests (see Feed.byCamera).
 func (t *tail) pass(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.passing.Lock()
+	defer t.passing.Unlock()
 	f := t.feed
+	f.mu.Lock()
 	now := f.now()
-	from := store.MinutePartitionKey(now.Add(-f.window))
-	_, index := f.repo.Tables()
-	var found []newRow
-	scan := store.Scan{Partitions: store.Range{From: from, To: minuteAfter(now.Add(f.window))}}
-	for {
-		page, err := index.Scan(ctx, scan)
-		if err != nil {
-			return fmt.Errorf("feed: scan %s: %w", index.Name(), err)
-		}
-		for _, e := range page.Entities {
-			if _, ok := t.seen[e.PartitionKey][e.RowKey]; ok {
-				continue
-			}
-			row := newRow{partition: e.PartitionKey, row: e.RowKey}
-			key := e.PartitionKey + "/" + e.RowKey
-			if camera := images.IndexedCamera(e); t.passes == 0 || !f.watched(camera) {
-				rows := t.unconfirmed[camera]
-				if rows == nil {
-					rows = make(map[string]unconfirmedRow)
-					t.unconfirmed[camera] = rows
-				}
-				rows[key] = unconfirmedRow{index: e, firstSeen: now}
-				found = append(found, row)
-				continue
-			}
-			img, err := f.repo.IndexedImage(ctx, e)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				first, ok := t.pending[key]
-				if !ok {
-					t.pending[key] = now
-				} else if now.Sub(first) > f.repo.IndexLag()+f.poll {
-					// The create gave up: its primary row will never land.
-					delete(t.pending, key)
-					found = append(found, row)
-				}
-				continue
-			case err != nil:
-				return err
-			}
-			delete(t.pending, key)
-			row.img = &img
-			found = append(found, row)
-		}
-		if page.Next == nil {
-			break
-		}
-		scan.Resume = page.Next
+	states := maps.Clone(t.cameras)
+	f.mu.Unlock()
+	if len(states) == 0 {
+		return nil
 	}
-	t.feed.publish(newImages(found), now)
-	for _, r := range found {
-		rows := t.seen[r.partition]
-		if rows == nil {
-			rows = make(map[string]struct{})
-			t.seen[r.partition] = rows
-		}
-		rows[r.row] = struct{}{}
+	window := f.windowOf(now)
+	var imgs []found
+	var missing []absent
+	var err error
+	if f.byCamera(len(states), window) {
+		imgs, err = t.readCameras(ctx, states, window)
+	} else {
+		imgs, missing, err = t.readIndex(ctx, states, window)
 	}
-	for partition := range t.seen {
-		if partition < from {
-			delete(t.seen, partition)
-		}
+	if err != nil {
+		return err
 	}
-	for key, first := range t.pending {
-		if now.Sub(first) > f.repo.IndexLag()+f.poll+f.window {
-			delete(t.pending, key)
-		}
-	}
-	for camera, rows := range t.unconfirmed {
-		for key, r := range rows {
-			if now.Sub(r.firstSeen) > f.repo.IndexLag()+f.poll {
-				delete(rows, key)
-			}
-		}
-		if len(rows) == 0 {
-			delete(t.unconfirmed, camera)
-		}
-	}
-	t.passes++
-	if t.passes == 1 {
-		close(f.primed)
-	}
+	t.apply(imgs, missing, window, now)
 	return nil
 }
 
-// confirmInParallel is how many primary rows confirm reads at once.
-const confirmInParallel = 16
-
-// confirm reads the primary row of each unconfirmed index row of cameras,
-// t.mu held, before a subscription of them begins. A row whose primary row
-// is there was readable before the subscription: it is confirmed and never
-// fed to it. A row whose primary row is missing (or could not be read) is
-// made pending, as if seen while watched, so the next passes feed it once
-// it lands, up to the index lag after it was first seen.
-func (t *tail) confirm(ctx context.Context, cameras []string) {
-	type check struct {
-		camera, key string
-		row         unconfirmedRow
-		landed      bool
+// readCameras reads every image of the window of each camera of states.
+func (t *tail) readCameras(ctx context.Context, states map[string]*cameraState, window captureRange) ([]found, error) {
+	cameras := slices.Sorted(maps.Keys(states))
+	read := make([][]images.Image, len(cameras))
+	err := inParallel(ctx, len(cameras), func(ctx context.Context, i int) error {
+		var err error
+		read[i], err = t.feed.cameraImages(ctx, cameras[i], window)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("feed: read cameras: %w", err)
 	}
-	var checks []*check
-	for _, camera := range cameras {
-		for key, row := range t.unconfirmed[camera] {
-			checks = append(checks, &check{camera: camera, key: key, row: row})
+	var out []found
+	for i, camera := range cameras {
+		for _, img := range read[i] {
+			out = append(out, found{state: states[camera], img: img})
 		}
 	}
-	var g errgroup.Group
-	g.SetLimit(confirmInParallel)
-	for _, c := range checks {
-		g.Go(func() error {
-			_, err := t.feed.repo.IndexedImage(ctx, c.row.index)
-			c.landed = err == nil
-			return nil
-		})
+	return out, nil
+}
+
+// readIndex scans the index rows of the window, keys only, and reads the
+// primary row of each row of a camera of states not seen yet.
+func (t *tail) readIndex(ctx context.Context, states map[string]*cameraState, window captureRange) ([]found, []absent, error) {
+	f := t.feed
+	rows, err := f.indexRows(ctx, window, func(camera string) bool { return states[camera] != nil })
+	if err != nil {
+		return nil, nil, fmt.Errorf("feed: scan the index: %w", err)
 	}
-	_ = g.Wait()
-	for _, c := range checks {
-		delete(t.unconfirmed[c.camera], c.key)
-		if c.landed {
+	// Only passes write seen, one at a time: reading it here needs no lock.
+	rows = slices.DeleteFunc(rows, func(row images.IndexRow) bool {
+		_, ok := states[row.CameraID].seen[row.RowKey]
+		return ok
+	})
+	read := make([]*images.Image, len(rows))
+	err = inParallel(ctx, len(rows), func(ctx context.Context, i int) error {
+		img, err := f.indexedImage(ctx, rows[i])
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		read[i] = &img
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("feed: read indexed images: %w", err)
+	}
+	var out []found
+	var missing []absent
+	for i, row := range rows {
+		if read[i] == nil {
+			missing = append(missing, absent{state: states[row.CameraID], rowKey: row.RowKey})
 			continue
 		}
-		delete(t.seen[c.row.index.PartitionKey], c.row.index.RowKey)
-		if _, ok := t.pending[c.key]; !ok {
-			t.pending[c.key] = c.row.firstSeen
-		}
+		out = append(out, found{state: states[row.CameraID], img: *read[i]})
 	}
-	for _, camera := range cameras {
-		if len(t.unconfirmed[camera]) == 0 {
-			delete(t.unconfirmed, camera)
-		}
-	}
+	return out, missing, nil
 }
 
-// newImages are the images of rows to feed, each camera's in ascending
-// capture order.
-func newImages(rows []newRow) []images.Image {
-	var imgs []images.Image
-	for _, r := range rows {
-		if r.img != nil {
-			imgs = append(imgs, *r.img)
+// apply feeds what a pass read that is new, under the feed's lock, and
+// forgets what left the window.
+func (t *tail) apply(imgs []found, missing []absent, window captureRange, now time.Time) {
+	f := t.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var fresh []images.Image
+	for _, r := range imgs {
+		if _, ok := r.state.seen[r.img.RowKey]; ok || t.cameras[r.img.CameraID] != r.state {
+			continue
+		}
+		r.state.seen[r.img.RowKey] = r.img.CapturedAt
+		delete(r.state.missing, r.img.RowKey)
+		fresh = append(fresh, r.img)
+	}
+	giveUp := f.repo.IndexLag() + f.poll
+	for _, m := range missing {
+		first, ok := m.state.missing[m.rowKey]
+		switch {
+		case !ok:
+			m.state.missing[m.rowKey] = now
+		case now.Sub(first) > giveUp:
+			// The create gave up: its primary row will never land.
+			delete(m.state.missing, m.rowKey)
+			at, err := store.TimeFromInvertedTicksRowKey(m.rowKey)
+			if err != nil {
+				at = now
+			}
+			m.state.seen[m.rowKey] = at
 		}
 	}
-	slices.SortStableFunc(imgs, func(a, b images.Image) int {
+	slices.SortStableFunc(fresh, func(a, b images.Image) int {
 		return cmp.Or(a.CapturedAt.Compare(b.CapturedAt), cmp.Compare(a.CameraID, b.CameraID))
 	})
-	return imgs
-}
-
-// minuteAfter is the partition key of the minute after t's: the exclusive
-// bound of a scan that ends with t's minute, all its shards included
-// ("202601010000_7" sorts before "202601010001").
-func minuteAfter(t time.Time) string {
-	return store.MinutePartitionKey(t.Truncate(time.Minute).Add(time.Minute))
+	f.publishLocked(fresh, now)
+	for _, st := range t.cameras {
+		maps.DeleteFunc(st.seen, func(_ string, at time.Time) bool { return at.Before(window.from) })
+		maps.DeleteFunc(st.missing, func(_ string, first time.Time) bool { return now.Sub(first) > giveUp+f.window })
+	}
 }

@@ -125,6 +125,10 @@ func (r *Repository) IndexLag() time.Duration { return r.lag }
 // Kind is the image kind the repository serves.
 func (r *Repository) Kind() Kind { return r.kind }
 
+// IndexShards is how many index partitions each capture minute has (1 or
+// more), so a reader can weigh a scan of the index against per-camera reads.
+func (r *Repository) IndexShards() int { return max(1, r.shards) }
+
 // Tables are the primary and index tables, for the retention engine. The
 // pointer table, if the kind has one, needs no purge (see PointerTable).
 func (r *Repository) Tables() (primary, index store.Table) { return r.primary, r.index }
