@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -117,16 +118,18 @@ func killWhen(t *testing.T, cut func() bool, args ...string) (killed bool) {
 	}
 }
 
-// dirBytes is the size of the regular files in dir; files that come and
-// go while it looks are skipped.
+// dirBytes is the size of the regular files under dir, the log directory
+// included; files that come and go while it looks are skipped.
 func dirBytes(dir string) int64 {
-	entries, _ := os.ReadDir(dir)
 	var n int64
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-			n += info.Size()
+	_ = filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
 		}
-	}
+		return nil
+	})
 	return n
 }
 

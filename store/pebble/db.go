@@ -217,8 +217,9 @@ func openLocked(opts Options, marks *flushMarks, wal *walRecord, lock *pebbledb.
 
 // heldEntries lists what dir holds besides what an empty directory for a
 // new store may: the lock, an empty log directory (both left by a start
-// that failed) and a file system's lost+found (the directory may be a
-// volume's root).
+// that failed), a file system's lost+found (the directory may be a
+// volume's root) and the unfinished marker, which checkUnfinished has
+// already ruled on (a copy marks its target before its first row).
 func heldEntries(fs vfs.FS, dir string) ([]string, error) {
 	names, err := fs.List(dir)
 	if err != nil {
@@ -227,7 +228,7 @@ func heldEntries(fs vfs.FS, dir string) ([]string, error) {
 	held := names[:0]
 	for _, name := range names {
 		switch name {
-		case "LOCK", "lost+found":
+		case "LOCK", "lost+found", UnfinishedName:
 			continue
 		case walDirName:
 			logs, err := fs.List(fs.PathJoin(dir, walDirName))
