@@ -29,7 +29,7 @@ func (d *DB) Checkpoint(dir string) error {
 func Tables(dir string) (names []string, err error) {
 	db, err := pebbledb.Open(dir, &pebbledb.Options{
 		ReadOnly: true,
-		Logger:   slogLogger{l: slog.New(slog.DiscardHandler), dir: dir},
+		Logger:   slogLogger{l: slog.New(slog.DiscardHandler), stop: newFailStop(Options{Dir: dir}.withDefaults())},
 	})
 	if err != nil {
 		return nil, engineError("open "+dir+" read-only", err)

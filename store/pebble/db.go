@@ -30,7 +30,7 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the engine's messages; nil means slog.Default. A
 	// fatal error of the engine is logged here and then ends the process
-	// (see slogLogger.Fatalf).
+	// (see failstop.go).
 	Logger *slog.Logger
 	// AdmitWrite is asked before every commit that adds data (deletes never
 	// ask: they are how space comes back); an error refuses the commit with
@@ -47,6 +47,9 @@ type Options struct {
 	// noCompactions turns the engine's compactions off, for tests that
 	// need its files to stay as flushed.
 	noCompactions bool
+	// exit ends the process after a fatal engine error; nil means os.Exit.
+	// Tests record the call instead.
+	exit func(code int)
 }
 
 func (o Options) withDefaults() Options {
@@ -64,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.exit == nil {
+		o.exit = os.Exit
 	}
 	return o
 }
@@ -86,6 +92,8 @@ type DB struct {
 	log       *slog.Logger
 	// marks detects a MANIFEST cut short (see flushMarks).
 	marks *flushMarks
+	// flushes follows the engine's flushes (see failstop.go).
+	flushes *flushWatch
 }
 
 // Open opens or creates the database in opts.Dir. A directory whose files
@@ -96,7 +104,8 @@ func Open(opts Options) (*DB, error) {
 		return nil, errors.New("pebble: Options.Dir is empty")
 	}
 	marks := newFlushMarks(opts)
-	db, err := openEngine(opts, marks)
+	flushes := newFlushWatch(opts, newFailStop(opts))
+	db, err := openEngine(opts, marks, flushes)
 	if err == nil {
 		if err = marks.check(db); err != nil {
 			err = errors.Join(err, db.Close())
@@ -111,7 +120,8 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	go marks.run()
-	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks}
+	d := &DB{db: db, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks,
+		flushes: flushes}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
@@ -130,14 +140,15 @@ var errOpenPanicked = errors.New("the engine panicked reading it")
 
 // openEngine opens Pebble, turning a panic on files it cannot make sense of
 // into a corruption error: the operator gets one message, not a stack.
-func openEngine(opts Options, marks *flushMarks) (db *pebbledb.DB, err error) {
+func openEngine(opts Options, marks *flushMarks, flushes *flushWatch) (db *pebbledb.DB, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
 		}
 	}()
-	o := engineOptions(opts)
-	o.EventListener.FlushEnd = marks.flushed
+	o := engineOptions(opts, flushes)
+	listener := pebbledb.TeeEventListener(*o.EventListener, pebbledb.EventListener{FlushEnd: marks.flushed})
+	o.EventListener = &listener
 	o.DisableAutomaticCompactions = opts.noCompactions
 	return pebbledb.Open(opts.Dir, o)
 }
@@ -327,28 +338,4 @@ func (d *DB) get(key []byte, partitionKey, rowKey string) (e store.Entity, found
 	defer closer.Close()
 	e, err = decodeValue(partitionKey, rowKey, value)
 	return e, err == nil, err
-}
-
-// exitFatal is the process's exit status after a fatal engine error.
-const exitFatal = 70
-
-// slogLogger routes the engine's messages to slog.
-type slogLogger struct {
-	l   *slog.Logger
-	dir string
-}
-
-func (s slogLogger) Infof(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
-
-func (s slogLogger) Errorf(format string, args ...any) { s.l.Error(fmt.Sprintf(format, args...)) }
-
-// Fatalf ends the process. Pebble calls it when its own state can no longer
-// be trusted (a commit that failed half way leaves the commit pipeline
-// locked): a panic here would be recovered inside the call that met it and
-// the server would go on acknowledging writes that a restart then loses.
-// Stopping at once keeps every acknowledged write, since each was synced
-// before its reply; the next start replays the log.
-func (s slogLogger) Fatalf(format string, args ...any) {
-	s.l.Error("storage engine failed; stopping the process", "data_dir", s.dir, "err", fmt.Sprintf(format, args...), "exit_status", exitFatal)
-	os.Exit(exitFatal)
 }
