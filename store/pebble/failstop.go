@@ -151,7 +151,7 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 // flushWatch follows the engine's flushes and background errors: it stops
 // the process once flushes have failed for flushFailWindow (see there),
 // reports them failing meanwhile, and keeps the engine's retries, which
-// come as fast as they fail, out of the log.
+// come as fast as they fail, from flooding the log.
 type flushWatch struct {
 	now  func() time.Time
 	log  *slog.Logger
@@ -167,6 +167,10 @@ type flushWatch struct {
 	since    time.Time
 	failures int
 	last     error
+	// others counts the other background errors since othersLogged, the
+	// last line about one.
+	others       int
+	othersLogged time.Time
 }
 
 func newFlushWatch(opts Options, stop *failStop) *flushWatch {
@@ -195,9 +199,13 @@ func (w *flushWatch) backgroundError(err error) {
 	if w.ended == nil || !errors.Is(err, w.ended) {
 		// Another job's error (a compaction, retried by the engine, which
 		// writes do not wait for): logged, unless flushes are failing, when
-		// it is the same trouble and the stop is coming.
-		if w.since.IsZero() {
-			w.log.Error("pebble: background error", "err", err)
+		// it is the same trouble and the stop is coming. A compaction that
+		// cannot write its output on a nearly full disk fails again at
+		// once, so one line a minute says how many failed.
+		w.others++
+		if now := w.now(); w.since.IsZero() && (w.othersLogged.IsZero() || now.Sub(w.othersLogged) >= time.Minute) {
+			w.log.Error("pebble: background error", "err", err, "errors_since_last_line", w.others)
+			w.others, w.othersLogged = 0, now
 		}
 		w.mu.Unlock()
 		return

@@ -3,6 +3,7 @@ package pebble
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -214,6 +215,30 @@ func TestLogFailuresStopTheProcessOnce(t *testing.T) {
 				t.Errorf("%d log lines with %q, want 1; log:\n%s", got, tc.want, h.log.String())
 			}
 		})
+	}
+}
+
+// TestBackgroundErrorsLogAMinute: a compaction that cannot write its
+// output fails again at once; its errors take one line a minute, which
+// counts them, not one each.
+func TestBackgroundErrorsLogAMinute(t *testing.T) {
+	var log syncBuffer
+	var clock time.Duration
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	opts := Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Now: func() time.Time { return start.Add(clock) }}
+	w := newFlushWatch(opts, newFailStop(opts))
+	for range 3 {
+		for range 100 {
+			w.backgroundError(errors.New("compaction: no space left on device"))
+			clock += 100 * time.Millisecond
+		}
+		clock += time.Minute
+	}
+	if got, want := strings.Count(log.String(), "background error"), 3; got != want {
+		t.Errorf("%d lines for 300 errors over 3 minutes, want %d:\n%s", got, want, log.String())
+	}
+	if !strings.Contains(log.String(), "errors_since_last_line=100") {
+		t.Errorf("the lines do not count the errors:\n%s", log.String())
 	}
 }
 
