@@ -26,7 +26,8 @@ type Options struct {
 	// FS is the filesystem; nil means the operating system's. Tests pass
 	// vfs.NewMem or vfs.NewCrashableMem to run the real engine in memory.
 	FS vfs.FS
-	// Now is the clock for entity timestamps; nil means time.Now.
+	// Now is the clock for entity timestamps and for how long flushes have
+	// failed (see failstop.go); nil means time.Now.
 	Now func() time.Time
 	// Logger receives the engine's messages; nil means slog.Default. A
 	// fatal error of the engine is logged here and then ends the process
