@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -67,10 +68,23 @@ func (f *failStop) stop(cause string) {
 // engine would call Fatalf; but switching to the next log (the memtable
 // full) it panics, after unlocking the mutex that a deferred unlock then
 // unlocks again: the runtime kills the process with a stack of every
-// goroutine and status 2. Other files pass through untouched.
+// goroutine and status 2. Other files pass through untouched, among them
+// the copies of the log a checkpoint writes elsewhere.
 type logFS struct {
 	vfs.FS
-	stop *failStop
+	// engine is the engine's options, whose WALDir (the data directory
+	// dir when empty) holds the write-ahead logs.
+	engine *pebbledb.Options
+	dir    string
+	stop   *failStop
+}
+
+func (fs logFS) isLog(name string) bool {
+	dir := fs.engine.WALDir
+	if dir == "" {
+		dir = fs.dir
+	}
+	return strings.HasSuffix(name, ".log") && filepath.Clean(fs.PathDir(name)) == filepath.Clean(dir)
 }
 
 func (fs logFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -84,7 +98,7 @@ func (fs logFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCat
 }
 
 func (fs logFS) wrap(name, op string, f vfs.File, err error) (vfs.File, error) {
-	if !strings.HasSuffix(name, ".log") {
+	if !fs.isLog(name) {
 		return f, err
 	}
 	if err != nil {

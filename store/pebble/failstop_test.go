@@ -218,6 +218,34 @@ func TestLogFailuresStopTheProcessOnce(t *testing.T) {
 	}
 }
 
+// TestCheckpointLogCopyFailureStopsNothing: a checkpoint copies the log
+// into its own directory (inside the data directory for a backup); a
+// failure there fails the checkpoint, not the process.
+func TestCheckpointLogCopyFailureStopsNothing(t *testing.T) {
+	h := newFailHarness(t, 1<<20, func(op errorfs.Op) bool {
+		return strings.HasPrefix(op.Path, "db/scratch/") && strings.HasSuffix(op.Path, ".log")
+	})
+	defer h.db.Close()
+	if err := h.insert(0, 100); err != nil {
+		t.Fatal(err)
+	}
+	h.full.Store(true)
+	// A stop would block the checkpoint for good.
+	done := make(chan error, 1)
+	go func() { done <- h.db.Checkpoint("db/scratch/checkpoint") }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("checkpoint succeeded though its log copy failed")
+		}
+	case <-h.exits:
+		t.Fatal("a failed checkpoint stopped the process")
+	}
+	if err := h.insert(1, 100); err != nil {
+		t.Fatalf("write after the failed checkpoint: %v", err)
+	}
+}
+
 // TestBackgroundErrorsLogAMinute: a compaction that cannot write its
 // output fails again at once; its errors take one line a minute, which
 // counts them, not one each.

@@ -41,7 +41,6 @@ const formatVersion = pebbledb.FormatValueSeparation
 // failstop.go); the listener also logs each damaged file once.
 func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
 	o := &pebbledb.Options{
-		FS:                 logFS{FS: opts.FS, stop: flushes.stop},
 		FormatMajorVersion: formatVersion,
 		Logger:             slogLogger{l: opts.Logger, stop: flushes.stop},
 		EventListener: &pebbledb.EventListener{
@@ -65,5 +64,6 @@ func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
 		// index or data blocks.
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	o.FS = logFS{FS: opts.FS, engine: o, dir: opts.Dir, stop: flushes.stop}
 	return o
 }
