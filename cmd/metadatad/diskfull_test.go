@@ -224,12 +224,14 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon still running 30 s after the engine's fatal error")
 	}
-	var logged bool
+	var logged int
 	for line := range d.logs {
-		logged = logged || strings.Contains(line, "storage engine failed")
+		if strings.Contains(line, "storage engine failed") {
+			logged++
+		}
 	}
-	if !logged {
-		t.Error("no log line says why the daemon stopped")
+	if logged != 1 {
+		t.Errorf("%d log lines say why the daemon stopped, want 1", logged)
 	}
 
 	if err := os.Remove(ballast); err != nil {
