@@ -262,9 +262,10 @@ func TestFullDiskWithTheGuardOffStopsTheProcess(t *testing.T) {
 	counts := map[string]int{}
 	var causes []string
 	logged := make(chan struct{})
+	logs := d.logs // d is the restarted daemon by the end
 	go func() {
 		defer close(logged)
-		for line := range d.logs {
+		for line := range logs {
 			for _, s := range []string{"storage engine failed", "background error", "a flush failed", "no space left on device"} {
 				if strings.Contains(line, s) {
 					counts[s]++
@@ -277,8 +278,8 @@ func TestFullDiskWithTheGuardOffStopsTheProcess(t *testing.T) {
 	}()
 	// notServing is closed once health says writes are NOT_SERVING.
 	notServing := make(chan struct{})
+	health := healthpb.NewHealthClient(d.conn(t))
 	go func() {
-		health := healthpb.NewHealthClient(d.conn(t))
 		for {
 			resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: server.WritesHealthService})
 			if err != nil {
