@@ -11,7 +11,9 @@ import (
 
 // WritesHealthService is the health service name that reports whether
 // writes are accepted: NOT_SERVING while the store is out of reach or nearly
-// out of space (writes then fail with RESOURCE_EXHAUSTED while reads go on).
+// out of space (writes then fail with RESOURCE_EXHAUSTED while reads go on),
+// or while the embedded store's flushes fail (writes then wait, until the
+// store stops the process or the flushes pass).
 // The empty name and each API service report whether the store answers at
 // all, which is what a readiness probe asks.
 const WritesHealthService = "metadata.v1.Writes"

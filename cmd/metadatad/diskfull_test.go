@@ -32,8 +32,14 @@ const smallDiskBytes = 20 << 20
 // it the test skips, except under CI=true, where it fails.
 func mountSmallDisk(t *testing.T) string {
 	t.Helper()
+	return mountDisk(t, smallDiskBytes)
+}
+
+// mountDisk is mountSmallDisk for a tmpfs of size bytes.
+func mountDisk(t *testing.T, size int) string {
+	t.Helper()
 	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(smallDiskBytes)); err != nil {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("cannot mount a tmpfs under CI=true: %v", err)
 		}
@@ -98,13 +104,14 @@ func (f *filler) fill(t *testing.T) error {
 	return nil
 }
 
-// requireAllAcknowledged lists cam-1 and finds every acknowledged capture.
+// requireAllAcknowledged lists cam-1 and finds every acknowledged capture,
+// in pages that stay under gRPC's 4 MiB message limit (16 KiB an image).
 func requireAllAcknowledged(t *testing.T, client metadatav1.SingleImageMetadataServiceClient, acked []time.Time) {
 	t.Helper()
 	stored := map[time.Time]bool{}
 	token := ""
 	for {
-		resp, err := client.ListSingleImageMetadata(t.Context(), &metadatav1.ListSingleImageMetadataRequest{CameraId: "cam-1", PageSize: 1000, PageToken: token})
+		resp, err := client.ListSingleImageMetadata(t.Context(), &metadatav1.ListSingleImageMetadataRequest{CameraId: "cam-1", PageSize: 100, PageToken: token})
 		if err != nil {
 			t.Fatalf("list after restart: %v", err)
 		}
@@ -217,18 +224,120 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon still running 30 s after the engine's fatal error")
 	}
-	var logged bool
+	var logged int
 	for line := range d.logs {
-		logged = logged || strings.Contains(line, "storage engine failed")
+		if strings.Contains(line, "storage engine failed") {
+			logged++
+		}
 	}
-	if !logged {
-		t.Error("no log line says why the daemon stopped")
+	if logged != 1 {
+		t.Errorf("%d log lines say why the daemon stopped, want 1", logged)
 	}
 
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
 	d = startDaemon(t, dataDir, "-min-free-mib", "0", "-memtable-size", smallDiskMemTable)
+	requireAllAcknowledged(t, d.client(t), f.acked)
+	stop(t, d)
+}
+
+// TestFullDiskWithTheGuardOffStopsTheProcess fills a disk with the guard
+// off through a running store, whose write-ahead log files the engine
+// recycles: the log goes on being written while the flushes of full
+// memtables fail, and the engine retries them at once and without end. The
+// daemon must report writes NOT_SERVING while they fail, then stop with
+// status 70 and one line, not hang every write with a log line per retry;
+// on a larger disk a restart finds every acknowledged create. Which the
+// engine meets first, a flush or a log write that fails, depends on timing;
+// both must end the same way.
+func TestFullDiskWithTheGuardOffStopsTheProcess(t *testing.T) {
+	const diskBytes = 64 << 20
+	disk := mountDisk(t, diskBytes)
+	dataDir := filepath.Join(disk, "data")
+	args := []string{"-min-free-mib", "0", "-health-interval", "50ms", "-memtable-size", "2MiB"}
+	d := startDaemon(t, dataDir, args...)
+
+	// Every line is counted: startDaemon's channel drops lines nobody reads.
+	counts := map[string]int{}
+	var causes []string
+	logged := make(chan struct{})
+	logs := d.logs // d is the restarted daemon by the end
+	go func() {
+		defer close(logged)
+		for line := range logs {
+			for _, s := range []string{"storage engine failed", "background error", "a flush failed", "no space left on device"} {
+				if strings.Contains(line, s) {
+					counts[s]++
+				}
+			}
+			if strings.Contains(line, "storage engine failed") {
+				causes = append(causes, line)
+			}
+		}
+	}()
+	// notServing is closed once health says writes are NOT_SERVING.
+	notServing := make(chan struct{})
+	health := healthpb.NewHealthClient(d.conn(t))
+	go func() {
+		for {
+			resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: server.WritesHealthService})
+			if err != nil {
+				return // the daemon stopped
+			}
+			if resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+				close(notServing)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var err error
+	for limit := diskBytes / (8 << 10) * 4; err == nil; {
+		if f.next >= limit {
+			t.Fatalf("%d creates of 16 KiB fit on a %d-byte disk", f.next, diskBytes)
+		}
+		err = f.create(t)
+	}
+	t.Logf("%d creates acknowledged, then: %v", len(f.acked), err)
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("create on a full disk failed with %v, want UNAVAILABLE from a stopped process", code)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- d.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitFatalStatus {
+			t.Fatalf("daemon exit: %v, want status %d", err, exitFatalStatus)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon still running 30 s after a create failed on the full disk")
+	}
+	<-logged
+	t.Logf("log lines: %v; the stop: %v", counts, causes)
+	if counts["storage engine failed"] != 1 {
+		t.Errorf("%d lines say the storage engine failed, want 1", counts["storage engine failed"])
+	}
+	// Without the flush watch the engine logs a line per failed retry,
+	// thousands before a client gives up.
+	if n := counts["no space left on device"]; n > 10 {
+		t.Errorf("%d log lines report the full disk, want a few", n)
+	}
+	if len(causes) == 1 && strings.Contains(causes[0], "flushes have failed") {
+		select {
+		case <-notServing:
+		default:
+			t.Error("health never said writes were NOT_SERVING while flushes failed")
+		}
+	}
+
+	if err := unix.Mount("tmpfs", disk, "tmpfs", unix.MS_REMOUNT, "size="+strconv.Itoa(2*diskBytes)); err != nil {
+		t.Fatalf("remount the disk larger: %v", err)
+	}
+	d = startDaemon(t, dataDir, args...)
 	requireAllAcknowledged(t, d.client(t), f.acked)
 	stop(t, d)
 }

@@ -24,8 +24,8 @@ type backend struct {
 	tables store.Backend
 	queue  retention.Queue
 	close  func() error
-	// writeCheck reports whether writes are accepted (free space); nil when
-	// the backend has no such limit.
+	// writeCheck reports whether writes are accepted (free space, flushes
+	// that succeed); nil when the backend has no such limit.
 	writeCheck func() error
 	// embedded is the embedded store, whose health metrics watch; nil on Azure.
 	embedded *pebble.DB
@@ -49,7 +49,10 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		} else if removed {
 			log.Warn("removed the scratch directory of a backup cut short by the process's end", "data_dir", cfg.dataDir)
 		}
-		return backend{tables: db, embedded: db, close: db.Close, writeCheck: guard.Check,
+		// Writes are not served while space is low, nor while the engine's
+		// flushes fail, when they wait until the engine stops the process.
+		writeCheck := func() error { return errors.Join(guard.Check(), db.FlushesFailing()) }
+		return backend{tables: db, embedded: db, close: db.Close, writeCheck: writeCheck,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}
 	a := cfg.azure

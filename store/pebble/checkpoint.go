@@ -31,7 +31,7 @@ func (d *DB) Checkpoint(dir string) error {
 func Tables(dir string) (names []string, err error) {
 	o := &pebbledb.Options{
 		ReadOnly: true,
-		Logger:   slogLogger{l: slog.New(slog.DiscardHandler), dir: dir},
+		Logger:   slogLogger{l: slog.New(slog.DiscardHandler), stop: newFailStop(Options{Dir: dir}.withDefaults())},
 	}
 	readOnlyWALLayout(o, vfs.Default, dir)
 	db, err := pebbledb.Open(dir, o)

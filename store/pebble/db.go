@@ -28,11 +28,12 @@ type Options struct {
 	// FS is the filesystem; nil means the operating system's. Tests pass
 	// vfs.NewMem or vfs.NewCrashableMem to run the real engine in memory.
 	FS vfs.FS
-	// Now is the clock for entity timestamps; nil means time.Now.
+	// Now is the clock for entity timestamps and for how long flushes have
+	// failed (see failstop.go); nil means time.Now.
 	Now func() time.Time
 	// Logger receives the engine's messages; nil means slog.Default. A
 	// fatal error of the engine is logged here and then ends the process
-	// (see slogLogger.Fatalf).
+	// (see failstop.go).
 	Logger *slog.Logger
 	// AdmitWrite is asked before every commit that adds data (deletes never
 	// ask: they are how space comes back); an error refuses the commit with
@@ -57,6 +58,9 @@ type Options struct {
 	// the log beside the tables, and no record of it, for tests of stores
 	// those builds wrote.
 	logBesideTables bool
+	// exit ends the process after a fatal engine error; nil means os.Exit.
+	// Tests record the call instead.
+	exit func(code int)
 }
 
 func (o Options) withDefaults() Options {
@@ -74,6 +78,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.exit == nil {
+		o.exit = os.Exit
 	}
 	return o
 }
@@ -99,6 +106,8 @@ type DB struct {
 	marks *flushMarks
 	// wal records the newest write-ahead log (see walRecord).
 	wal *walRecord
+	// flushes follows the engine's flushes (see failstop.go).
+	flushes *flushWatch
 }
 
 // Open opens the database in opts.Dir, or creates it if the directory is
@@ -116,7 +125,8 @@ func Open(opts Options) (*DB, error) {
 	}
 	marks := newFlushMarks(opts)
 	wal := newWALRecord(opts)
-	db, lock, err := openEngine(opts, marks, wal)
+	flushes := newFlushWatch(opts, newFailStop(opts))
+	db, lock, err := openEngine(opts, marks, wal, flushes)
 	if err == nil {
 		if err = marks.check(db); err != nil {
 			err = errors.Join(err, db.Close(), lock.Close())
@@ -131,7 +141,8 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	go marks.run()
-	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks, wal: wal}
+	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks, wal: wal,
+		flushes: flushes}
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
@@ -151,7 +162,7 @@ var errOpenPanicked = errors.New("the engine panicked reading it")
 // openEngine locks the directory and opens Pebble on it. The lock is held
 // from before the checks, so that they never look at (or change) a
 // directory another process is serving.
-func openEngine(opts Options, marks *flushMarks, wal *walRecord) (*pebbledb.DB, *pebbledb.Lock, error) {
+func openEngine(opts Options, marks *flushMarks, wal *walRecord, flushes *flushWatch) (*pebbledb.DB, *pebbledb.Lock, error) {
 	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -159,7 +170,7 @@ func openEngine(opts Options, marks *flushMarks, wal *walRecord) (*pebbledb.DB, 
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openLocked(opts, marks, wal, lock)
+	db, err := openLocked(opts, marks, wal, flushes, lock)
 	if err != nil {
 		return nil, nil, errors.Join(err, lock.Close())
 	}
@@ -169,7 +180,7 @@ func openEngine(opts Options, marks *flushMarks, wal *walRecord) (*pebbledb.DB, 
 // openLocked checks what the engine cannot and opens it, turning a panic on
 // files it cannot make sense of into a corruption error: the operator gets
 // one message, not a stack.
-func openLocked(opts Options, marks *flushMarks, wal *walRecord, lock *pebbledb.Lock) (db *pebbledb.DB, err error) {
+func openLocked(opts Options, marks *flushMarks, wal *walRecord, flushes *flushWatch, lock *pebbledb.Lock) (db *pebbledb.DB, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
@@ -189,13 +200,15 @@ func openLocked(opts Options, marks *flushMarks, wal *walRecord, lock *pebbledb.
 	if err := wal.check(); err != nil {
 		return nil, err
 	}
-	o := engineOptions(opts)
+	o := engineOptions(opts, flushes)
 	o.Lock = lock
+	own := pebbledb.EventListener{FlushEnd: marks.flushed}
 	if !opts.logBesideTables {
 		walLayout(o, opts.FS)
-		o.EventListener.WALCreated = wal.created
+		own.WALCreated = wal.created
 	}
-	o.EventListener.FlushEnd = marks.flushed
+	listener := pebbledb.TeeEventListener(*o.EventListener, own)
+	o.EventListener = &listener
 	o.DisableAutomaticCompactions = opts.noCompactions
 	o.ErrorIfNotExists = len(held) > 0
 	db, err = pebbledb.Open(opts.Dir, o)
@@ -440,28 +453,4 @@ func (d *DB) get(key []byte, partitionKey, rowKey string) (e store.Entity, found
 	defer closer.Close()
 	e, err = decodeValue(partitionKey, rowKey, value)
 	return e, err == nil, err
-}
-
-// exitFatal is the process's exit status after a fatal engine error.
-const exitFatal = 70
-
-// slogLogger routes the engine's messages to slog.
-type slogLogger struct {
-	l   *slog.Logger
-	dir string
-}
-
-func (s slogLogger) Infof(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
-
-func (s slogLogger) Errorf(format string, args ...any) { s.l.Error(fmt.Sprintf(format, args...)) }
-
-// Fatalf ends the process. Pebble calls it when its own state can no longer
-// be trusted (a commit that failed half way leaves the commit pipeline
-// locked): a panic here would be recovered inside the call that met it and
-// the server would go on acknowledging writes that a restart then loses.
-// Stopping at once keeps every acknowledged write, since each was synced
-// before its reply; the next start replays the log.
-func (s slogLogger) Fatalf(format string, args ...any) {
-	s.l.Error("storage engine failed; stopping the process", "data_dir", s.dir, "err", fmt.Sprintf(format, args...), "exit_status", exitFatal)
-	os.Exit(exitFatal)
 }

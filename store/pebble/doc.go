@@ -34,4 +34,10 @@
 // Conditional writes (insert-if-absent, ETag checks) read and commit under a
 // lock stripe chosen by key, so writes to different keys never wait on each
 // other's sync.
+//
+// An engine error the store cannot go on from ends the process with status
+// 70 and one log line (failstop.go): a write-ahead log that cannot be
+// created, written or synced, Pebble's own Fatalf, and flushes that keep
+// failing, which would otherwise hold every write back for good. Every
+// acknowledged write is in the synced log, so the next start has it.
 package pebble

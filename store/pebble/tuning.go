@@ -36,12 +36,18 @@ const formatVersion = pebbledb.FormatValueSeparation
 // lone create wait for the interval before its fsync (group commit already
 // shares the fsync among concurrent creates); and the L0 and compaction
 // thresholds, which measured no different on this workload.
-func engineOptions(opts Options) *pebbledb.Options {
+//
+// The file system, the logger and the listener fail-stop the process (see
+// failstop.go); the listener also logs each damaged file once.
+func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
 	o := &pebbledb.Options{
-		FS:                 opts.FS,
 		FormatMajorVersion: formatVersion,
-		Logger:             slogLogger{l: opts.Logger, dir: opts.Dir},
-		EventListener:      &pebbledb.EventListener{DataCorruption: corruptionLog(opts.Logger)},
+		Logger:             slogLogger{l: opts.Logger, stop: flushes.stop},
+		EventListener: &pebbledb.EventListener{
+			DataCorruption:  corruptionLog(opts.Logger),
+			BackgroundError: flushes.backgroundError,
+			FlushEnd:        flushes.flushEnd,
+		},
 		// Index and filter blocks stay cached, so the existence read of a
 		// create costs no disk read and GetLatest one at most.
 		CacheSize: opts.CacheSize,
@@ -58,5 +64,6 @@ func engineOptions(opts Options) *pebbledb.Options {
 		// index or data blocks.
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	o.FS = logFS{FS: opts.FS, engine: o, dir: opts.Dir, stop: flushes.stop}
 	return o
 }

@@ -19,7 +19,8 @@ func TestEngineTuning(t *testing.T) {
 		{"operator sizes", Options{CacheSize: 1 << 30, MemTableSize: 8 << 20}, 1 << 30, 8 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := engineOptions(tc.opts.withDefaults())
+			opts := tc.opts.withDefaults()
+			o := engineOptions(opts, newFlushWatch(opts, newFailStop(opts)))
 			if o.CacheSize != tc.cache || o.MemTableSize != tc.memtable {
 				t.Errorf("cache %d, memtable %d; want %d, %d", o.CacheSize, o.MemTableSize, tc.cache, tc.memtable)
 			}
