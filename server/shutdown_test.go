@@ -35,7 +35,7 @@ func shutdownReturns(t *testing.T, h *harness, ctx context.Context, bound time.D
 // context: Shutdown returns by then and says calls are stuck, so the daemon
 // exits without closing the store under them.
 func TestShutdownEndsWithACallStuckInTheStore(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
+	entered, release, left := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once bool
 	h := startServer(t, hookQuery(openMemPebble(t), func(_ context.Context, next func() (store.Page, error)) (store.Page, error) {
 		if once {
@@ -44,15 +44,20 @@ func TestShutdownEndsWithACallStuckInTheStore(t *testing.T) {
 		once = true
 		close(entered)
 		<-release // deaf to its context, as a call stuck in a driver is
+		defer close(left)
 		return next()
 	}))
 	inFlight := make(chan error, 1)
 	go func() { inFlight <- readCalls[0].call(context.Background(), h) }()
 	<-entered
-	// The stuck call ends before the store closes, when the test ends.
+	// The stuck call leaves the store before it closes, when the test ends:
+	// its client has its answer (cut off) long before, so the test waits for
+	// the store call itself, whose iterator would otherwise be open at the
+	// close.
 	t.Cleanup(func() {
 		close(release)
 		<-inFlight
+		<-left
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
