@@ -209,21 +209,7 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 	d := startDaemon(t, dataDir, "-min-free-mib", "0", "-memtable-size", smallDiskMemTable)
 	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	err := f.fill(t)
-	t.Logf("%d creates acknowledged, then: %v", len(f.acked), err)
-	if code := status.Code(err); code != codes.Unavailable {
-		t.Errorf("create on a full disk failed with %v, want UNAVAILABLE from a stopped process", code)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- d.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != exitFatalStatus {
-			t.Fatalf("daemon exit: %v, want status %d", err, exitFatalStatus)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon still running 30 s after the engine's fatal error")
-	}
+	requireFatalStop(t, d, f, err, "the engine's fatal error")
 	var logged int
 	for line := range d.logs {
 		if strings.Contains(line, "storage engine failed") {
@@ -301,21 +287,7 @@ func TestFullDiskWithTheGuardOffStopsTheProcess(t *testing.T) {
 		}
 		err = f.create(t)
 	}
-	t.Logf("%d creates acknowledged, then: %v", len(f.acked), err)
-	if code := status.Code(err); code != codes.Unavailable {
-		t.Errorf("create on a full disk failed with %v, want UNAVAILABLE from a stopped process", code)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- d.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != exitFatalStatus {
-			t.Fatalf("daemon exit: %v, want status %d", err, exitFatalStatus)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon still running 30 s after a create failed on the full disk")
-	}
+	requireFatalStop(t, d, f, err, "a create failed on the full disk")
 	<-logged
 	t.Logf("log lines: %v; the stop: %v", counts, causes)
 	if counts["storage engine failed"] != 1 {
@@ -355,5 +327,27 @@ func requireCode(t *testing.T, err error, want codes.Code) {
 	t.Helper()
 	if got := status.Code(err); got != want {
 		t.Fatalf("got %v (%v), want %v", got, err, want)
+	}
+}
+
+// requireFatalStop checks that the create that ended f's run failed as a
+// stopped process answers, and that the daemon exits with the fatal status
+// within a bounded wait; what names the cause in its failure.
+func requireFatalStop(t *testing.T, d *daemon, f *filler, err error, what string) {
+	t.Helper()
+	t.Logf("%d creates acknowledged, then: %v", len(f.acked), err)
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("create on a full disk failed with %v, want UNAVAILABLE from a stopped process", code)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- d.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitFatalStatus {
+			t.Fatalf("daemon exit: %v, want status %d", err, exitFatalStatus)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("daemon still running 30 s after %s", what)
 	}
 }

@@ -1,7 +1,6 @@
 package aztable_test
 
 import (
-	"bytes"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -12,27 +11,10 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/internal/syncbuf"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 )
-
-// syncBuffer is a log sink safe for the SDK's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestClockFallbacksAreLoggedAndCounted: a write whose answer's ETag
 // carries no time (as Cosmos DB's do not) takes the Date header's, and one
@@ -56,7 +38,7 @@ func TestClockFallbacksAreLoggedAndCounted(t *testing.T) {
 		}
 		return resp, nil
 	})
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	prefix := "t" + strings.ToLower(strconv.FormatUint(rand.Uint64(), 36))[:10]
 	b, err := aztable.Open(t.Context(), aztable.Options{ConnectionString: conn, TablePrefix: prefix, Retry: fastRetry,
 		Transport: opaque, Logger: slog.New(slog.NewTextHandler(logs, nil))})

@@ -1,7 +1,6 @@
 package pebble
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/metadatad/metadatad/internal/syncbuf"
 	"github.com/metadatad/metadatad/store"
 )
 
@@ -28,7 +28,7 @@ type failHarness struct {
 	full  atomic.Bool
 	clock atomic.Int64
 	exits chan int
-	log   syncBuffer
+	log   syncbuf.Buffer
 }
 
 func newFailHarness(t *testing.T, memTable uint64, fails func(op errorfs.Op) bool) *failHarness {
@@ -250,7 +250,7 @@ func TestCheckpointLogCopyFailureStopsNothing(t *testing.T) {
 // output fails again at once; its errors take one line a minute, which
 // counts them, not one each.
 func TestBackgroundErrorsLogAMinute(t *testing.T) {
-	var log syncBuffer
+	var log syncbuf.Buffer
 	var clock time.Duration
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Now: func() time.Time { return start.Add(clock) }}
@@ -274,7 +274,7 @@ func TestBackgroundErrorsLogAMinute(t *testing.T) {
 // (a flush giving up while a commit's log write fails) stop the process
 // once, with one line.
 func TestFailStopLogsOnce(t *testing.T) {
-	var log syncBuffer
+	var log syncbuf.Buffer
 	var exits atomic.Int32
 	// This exit returns, so that the test sees what a second caller does.
 	f := &failStop{log: slog.New(slog.NewTextHandler(&log, nil)), dir: "db", exit: func(int) { exits.Add(1) }}
@@ -289,22 +289,4 @@ func TestFailStopLogsOnce(t *testing.T) {
 	if n := strings.Count(log.String(), "storage engine failed"); n != 1 {
 		t.Errorf("%d log lines, want 1:\n%s", n, log.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the engine's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

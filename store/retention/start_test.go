@@ -1,7 +1,6 @@
 package retention_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metadatad/metadatad/internal/syncbuf"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -97,31 +97,13 @@ func TestFailedStartNeverRuns(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestFailedCleanupIsLogged: when the store refuses every delete of the
 // jobs table, a failed Start cannot remove its job, and the engine cannot
 // drop the job's marker once it has given the job up; neither failure is
 // swallowed: each is logged with the job's id.
 func TestFailedCleanupIsLogged(t *testing.T) {
 	clock := &offsetClock{}
-	logged := &syncBuffer{}
+	logged := &syncbuf.Buffer{}
 	opts := quickOptions()
 	opts.Now = clock.now
 	opts.Logger = slog.New(slog.NewTextHandler(logged, nil))
