@@ -558,6 +558,8 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 			return err
 		} else if cur.CancelRequested {
 			return errCancelled
+		} else if cur.LostTask != "" {
+			return fmt.Errorf("%w: %s", errTaskLost, cur.LostTask)
 		}
 		next, sum := tallied, counts
 		err := e.tasks.from(ctx, j.ID, kind, tallied, func(t *task) (bool, error) {
@@ -607,6 +609,8 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 			j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
 		case errors.As(cause, &running):
 			j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
+		case errors.Is(cause, errTaskLost):
+			j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
 		case cause != nil:
 			j.State, j.Error = Failed, "storage error; see the server log"
 		case totals.DevicesFailed > 0:
