@@ -425,6 +425,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.resume(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("purge: looking for unfinished jobs failed", "err", err)
 			}
+			e.forgetEndedLimiters(ctx)
 		case <-retire.C:
 			e.retireOldJobs(ctx)
 		}
