@@ -64,7 +64,8 @@ type Options struct {
 	// worker that stopped (crashed, or cut off from the queue) loses its task.
 	VisibilityTimeout time.Duration
 	// MaxAttempts is how many deliveries a task gets before its failing
-	// cameras are counted failed; default 5.
+	// cameras (their count, hold read or delete) are counted failed, or,
+	// if its own record cannot be written, its job fails; default 5.
 	MaxAttempts int
 	// PollInterval is how often idle workers and waiting jobs look for work
 	// another process may have made; default 250 ms.
