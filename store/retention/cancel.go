@@ -54,6 +54,9 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 		if err != nil {
 			return err
 		}
+		if j.LostTask != "" {
+			return fmt.Errorf("%w: %s", errTaskLost, j.LostTask) // it never ends
+		}
 		p := j.progress(kind)
 		if p.Phase != phasePlan && p.Phase != phaseWork {
 			return nil

@@ -15,7 +15,12 @@
 //     camera's expired primary rows, record the counts, then delete the rows
 //     (one range deletion per camera where the backend can, else query and
 //     batches of 100). Counting before deleting keeps counts exact when a
-//     redelivered task finds its rows already gone.
+//     redelivered task finds its rows already gone. A task's last delivery
+//     (Options.MaxAttempts) gives up each camera it still cannot count,
+//     check for a hold or delete: counted failed, it keeps its rows for
+//     the next purge. A task whose record that delivery cannot write is
+//     marked lost on its job, which then fails: no partition that keeps
+//     failing holds a job, and its kinds' locks, for ever.
 //  3. sweep: once every task is done, a second scan of the expired index
 //     partitions, by keys alone, deletes the index rows of the cameras
 //     whose primary rows are gone, so no primary row ever loses its index

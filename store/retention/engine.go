@@ -64,7 +64,8 @@ type Options struct {
 	// worker that stopped (crashed, or cut off from the queue) loses its task.
 	VisibilityTimeout time.Duration
 	// MaxAttempts is how many deliveries a task gets before its failing
-	// cameras are counted failed; default 5.
+	// cameras (their count, hold read or delete) are counted failed, or,
+	// if its own record cannot be written, its job fails; default 5.
 	MaxAttempts int
 	// PollInterval is how often idle workers and waiting jobs look for work
 	// another process may have made; default 250 ms.
@@ -425,6 +426,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.resume(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("purge: looking for unfinished jobs failed", "err", err)
 			}
+			e.forgetEndedLimiters(ctx)
 		case <-retire.C:
 			e.retireOldJobs(ctx)
 		}
@@ -558,6 +560,8 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 			return err
 		} else if cur.CancelRequested {
 			return errCancelled
+		} else if cur.LostTask != "" {
+			return fmt.Errorf("%w: %s", errTaskLost, cur.LostTask)
 		}
 		next, sum := tallied, counts
 		err := e.tasks.from(ctx, j.ID, kind, tallied, func(t *task) (bool, error) {
@@ -607,6 +611,8 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 			j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
 		case errors.As(cause, &running):
 			j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
+		case errors.Is(cause, errTaskLost):
+			j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
 		case cause != nil:
 			j.State, j.Error = Failed, "storage error; see the server log"
 		case totals.DevicesFailed > 0:

@@ -46,3 +46,10 @@ func CountPacedRows(e *Engine, count func(perSecond float64, rows int)) {
 		return reserveN(l, n)
 	}
 }
+
+// JobLimiters is how many per-job limiters e holds.
+func JobLimiters(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.jobLimiters)
+}

@@ -125,6 +125,9 @@ type Job struct {
 	// UsePolicies gives each camera the cutoff of its retention policy,
 	// counted from Created; Cutoff is then the newest of them.
 	UsePolicies bool `json:"usePolicies,omitempty"`
+	// LostTask names a task whose record its last delivery could not
+	// write (see Engine.unrecorded): the job ends failed.
+	LostTask string `json:"lostTask,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

@@ -2,9 +2,14 @@ package retention
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/metadatad/metadatad/store"
 )
 
 // reserveN takes n rows from l now; the reservation says how long until
@@ -87,6 +92,26 @@ func (e *Engine) jobLimiter(j *Job) *rate.Limiter {
 		e.jobLimiters[j.ID] = l
 	}
 	return l
+}
+
+// forgetEndedLimiters drops this process's limiters of the jobs that have
+// ended or are gone. The engine running a job drops its limiter as the job
+// ends (finish); a replica whose workers only ran some of the job's tasks
+// would otherwise keep it for ever: it learns of the end here, at Run's
+// periodic look at the jobs, one read per job it holds a limiter of.
+func (e *Engine) forgetEndedLimiters(ctx context.Context) {
+	e.mu.Lock()
+	ids := slices.Collect(maps.Keys(e.jobLimiters))
+	e.mu.Unlock()
+	for _, id := range ids {
+		j, _, err := e.jobs.get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound), err == nil && j.State.Terminal():
+			e.forgetLimiter(id)
+		case err != nil && ctx.Err() == nil:
+			e.log.Warn("purge: reading a paced job failed; its limiter stays until the next look", "job", id, "err", err)
+		}
+	}
 }
 
 // forgetLimiter drops the limiter of a job that has ended.

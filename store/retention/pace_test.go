@@ -4,7 +4,9 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 )
@@ -70,6 +72,86 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 					t.Errorf("rows asked of each cap (rows/s: rows) %v, want %v: every deleted row of each cap in force", asked, want)
 				}
 			})
+		}
+	})
+}
+
+// TestReplicaFreesTheLimiterOfAnEndedJob: every replica whose workers run
+// tasks of a job with its own cap makes the job a limiter; the replica
+// running the job frees its own as the job ends, and the others free
+// theirs once they see it ended, so a fleet's long run of capped purges
+// leaves no limiter behind on any replica.
+func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		const cameras = 12
+		a := newFixture(t, quickOptions())
+		a.seed(t, cameras)
+		primary, _ := a.repo(images.Single).Tables()
+
+		// As in TestTwoReplicasShareAPurge, each replica's first delete
+		// waits until the other has reached one too, so both run tasks of
+		// the job, and each notes at it whether it holds the job's
+		// limiter, made just before (its pacing precedes its deletes).
+		entered := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+		once := map[string]*sync.Once{"a": {}, "b": {}}
+		var mu sync.Mutex
+		held := map[string]int{}
+		var b *fixture
+		engineOf := func(me string) *retention.Engine {
+			if me == "a" {
+				return a.engine
+			}
+			return b.engine
+		}
+		gate := func(me, other string) func(table, op string, _ []store.Key) error {
+			return func(table, op string, _ []store.Key) error {
+				if table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
+					return nil
+				}
+				once[me].Do(func() {
+					mu.Lock()
+					held[me] = retention.JobLimiters(engineOf(me))
+					mu.Unlock()
+					close(entered[me])
+				})
+				select {
+				case <-entered[other]:
+				case <-time.After(patience):
+					t.Errorf("replica %s never took a task", other)
+				}
+				return nil
+			}
+		}
+		optsA, optsB := quickOptions(), quickOptions()
+		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
+		optsA.VisibilityTimeout, optsB.VisibilityTimeout = time.Minute, time.Minute
+		optsA.Workers, optsB.Workers = 2, 2
+		a.opts = optsA
+		a.openEngine(t, &hookedBackend{Backend: a.base, before: gate("a", "b")})
+		b = &fixture{base: a.base, queue: a.queue, opts: optsB}
+		b.openEngine(t, &hookedBackend{Backend: a.base, before: gate("b", "a")})
+		a.run(t)
+		b.run(t)
+
+		j := a.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, RowsPerSecond: 1_000_000})
+		if j.State != retention.Succeeded {
+			t.Fatalf("job %s (%s)", j.State, j.Error)
+		}
+		mu.Lock()
+		first := maps.Clone(held)
+		mu.Unlock()
+		if first["a"] != 1 || first["b"] != 1 {
+			t.Fatalf("limiters held at each replica's first delete %v, want one on each", first)
+		}
+		deadline := time.After(patience)
+		for retention.JobLimiters(a.engine)+retention.JobLimiters(b.engine) != 0 {
+			select {
+			case <-a.engine.Changed():
+			case <-time.After(10 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("%v after the job ended, replica a holds %d limiters and b %d, want none (%s ran the job)",
+					patience, retention.JobLimiters(a.engine), retention.JobLimiters(b.engine), j.Owner)
+			}
 		}
 	})
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/metadatad/metadatad/store/queue"
 )
 
+// errTaskLost fails a job one of whose tasks was given up unrecorded.
+var errTaskLost = errors.New("retention: a task's record could not be written")
+
 // work takes tasks from the queue until ctx ends.
 func (e *Engine) work(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -168,15 +171,20 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	}
 	primary, _ := repo.Tables()
 
+	// The last delivery gives up on each camera it cannot count, check for
+	// a hold or delete, rather than fail the task again: a camera whose
+	// partition keeps failing would otherwise keep its task, and so its
+	// job and the kind's lock, for ever.
+	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
 	// Count before deleting, and record the counts: a redelivery after a
 	// crash then reports the rows this task deleted, not the ones left.
-	counted, err := e.count(ctx, t, primary, j)
+	counted, err := e.count(ctx, t, primary, j, lastAttempt)
 	if err != nil {
 		return 0, err
 	}
 	if counted {
 		if etag, err = e.tasks.put(ctx, t, etag); err != nil {
-			return 0, err
+			return e.unrecorded(ctx, t, lastAttempt, err)
 		}
 	}
 
@@ -184,13 +192,11 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		return 0, err
 	}
 	if j.UsePolicies {
-		if err := e.spareHeld(ctx, t); err != nil {
+		if err := e.spareHeld(ctx, t, lastAttempt); err != nil {
 			return 0, err
 		}
 	}
 	removed, failures := e.deletePrimaries(ctx, primary, t, j)
-	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
-	anyFailed := false
 	t.Done = true
 	for _, d := range t.Devices {
 		if d.State != devicePending {
@@ -201,24 +207,52 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 			d.State = deviceDone
 			d.Rows, d.LowerBound = deletedRows(d, removed[d.ID])
 		case lastAttempt:
-			d.State = deviceFailed
-			anyFailed = true
-			e.log.Error("purge: camera failed; the next purge retries it", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID, "err", err)
+			e.giveUp(t, d, err)
 		default:
 			t.Done = false
 		}
 	}
 	if _, err := e.tasks.put(ctx, t, etag); err != nil {
-		return 0, err
+		return e.unrecorded(ctx, t, lastAttempt, err)
 	}
 	e.notify()
 	switch {
 	case !t.Done:
 		return 0, fmt.Errorf("retention: task %s/%s: %d cameras failed this attempt", t.JobID, taskRowKey(t.Kind, t.Seq), len(failures))
-	case anyFailed:
+	case t.counts().DevicesFailed > 0:
 		return settleDeadLetter, nil
 	}
 	return settleDelete, nil
+}
+
+// giveUp counts a camera of the task's last delivery failed: it keeps its
+// rows, index rows included, for the next purge.
+func (e *Engine) giveUp(t *task, d *taskDevice, err error) {
+	d.State = deviceFailed
+	e.log.Error("purge: camera failed; the next purge retries it", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID, "err", err)
+}
+
+// unrecorded handles a task whose record could not be written. Before the
+// last delivery the task is retried. At the last, nothing can record its
+// cameras' fate where its job looks for it, so the task is marked lost on
+// the job, which the job's engine ends failed (see awaitTasks), and its
+// message goes to the dead letters. A write that lost to another
+// delivery of the task is no fault of the record: that delivery goes on.
+func (e *Engine) unrecorded(ctx context.Context, t *task, lastAttempt bool, err error) (settlement, error) {
+	if !lastAttempt || errors.Is(err, store.ErrConflict) {
+		return 0, err
+	}
+	key := taskRowKey(t.Kind, t.Seq)
+	e.log.Error("purge: a task's record cannot be written; its job fails", "job", t.JobID, "task", key, "err", err)
+	if _, jerr := e.updateJob(ctx, t.JobID, func(j *Job) error {
+		if j.LostTask == "" {
+			j.LostTask = key
+		}
+		return nil
+	}); jerr != nil {
+		return 0, errors.Join(err, jerr)
+	}
+	return settleDeadLetter, nil
 }
 
 // beginTask claims the task for this worker, or, when another of this
@@ -252,16 +286,23 @@ func (e *Engine) endTask(m taskMessage) {
 
 // count fills in the expired row counts of the cameras not yet counted and
 // reports whether it counted any.
-func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job) (bool, error) {
+// On the task's last delivery a camera that cannot be counted is given up
+// (and reported counted, so that its state is recorded before any delete).
+func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job, lastAttempt bool) (bool, error) {
 	// Taken before counting: a primary row that landed before it was counted.
 	started := e.opts.Now().UTC()
 	counted := false
 	for _, d := range t.Devices {
-		if d.Counted {
+		if d.Counted || d.State != devicePending {
 			continue
 		}
 		n, err := countRows(ctx, primary, d.ID, d.expiredRows(j))
-		if err != nil {
+		switch {
+		case err != nil && lastAttempt:
+			e.giveUp(t, d, err)
+			counted = true
+			continue
+		case err != nil:
 			return false, err
 		}
 		d.Rows, d.Counted, counted = n, true, true
@@ -377,14 +418,19 @@ func rangeChunks(t *task) [][]*taskDevice {
 // spareHeld marks the task's pending cameras that are on legal hold now,
 // read just before their delete: a hold placed after planning still
 // spares a camera whose delete has not begun. The sweep keeps their index
-// rows (see sweep).
-func (e *Engine) spareHeld(ctx context.Context, t *task) error {
+// rows (see sweep). On the task's last delivery a camera whose hold cannot
+// be read is given up, never deleted.
+func (e *Engine) spareHeld(ctx context.Context, t *task, lastAttempt bool) error {
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
 		}
 		held, err := e.policies.held(ctx, d.ID)
-		if err != nil {
+		switch {
+		case err != nil && lastAttempt:
+			e.giveUp(t, d, err)
+			continue
+		case err != nil:
 			return err
 		}
 		if held {
