@@ -68,9 +68,18 @@ func MarkUnfinished(dir string, u Unfinished) error {
 	if err != nil {
 		return err
 	}
-	// One small write: a process killed around it leaves the marker empty
-	// at worst, which still refuses the directory (see ReadUnfinished).
-	f, err := os.OpenFile(filepath.Join(dir, UnfinishedName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	marker := filepath.Join(dir, UnfinishedName)
+	// A marker already there (a rerun's) is replaced by a rename, so a
+	// process killed meanwhile leaves the old one whole and the refusal
+	// keeps its exact command. The first is one small write in place: a
+	// kill around it leaves it empty at worst, which still refuses the
+	// directory (see ReadUnfinished), and no stray file that would make a
+	// new directory look non-empty.
+	target := marker
+	if _, err := os.Stat(marker); err == nil {
+		target = marker + replacementSuffix
+	}
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return err
 	}
@@ -78,12 +87,25 @@ func MarkUnfinished(dir string, u Unfinished) error {
 	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
 		return err
 	}
+	if target != marker {
+		if err := os.Rename(target, marker); err != nil {
+			return err
+		}
+	}
 	return syncDir(dir)
 }
+
+// replacementSuffix names the file a marker's replacement is written to
+// before it is renamed over the marker.
+const replacementSuffix = ".new"
 
 // MarkFinished removes the marker from dir, once what it announced is
 // whole and synced, and syncs dir. A directory without one is left alone.
 func MarkFinished(dir string) error {
+	// A replacement a killed rerun left is no use once the directory is whole.
+	if err := os.Remove(filepath.Join(dir, UnfinishedName+replacementSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	err := os.Remove(filepath.Join(dir, UnfinishedName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

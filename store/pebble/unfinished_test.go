@@ -115,6 +115,17 @@ func TestMarkUnfinished(t *testing.T) {
 	if got, found, err := pebble.ReadUnfinished(dir); err != nil || !found || !slices.Equal(got.Args, second.Args) || got.Command != second.Command {
 		t.Errorf("marker %+v, %v, %v; want %+v", got, found, err, second)
 	}
+	// A rerun's replacement goes in beside the marker and is renamed over
+	// it: one killed half way leaves the marker whole, as here.
+	if _, err := os.Stat(filepath.Join(dir, pebble.UnfinishedName+".new")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a replaced marker left its replacement behind: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, pebble.UnfinishedName+".new"), []byte(`{"comm`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := pebble.ReadUnfinished(dir); err != nil || !slices.Equal(got.Args, second.Args) {
+		t.Errorf("marker %+v (%v) beside a replacement cut short; want %+v", got, err, second)
+	}
 	err := pebble.MarkUnfinished(dir, pebble.Unfinished{Command: "restore", Args: []string{"metadatad", "restore"}})
 	if !errors.Is(err, pebble.ErrUnfinished) || !strings.Contains(err.Error(), second.Rerun()) {
 		t.Errorf("a restore's mark over a copy's: %v, want ErrUnfinished quoting the copy", err)
@@ -127,6 +138,9 @@ func TestMarkUnfinished(t *testing.T) {
 	}
 	if _, found, err := pebble.ReadUnfinished(dir); err != nil || found {
 		t.Errorf("marker found %v (%v) after MarkFinished", found, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, pebble.UnfinishedName+".new")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("MarkFinished left a replacement cut short: %v", err)
 	}
 	db, err := pebble.Open(pebble.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
