@@ -46,3 +46,7 @@ func CountPacedRows(e *Engine, count func(perSecond float64, rows int)) {
 		return reserveN(l, n)
 	}
 }
+
+// SetMaxPrefixPolicies lowers p's cap on prefix policies, so a test
+// reaches it with a few.
+func SetMaxPrefixPolicies(p *Policies, n int) { p.maxPrefixes = n }

@@ -55,7 +55,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		tasksTable := retention.DefaultTasksTable
 		secondTask := images.Single.String() + "_000001"
 		writesTask := func(table, op string, keys []store.Key, row string) bool {
-			if !strings.EqualFold(table, tasksTable) || (op != "insert" && op != "batch") {
+			if !strings.EqualFold(table, tasksTable) || op != "batch-insert" {
 				return false
 			}
 			for _, k := range keys {
@@ -98,7 +98,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 				return nil
 			}
 			job := strings.EqualFold(table, retention.DefaultJobsTable) && len(keys) == 1 && keys[0].RowKey == jobID
-			task := strings.EqualFold(table, tasksTable) && (op == "insert" || op == "batch")
+			task := strings.EqualFold(table, tasksTable) && (op == "insert" || op == "batch" || op == "batch-insert")
 			if job || task {
 				wroteAgain = append(wroteAgain, table+" "+op)
 			}
