@@ -55,7 +55,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		tasksTable := retention.DefaultTasksTable
 		secondTask := images.Single.String() + "_000001"
 		writesTask := func(table, op string, keys []store.Key, row string) bool {
-			if !strings.EqualFold(table, tasksTable) || op != "batch-insert" {
+			if !strings.EqualFold(table, tasksTable) || (op != "insert" && op != "batch-insert") {
 				return false
 			}
 			for _, k := range keys {
