@@ -114,7 +114,13 @@ func (e *Engine) closeTask(ctx context.Context, m taskMessage) (bool, error) {
 		return false, nil
 	}
 	t.Closed = true
-	if _, err := e.tasks.put(ctx, t, etag); errors.Is(err, store.ErrConflict) {
+	entity, err := e.tasks.entity(t)
+	if err != nil {
+		return false, err
+	}
+	// Under the job's lease: an engine that lost it closes nothing.
+	update := store.Op{Kind: store.OpUpdate, Mode: store.Replace, Entity: entity, IfMatch: etag}
+	if err := e.tasks.ownedBatch(ctx, m.JobID, []store.Op{update}); errors.Is(err, store.ErrConflict) {
 		return false, nil
 	} else if err != nil {
 		return false, err

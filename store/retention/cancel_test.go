@@ -52,7 +52,7 @@ var cancelPhases = []struct {
 	{"planning", false, func(string, string) func(string, string) bool {
 		inserts := 0
 		return func(table, op string) bool {
-			if table == retention.DefaultTasksTable && op == "insert" {
+			if table == retention.DefaultTasksTable && op == "batch-insert" {
 				inserts++
 				return inserts == 2 // the second task of three
 			}

@@ -94,7 +94,8 @@
 //     of the job.
 //   - The plan resolves each camera once, at the first (so oldest) index
 //     row the scan meets of it: a read of its own policy, a lookup of its
-//     id's prefixes among the prefix policies (at most MaxPrefixPolicies),
+//     id's prefixes among the prefix policies (at most MaxPrefixPolicies,
+//     a cap their count row keeps whatever creates race; policy_count.go),
 //     which the plan holds in memory with the default, and, only if the
 //     policy so found expires that oldest row, a read of its hold. A
 //     camera without retention for the kind, or whose oldest row is younger
@@ -137,5 +138,9 @@
 // would purge, and the primary-table work of the expired cameras alone.
 //
 // Jobs, tasks and the queue are tables of the same backend, so GetPurge
-// answers the same from any process sharing it.
+// answers the same from any process sharing it. The engine running a job
+// holds a lease on it, taken over by another once it runs out; each
+// taking bumps the job's lease epoch, and the owner's every write of the
+// job or its tasks holds only at its own epoch (owner.go), so an engine
+// that stalled past its lease and wakes writes nothing more.
 package retention

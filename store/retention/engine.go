@@ -622,6 +622,10 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		}
 		return nil
 	})
+	if errors.Is(err, errLeaseLost) {
+		e.leaseEnded(ctx, id, err)
+		return
+	}
 	if err != nil {
 		e.log.Error("purge: cannot record the end of a job", "job", id, "err", err, "cause", cause)
 		return

@@ -53,3 +53,7 @@ func JobLimiters(e *Engine) int {
 	defer e.mu.Unlock()
 	return len(e.jobLimiters)
 }
+
+// SetMaxPrefixPolicies lowers p's cap on prefix policies, so a test
+// reaches it with a few.
+func SetMaxPrefixPolicies(p *Policies, n int) { p.maxPrefixes = n }

@@ -431,8 +431,11 @@ func (h *hookedTable) Batch(ctx context.Context, ops []store.Op) error {
 	kind := "batch"
 	for i, op := range ops {
 		keys[i] = key(op.Entity)
-		if op.Kind == store.OpDelete {
+		switch {
+		case op.Kind == store.OpDelete:
 			kind = "batch-delete"
+		case op.Kind == store.OpInsert && kind == "batch":
+			kind = "batch-insert" // a task's record, guarded by its job's lease
 		}
 	}
 	if err := h.hook(kind, keys...); err != nil {

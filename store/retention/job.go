@@ -113,6 +113,10 @@ type Job struct {
 	// sharing the store takes the job over once the lease has run out.
 	Owner      string    `json:"owner,omitempty"`
 	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
+	// LeaseEpoch counts the lease's acquisitions: the owner's writes of
+	// the job and its tasks hold only while it is the one it took (see
+	// owner.go).
+	LeaseEpoch int64 `json:"leaseEpoch,omitempty"`
 	// Unconfirmed marks a job whose Start has not finished: it never runs.
 	// Start's last write clears it; a job left unconfirmed by a Start that
 	// failed, was cancelled or crashed ends failed (see abandonStart).

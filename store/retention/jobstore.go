@@ -135,10 +135,17 @@ func (s *jobStore) update(ctx context.Context, id string, change func(*Job) erro
 
 // updateStamped is update that also returns the backend's timestamp of the
 // write: the backend's clock, read without trusting this process's.
+//
+// Made by the run of the job (ctx holds its lease), the write holds only
+// if the job is still under that lease: errLeaseLost else. The check and
+// the write are one, as the write is conditional on the version checked.
 func (s *jobStore) updateStamped(ctx context.Context, id string, change func(*Job) error) (*Job, time.Time, error) {
 	for range casAttempts {
 		j, etag, err := s.get(ctx, id)
 		if err != nil {
+			return nil, time.Time{}, err
+		}
+		if err := checkLease(ctx, j); err != nil {
 			return nil, time.Time{}, err
 		}
 		if err := change(j); err != nil {

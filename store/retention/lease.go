@@ -45,6 +45,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 		resumed = j.State == Running
 		j.Owner, j.LeaseUntil = e.opts.ReplicaID, now.Add(e.opts.LeaseDuration)
+		j.LeaseEpoch++
 		if j.State == Pending {
 			j.State, j.Started = Running, now
 		}
@@ -63,6 +64,14 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		return
 	case j.State.Terminal():
 		e.dropMarker(ctx, id)
+		return
+	}
+	// From here every write of the job or its tasks holds only under this
+	// lease; the tasks' guard goes in before any of them.
+	held := lease{job: id, owner: e.opts.ReplicaID, epoch: j.LeaseEpoch}
+	ctx = withLease(ctx, held)
+	if err := e.tasks.takeTasks(ctx, held); err != nil {
+		e.leaseEnded(ctx, id, err)
 		return
 	}
 	// The renewal writes to the store: it ends and is waited for before the
@@ -104,7 +113,8 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 		if err != nil {
 			failure = err
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
+				e.leaseEnded(ctx, id, err)
 				return // shutting down or lease lost: the job resumes elsewhere or later
 			}
 			e.finish(ctx, id, err)
@@ -112,6 +122,18 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 	}
 	e.finish(ctx, id, nil)
+}
+
+// leaseEnded reports a run of a job cut short before its end, by this
+// engine's shutdown or by another engine taking the job over; it writes
+// nothing.
+func (e *Engine) leaseEnded(ctx context.Context, id string, err error) {
+	switch {
+	case errors.Is(err, errLeaseLost):
+		e.log.Warn("purge: lease taken by another engine; stopping here, writing nothing more", "job", id, "err", err)
+	case ctx.Err() == nil:
+		e.log.Error("purge: cannot take the job's tasks; it resumes later", "job", id, "err", err)
+	}
 }
 
 // dropMarker drops the active marker of a job that has ended or is gone. A
@@ -141,7 +163,7 @@ func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id str
 			j.LeaseUntil = e.opts.Now().UTC().Add(e.opts.LeaseDuration)
 			return nil
 		})
-		if errors.Is(err, errLeased) {
+		if errors.Is(err, errLeased) || errors.Is(err, errLeaseLost) {
 			e.log.Warn("purge: lease taken by another engine; stopping here", "job", id)
 			lost()
 			return

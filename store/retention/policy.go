@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -138,6 +139,15 @@ type Policies struct {
 	policies store.Table
 	holds    store.Table
 	now      func() time.Time
+	// maxPrefixes is MaxPrefixPolicies unless a test lowers it.
+	maxPrefixes int
+}
+
+func (p *Policies) prefixCap() int {
+	if p.maxPrefixes > 0 {
+		return p.maxPrefixes
+	}
+	return MaxPrefixPolicies
 }
 
 func (p *Policies) stamp() time.Time { return store.TruncateToTicks(p.now().UTC()) }
@@ -145,17 +155,11 @@ func (p *Policies) stamp() time.Time { return store.TruncateToTicks(p.now().UTC(
 // CreatePolicy stores a new policy; store.ErrAlreadyExists if its scope
 // and target have one, ErrTooManyPrefixes beyond MaxPrefixPolicies.
 func (p *Policies) CreatePolicy(ctx context.Context, pol Policy) (Policy, error) {
-	if pol.Scope == ScopePrefix {
-		n, err := countRows(ctx, p.policies, string(ScopePrefix), store.Range{})
-		if err != nil {
-			return Policy{}, err
-		}
-		if n >= MaxPrefixPolicies {
-			return Policy{}, fmt.Errorf("%w: at most %d", ErrTooManyPrefixes, MaxPrefixPolicies)
-		}
+	if err := checkTarget(pol.Scope, pol.Target); err != nil {
+		return Policy{}, err
 	}
 	pol.Updated = p.stamp()
-	written, err := p.policies.Insert(ctx, policyEntity(pol))
+	written, err := p.insert(ctx, policyEntity(pol))
 	if err != nil {
 		return Policy{}, err
 	}
@@ -163,8 +167,20 @@ func (p *Policies) CreatePolicy(ctx context.Context, pol Policy) (Policy, error)
 	return pol, nil
 }
 
+// insert adds a policy's row: a prefix policy's with its count (see
+// insertPrefix).
+func (p *Policies) insert(ctx context.Context, e store.Entity) (store.Entity, error) {
+	if e.PartitionKey == string(ScopePrefix) {
+		return p.insertPrefix(ctx, e)
+	}
+	return p.policies.Insert(ctx, e)
+}
+
 // GetPolicy reads one policy; store.ErrNotFound if there is none.
 func (p *Policies) GetPolicy(ctx context.Context, scope PolicyScope, target string) (Policy, error) {
+	if err := checkTarget(scope, target); err != nil {
+		return Policy{}, fmt.Errorf("retention: no %s policy %q: %w", scope, target, store.ErrNotFound)
+	}
 	pk, rk := policyKey(scope, target)
 	e, err := p.policies.Get(ctx, pk, rk)
 	if err != nil {
@@ -177,7 +193,9 @@ func (p *Policies) GetPolicy(ctx context.Context, scope PolicyScope, target stri
 // policies by camera id, the default, then the prefix policies by prefix.
 func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cursor) ([]Policy, *store.Cursor, error) {
 	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
-		return p.policies.Scan(ctx, store.Scan{Limit: want, Resume: resume})
+		page, err := p.policies.Scan(ctx, store.Scan{Limit: want, Resume: resume})
+		page.Entities = slices.DeleteFunc(page.Entities, isPrefixCount)
+		return page, err
 	})
 	if err != nil {
 		return nil, nil, err
@@ -204,18 +222,15 @@ type PolicyUpdate struct {
 
 // UpdatePolicy applies u and returns the policy as stored.
 func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, error) {
+	if err := checkTarget(u.Policy.Scope, u.Policy.Target); err != nil {
+		return Policy{}, err
+	}
 	pk, rk := policyKey(u.Policy.Scope, u.Policy.Target)
 	var out Policy
 	err := p.update(ctx, p.policies, pk, rk, u.IfMatch, u.AllowMissing, func(stored *store.Entity) (store.Entity, error) {
 		pol := Policy{Scope: u.Policy.Scope, Target: u.Policy.Target, Days: map[images.Kind]int{}}
 		if stored != nil {
 			pol = policyFromEntity(*stored)
-		} else if u.Policy.Scope == ScopePrefix {
-			if n, err := countRows(ctx, p.policies, string(ScopePrefix), store.Range{}); err != nil {
-				return store.Entity{}, err
-			} else if n >= MaxPrefixPolicies {
-				return store.Entity{}, fmt.Errorf("%w: at most %d", ErrTooManyPrefixes, MaxPrefixPolicies)
-			}
 		}
 		pol.Days = maps.Clone(pol.Days)
 		for _, k := range u.Kinds {
@@ -231,7 +246,13 @@ func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, er
 // DeletePolicy deletes one policy; store.ErrNotFound if there is none,
 // store.ErrConflict if ifMatch is set and stale.
 func (p *Policies) DeletePolicy(ctx context.Context, scope PolicyScope, target, ifMatch string) error {
+	if err := checkTarget(scope, target); err != nil {
+		return err
+	}
 	pk, rk := policyKey(scope, target)
+	if scope == ScopePrefix {
+		return p.deletePrefix(ctx, rk, ifMatch)
+	}
 	return p.policies.Delete(ctx, pk, rk, ifMatch)
 }
 
@@ -296,6 +317,10 @@ func (p *Policies) DeleteHold(ctx context.Context, cameraID, ifMatch string) err
 // which is store.ErrNotFound unless allowMissing.
 func (p *Policies) update(ctx context.Context, t store.Table, pk, rk, ifMatch string, allowMissing bool,
 	change func(stored *store.Entity) (store.Entity, error), written func(store.Entity)) error {
+	insert := t.Insert
+	if t == p.policies {
+		insert = p.insert
+	}
 	for attempt := 1; ; attempt++ {
 		stored, err := t.Get(ctx, pk, rk)
 		found := err == nil
@@ -319,7 +344,7 @@ func (p *Policies) update(ctx context.Context, t store.Table, pk, rk, ifMatch st
 		if found {
 			w, err = t.Update(ctx, e, store.Replace, stored.ETag)
 		} else {
-			w, err = t.Insert(ctx, e)
+			w, err = insert(ctx, e)
 		}
 		if err == nil {
 			written(w)

@@ -133,17 +133,19 @@ func boundaryRowKey(kind images.Kind, camera string) string {
 }
 
 // recordBoundaries writes the boundaries of a task's cameras, before the
-// task itself: a task recorded has its cameras' boundaries recorded.
+// task itself: a task recorded has its cameras' boundaries recorded. Each
+// batch keeps a place for the lease's guard (see ownedBatch).
 func (s *taskStore) recordBoundaries(ctx context.Context, t *task) error {
-	for start := 0; start < len(t.Devices); start += store.MaxBatchOps {
-		end := min(start+store.MaxBatchOps, len(t.Devices))
+	const perBatch = store.MaxBatchOps - 1
+	for start := 0; start < len(t.Devices); start += perBatch {
+		end := min(start+perBatch, len(t.Devices))
 		ops := make([]store.Op, 0, end-start)
 		for _, d := range t.Devices[start:end] {
 			ops = append(ops, store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{
 				PartitionKey: t.JobID, RowKey: boundaryRowKey(t.Kind, d.ID),
 				Properties: store.Properties{propBoundary: d.Boundary}}})
 		}
-		if err := s.table.Batch(ctx, ops); err != nil {
+		if err := s.ownedBatch(ctx, t.JobID, ops); err != nil {
 			return err
 		}
 	}

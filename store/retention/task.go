@@ -163,13 +163,14 @@ func decodeTask(e store.Entity) (*task, error) {
 	return &t, nil
 }
 
-// create records a new task; a task already recorded under its key is kept.
+// create records a new task under ctx's lease (see ownedBatch); a task
+// already recorded under its key, by this lease's earlier attempt, is kept.
 func (s *taskStore) create(ctx context.Context, t *task) error {
 	e, err := s.entity(t)
 	if err != nil {
 		return err
 	}
-	if _, err = s.table.Insert(ctx, e); errors.Is(err, store.ErrAlreadyExists) {
+	if err = s.ownedBatch(ctx, t.JobID, []store.Op{{Kind: store.OpInsert, Entity: e}}); errors.Is(err, store.ErrAlreadyExists) {
 		return nil
 	}
 	return err
