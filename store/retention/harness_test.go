@@ -337,6 +337,19 @@ type hookedBackend struct {
 	plain bool
 	// before runs ahead of every write; an error fails the write.
 	before func(table string, op string, keys []store.Key) error
+	// after runs once a write succeeded; an error is returned instead, as
+	// from a process that died before the write's reply: a crash taken in
+	// another write's before must not leave this one acknowledged when the
+	// crashed store may lack it.
+	after func() error
+}
+
+// replied is err, or after's error for a write that succeeded.
+func (b *hookedBackend) replied(err error) error {
+	if err != nil || b.after == nil {
+		return err
+	}
+	return b.after()
 }
 
 func (b *hookedBackend) Table(ctx context.Context, name string) (store.Table, error) {
@@ -375,7 +388,7 @@ func (b transactingBackend) Transact(ctx context.Context, ops []store.TableOp) e
 			return err
 		}
 	}
-	return b.Backend.(store.Transactor).Transact(ctx, inner)
+	return b.replied(b.Backend.(store.Transactor).Transact(ctx, inner))
 }
 
 // unhooked is the table a hookedBackend wrapped.
@@ -402,28 +415,31 @@ func (h *hookedTable) Insert(ctx context.Context, e store.Entity) (store.Entity,
 	if err := h.hook("insert", key(e)); err != nil {
 		return store.Entity{}, err
 	}
-	return h.Table.Insert(ctx, e)
+	stored, err := h.Table.Insert(ctx, e)
+	return stored, h.b.replied(err)
 }
 
 func (h *hookedTable) Upsert(ctx context.Context, e store.Entity, mode store.WriteMode) (store.Entity, error) {
 	if err := h.hook("upsert", key(e)); err != nil {
 		return store.Entity{}, err
 	}
-	return h.Table.Upsert(ctx, e, mode)
+	stored, err := h.Table.Upsert(ctx, e, mode)
+	return stored, h.b.replied(err)
 }
 
 func (h *hookedTable) Update(ctx context.Context, e store.Entity, mode store.WriteMode, ifMatch string) (store.Entity, error) {
 	if err := h.hook("update", key(e)); err != nil {
 		return store.Entity{}, err
 	}
-	return h.Table.Update(ctx, e, mode, ifMatch)
+	stored, err := h.Table.Update(ctx, e, mode, ifMatch)
+	return stored, h.b.replied(err)
 }
 
 func (h *hookedTable) Delete(ctx context.Context, pk, rk, ifMatch string) error {
 	if err := h.hook("delete", store.Key{PartitionKey: pk, RowKey: rk}); err != nil {
 		return err
 	}
-	return h.Table.Delete(ctx, pk, rk, ifMatch)
+	return h.b.replied(h.Table.Delete(ctx, pk, rk, ifMatch))
 }
 
 func (h *hookedTable) Batch(ctx context.Context, ops []store.Op) error {
@@ -441,7 +457,7 @@ func (h *hookedTable) Batch(ctx context.Context, ops []store.Op) error {
 	if err := h.hook(kind, keys...); err != nil {
 		return err
 	}
-	return h.Table.Batch(ctx, ops)
+	return h.b.replied(h.Table.Batch(ctx, ops))
 }
 
 // fastHookedTable keeps the wrapped table's range and key deletes.
@@ -455,7 +471,8 @@ func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRa
 	if err := h.hook("delete-ranges", keys...); err != nil {
 		return nil, err
 	}
-	return h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
+	counts, err := h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
+	return counts, h.b.replied(err)
 }
 
 func (h *fastHookedTable) Fence() store.Fence { return h.Table.(store.RangeDeleter).Fence() }
@@ -468,7 +485,7 @@ func (h *fastHookedTable) DeletePartitions(ctx context.Context, partitionKeys []
 	if err := h.hook("delete-partitions", keys...); err != nil {
 		return err
 	}
-	return h.Table.(store.RangeDeleter).DeletePartitions(ctx, partitionKeys, fence)
+	return h.b.replied(h.Table.(store.RangeDeleter).DeletePartitions(ctx, partitionKeys, fence))
 }
 
 func (h *fastHookedTable) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
@@ -479,7 +496,7 @@ func (h *fastHookedTable) DeleteKeys(ctx context.Context, deletes []store.KeyDel
 	if err := h.hook("delete-keys", keys...); err != nil {
 		return err
 	}
-	return h.Table.(store.KeyDeleter).DeleteKeys(ctx, deletes)
+	return h.b.replied(h.Table.(store.KeyDeleter).DeleteKeys(ctx, deletes))
 }
 
 // errDead is what every write returns once a simulated crash happened.
@@ -509,6 +526,17 @@ func (c *crashAfter) before(string, string, []store.Key) error {
 		if c.fs != nil {
 			c.crashed = c.fs.CrashClone(vfs.CrashCloneCfg{})
 		}
+		return errDead
+	}
+	return nil
+}
+
+// after is hookedBackend's after: a write that ends once the crash happened
+// gets no reply.
+func (c *crashAfter) after() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
 		return errDead
 	}
 	return nil

@@ -188,7 +188,7 @@ func TestCrashAfterAPreparedChunkIsAnnouncedCountsItsLateRow(t *testing.T) {
 	f := newFixture(t, opts)
 	f.seed(t, cameras)
 	crash := &crashAfter{n: math.MaxInt, fs: f.fs}
-	f.openEngine(t, transactingBackend{&hookedBackend{Backend: f.base, before: crash.before}})
+	f.openEngine(t, transactingBackend{&hookedBackend{Backend: f.base, before: crash.before, after: crash.after}})
 	writer := f.seeders(t)[images.Single-1]
 	var late atomic.Pointer[images.Image]
 	retention.SetSweepHook(f.engine, func(at string, partitions store.Range) {

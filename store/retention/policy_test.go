@@ -344,7 +344,7 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 	}
 	f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
 	crash := &crashAfter{n: n, fs: f.fs}
-	f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before})
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before, after: crash.after})
 	f.run(t)
 	j, startErr := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 	if startErr == nil {

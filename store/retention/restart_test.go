@@ -35,7 +35,7 @@ func TestRestartedEmbeddedEngineResumesAtOnce(t *testing.T) {
 			crash.mu.Unlock()
 		}
 		return crash.before(table, op, keys)
-	}})
+	}, after: crash.after})
 	f.run(t)
 	started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 	if err != nil {

@@ -346,7 +346,7 @@ func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Option
 	f := newFixture(t, quickOptions())
 	f.seed(t, 3)
 	crash := &crashAfter{n: n, fs: f.fs}
-	f.openEngine(t, wrap(&hookedBackend{Backend: f.base, before: crash.before}))
+	f.openEngine(t, wrap(&hookedBackend{Backend: f.base, before: crash.before, after: crash.after}))
 	f.run(t)
 	// Start fails if the crash comes first; the job may exist all the same,
 	// but never runs.
