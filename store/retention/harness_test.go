@@ -246,6 +246,14 @@ const patience = 2 * time.Minute
 // await waits for the job to end and returns it.
 func (f *fixture) await(t *testing.T, id string) *retention.Job {
 	t.Helper()
+	return f.awaitChecking(t, id, nil)
+}
+
+// awaitChecking is await that runs check (when not nil) on the job each
+// time it is found still running, so a test fails at once on what shows it
+// will never end.
+func (f *fixture) awaitChecking(t *testing.T, id string, check func(*retention.Job)) *retention.Job {
+	t.Helper()
 	deadline := time.After(patience)
 	for {
 		changed := f.engine.Changed()
@@ -255,6 +263,9 @@ func (f *fixture) await(t *testing.T, id string) *retention.Job {
 		}
 		if j.State.Terminal() {
 			return j
+		}
+		if check != nil {
+			check(j)
 		}
 		select {
 		case <-changed:

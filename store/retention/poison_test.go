@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -223,24 +222,9 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 // then retrying for ever instead of giving up.
 func awaitGivingUp(t *testing.T, f *fixture, id string, attempts func() int, bound int) *retention.Job {
 	t.Helper()
-	deadline := time.After(patience)
-	for {
-		changed := f.engine.Changed()
-		j, err := f.engine.Get(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j.State.Terminal() {
-			return j
-		}
+	return f.awaitChecking(t, id, func(j *retention.Job) {
 		if n := attempts(); n > bound+1 {
 			t.Fatalf("job %s still %s after the faulty operation failed %d times; want it given up after %d deliveries", id, j.State, n, bound)
 		}
-		select {
-		case <-changed:
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("job %s still %s after %v: %+v", id, j.State, patience, j.Totals())
-		}
-	}
+	})
 }
