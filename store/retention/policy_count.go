@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/metadatad/metadatad/store"
 )
@@ -80,7 +82,7 @@ func countRaced(err error) bool {
 // count has reached the cap: ErrTooManyPrefixes. It returns the row as
 // stored, read back for its ETag.
 func (p *Policies) insertPrefix(ctx context.Context, e store.Entity) (store.Entity, error) {
-	for range casAttempts {
+	for attempt := range casAttempts {
 		n, count, err := p.prefixCount(ctx, 1)
 		if err != nil {
 			return store.Entity{}, err
@@ -91,6 +93,9 @@ func (p *Policies) insertPrefix(ctx context.Context, e store.Entity) (store.Enti
 		err = p.policies.Batch(ctx, []store.Op{count, {Kind: store.OpInsert, Entity: e}})
 		switch {
 		case countRaced(err):
+			if err := backOff(ctx, attempt); err != nil {
+				return store.Entity{}, err
+			}
 			continue
 		case err != nil:
 			return store.Entity{}, err
@@ -104,7 +109,7 @@ func (p *Policies) insertPrefix(ctx context.Context, e store.Entity) (store.Enti
 
 // deletePrefix deletes a prefix policy's row and uncounts it.
 func (p *Policies) deletePrefix(ctx context.Context, prefix, ifMatch string) error {
-	for range casAttempts {
+	for attempt := range casAttempts {
 		_, count, err := p.prefixCount(ctx, -1)
 		if err != nil {
 			return err
@@ -114,6 +119,9 @@ func (p *Policies) deletePrefix(ctx context.Context, prefix, ifMatch string) err
 		var be *store.BatchError
 		switch {
 		case countRaced(err):
+			if err := backOff(ctx, attempt); err != nil {
+				return err
+			}
 			continue
 		case errors.As(err, &be):
 			return be.Err
@@ -121,4 +129,19 @@ func (p *Policies) deletePrefix(ctx context.Context, prefix, ifMatch string) err
 		return err
 	}
 	return fmt.Errorf("retention: prefix policies: too many concurrent changes: %w", store.ErrConflict)
+}
+
+// backOff waits a random while, growing with attempt, before the next try
+// at the count row: every prefix change of every replica updates that one
+// row, and without a pause a crowd of them retries in step and keeps
+// losing (16 at once exhausted casAttempts on a loaded machine).
+func backOff(ctx context.Context, attempt int) error {
+	t := time.NewTimer(rand.N(time.Duration(attempt+1) * time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
