@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// MinutesPerDay is how many capture minutes a DayTally holds.
+const MinutesPerDay = 24 * 60
+
+// Purger is implemented by backends that tally the rows of tables keyed by
+// capture instant and delete them by range in atomic batches: the embedded
+// store. The retention engine purges through it without reading the rows
+// it deletes, and knows their number exactly because the tally of a row is
+// written in the row's own batch.
+type Purger interface {
+	// Tally makes the backend keep t's tally: per partition and UTC day,
+	// t's rows per capture minute, the instant read from the row key
+	// (InvertedTicksRowKey; a row key that does not read as one is not
+	// tallied). Every write of t that adds or removes a row updates the
+	// tally in its own batch, whatever the caller. Rows written before t's
+	// first Tally are tallied by a backfill that runs in the background
+	// and resumes after a restart; AwaitTally waits for it. Calling Tally
+	// again does nothing.
+	Tally(ctx context.Context, t Table) error
+	// AwaitTally waits until t's tally counts every row of t. It fails if
+	// t was never given to Tally.
+	AwaitTally(ctx context.Context, t Table) error
+	// Exclusive runs stage while no other write of the backend runs, then
+	// commits what stage put in its batch atomically and durably. A stage
+	// that fails commits nothing; its error is returned. Stages see the
+	// store as it is, and nothing changes it until the commit, so what a
+	// stage reads (tallies, rows, a job's record) holds when it commits.
+	Exclusive(ctx context.Context, stage func(ctx context.Context, b PurgeBatch) error) error
+}
+
+// PurgeBatch is what a Purger's Exclusive stage reads and writes. Writes
+// are staged and committed together when the stage returns.
+type PurgeBatch interface {
+	// Tallies visits, in (day, partition key) order, the tallies of t's
+	// partitions in partitions for the days up to through's day, inclusive.
+	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(DayTally) error) error
+	// DeleteRowsBefore deletes the rows of t's partition captured before
+	// boundary, by range, and updates their tallies: tallies must be every
+	// tally of that partition up to boundary's day, as Tallies visited
+	// them. It returns how many rows it deletes.
+	DeleteRowsBefore(t Table, partition string, boundary time.Time, tallies []DayTally) (int64, error)
+	// DeletePartitions deletes every row of t's partitions in partitions
+	// by one range deletion. t must not be tallied.
+	DeletePartitions(t Table, partitions Range) error
+	// Delete deletes the row if there is one and says whether there was.
+	// t must not be tallied.
+	Delete(t Table, key Key) (bool, error)
+	// Put writes e over whatever row has its key and returns it as it will
+	// be stored, with a new ETag and Timestamp. t must not be tallied.
+	Put(t Table, e Entity) (Entity, error)
+}
+
+// DayTally counts one partition's rows per capture minute of one UTC day.
+type DayTally struct {
+	PartitionKey string
+	// Day is the UTC midnight that starts the day.
+	Day time.Time
+	// Rows holds the rows of each minute of the day, Rows[0] those
+	// captured in [Day, Day+1m).
+	Rows [MinutesPerDay]int32
+}
+
+// RowsBefore is how many of the day's rows lie in the minutes that end
+// by t: all those captured before t when t is a whole minute, as purge
+// boundaries are.
+func (d *DayTally) RowsBefore(t time.Time) int64 {
+	end := min(max(int(t.Sub(d.Day)/time.Minute), 0), MinutesPerDay)
+	var n int64
+	for _, r := range d.Rows[:end] {
+		n += int64(r)
+	}
+	return n
+}
+
+// Total is how many rows the day holds.
+func (d *DayTally) Total() int64 { return d.RowsBefore(d.Day.Add(24 * time.Hour)) }
+
+// Oldest is the start of the day's first minute with rows, and false if
+// the day has none.
+func (d *DayTally) Oldest() (time.Time, bool) {
+	for m, r := range d.Rows {
+		if r > 0 {
+			return d.Day.Add(time.Duration(m) * time.Minute), true
+		}
+	}
+	return time.Time{}, false
+}
