@@ -26,6 +26,9 @@ type Purger interface {
 	// AwaitTally waits until t's tally counts every row of t. It fails if
 	// t was never given to Tally.
 	AwaitTally(ctx context.Context, t Table) error
+	// Tallies is PurgeBatch.Tallies as the store stands while writes go on:
+	// what a dry run or a plan reads.
+	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(*DayTally) error) error
 	// Exclusive runs stage while no other write of the backend runs, then
 	// commits what stage put in its batch atomically and durably. A stage
 	// that fails commits nothing; its error is returned. Stages see the
@@ -39,7 +42,9 @@ type Purger interface {
 type PurgeBatch interface {
 	// Tallies visits, in (day, partition key) order, the tallies of t's
 	// partitions in partitions for the days up to through's day, inclusive.
-	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(DayTally) error) error
+	// The tally visit gets is valid during the call only. A day whose
+	// rows have all gone may be visited with no rows.
+	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(*DayTally) error) error
 	// DeleteRowsBefore deletes the rows of t's partition captured before
 	// boundary, by range, and updates their tallies: tallies must be every
 	// tally of that partition up to boundary's day, as Tallies visited

@@ -93,7 +93,7 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
-	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower")
+	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -125,10 +125,18 @@ func parseConfig(args []string) (config, error) {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s: %w", env, err)
 			}
+			set[f.Name] = true
 		}
 	})
 	if envErr != nil {
 		return config{}, envErr
+	}
+	if c.store == "embedded" && !set["purge-rows-per-second"] {
+		// The embedded store deletes expired rows by range: a purge's cost
+		// follows its cameras, not its rows, and creates wait on it for one
+		// section at most, so the cap that spares Azure's partitions would
+		// only slow it down.
+		c.purgeRowsPerSec = 0
 	}
 	if c.warnings, err = c.azure.resolve(fs); err != nil {
 		return config{}, err

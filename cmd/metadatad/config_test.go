@@ -76,7 +76,8 @@ func TestParseConfigPurgeControl(t *testing.T) {
 		retention time.Duration
 		wantErr   bool
 	}{
-		{"defaults", nil, defaultPurgeRowsPerSecond, 30 * 24 * time.Hour, false},
+		{"defaults: no cap on the embedded store, which deletes by range", nil, 0, 30 * 24 * time.Hour, false},
+		{"defaults on azure", []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, defaultPurgeRowsPerSecond, 30 * 24 * time.Hour, false},
 		{"set", []string{"-purge-rows-per-second", "2500", "-purge-job-retention", "168h"}, 2500, 168 * time.Hour, false},
 		{"no cap", []string{"-purge-rows-per-second", "0"}, 0, 30 * 24 * time.Hour, false},
 		{"negative rate refused", []string{"-purge-rows-per-second", "-1"}, 0, 0, true},

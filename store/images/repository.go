@@ -133,6 +133,23 @@ func (r *Repository) IndexShards() int { return max(1, r.shards) }
 // pointer table, if the kind has one, needs no purge (see PointerTable).
 func (r *Repository) Tables() (primary, index store.Table) { return r.primary, r.index }
 
+// IndexKeys are the keys the index row of a camera's primary row may have:
+// this service's form, in the partition of the row's capture minute and,
+// with shards, its camera's shard; and the fleet's (see ParseIndexKey),
+// which knows no shards. The index key is a function of the primary key, so a purge that
+// deletes primary rows can delete their index rows without reading them.
+func (r *Repository) IndexKeys(cameraID, primaryRowKey string) []store.Key {
+	captured, err := store.TimeFromInvertedTicksRowKey(primaryRowKey)
+	if err != nil {
+		return nil
+	}
+	partition := IndexPartitionKey(captured, cameraID, r.shards)
+	return []store.Key{
+		{PartitionKey: partition, RowKey: IndexRowKey(primaryRowKey, cameraID)},
+		{PartitionKey: store.MinutePartitionKey(captured), RowKey: cameraID + "_" + primaryRowKey},
+	}
+}
+
 // Create stores img's primary and index rows and returns img as stored:
 // captured_at at tick precision and RowKey set. Creating an identical image
 // again succeeds, so a client may retry; a different image for the same

@@ -101,6 +101,10 @@ type Options struct {
 	// all jobs together, primary and index rows alike; 0 means no cap. A
 	// job may set a lower cap of its own (StartRequest.RowsPerSecond).
 	RowsPerSecond float64
+	// SectionCameras is how many cameras one exclusive batch of an
+	// embedded purge deletes (see embedded.go); creates wait for one such
+	// batch at most. Default 1,000.
+	SectionCameras int
 	// JobRetention is how long the record of an ended job is kept: Run
 	// retires older ones at its start and hourly (see RetireJobs). Default
 	// DefaultJobRetention, 30 days.
@@ -149,6 +153,9 @@ func (o Options) withDefaults() Options {
 	if o.TracerProvider == nil {
 		o.TracerProvider = noop.NewTracerProvider()
 	}
+	if o.SectionCameras <= 0 {
+		o.SectionCameras = sectionCameras
+	}
 	if o.JobRetention <= 0 {
 		o.JobRetention = DefaultJobRetention
 	}
@@ -174,6 +181,9 @@ type Engine struct {
 	repos map[images.Kind]*images.Repository
 	// policies are the retention policies and legal holds.
 	policies *Policies
+	// purger is the backend as a store.Purger, nil on one that is not: the
+	// embedded store, whose purges run without the queue (embedded.go).
+	purger store.Purger
 
 	mu      sync.Mutex
 	runCtx  context.Context
@@ -215,6 +225,15 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r
+	}
+	if p, ok := opts.Backend.(store.Purger); ok {
+		e.purger = p
+		for _, r := range opts.Repositories {
+			primary, _ := r.Tables()
+			if err := p.Tally(ctx, primary); err != nil {
+				return nil, err
+			}
+		}
 	}
 	jobs, err := opts.Backend.Table(ctx, DefaultJobsTable)
 	if err != nil {
@@ -405,12 +424,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
-	e.releaseLeftTasks(ctx)
+	if e.purger == nil {
+		// The embedded store's purges need no queue and no workers.
+		e.releaseLeftTasks(ctx)
+		for range e.opts.Workers {
+			e.wg.Go(func() { e.work(ctx) })
+		}
+	}
 	if err := e.resume(ctx); err != nil && ctx.Err() == nil {
 		e.log.Warn("purge: looking for unfinished jobs failed; retrying", "err", err)
-	}
-	for range e.opts.Workers {
-		e.wg.Go(func() { e.work(ctx) })
 	}
 	e.retireOldJobs(ctx)
 	ticker := time.NewTicker(e.opts.LeaseDuration)
@@ -496,6 +518,9 @@ func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) err
 // runKind takes one kind through plan, work and sweep, from wherever a
 // previous run left it.
 func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error {
+	if e.purger != nil {
+		return e.purgeEmbedded(ctx, id, kind)
+	}
 	for {
 		j, _, err := e.jobs.get(ctx, id)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 )
 
@@ -65,7 +66,11 @@ const (
 	phasePlan  = "plan"
 	phaseWork  = "work"
 	phaseSweep = "sweep"
-	phaseDone  = "done"
+	// phaseOrphans, on the embedded store: the index rows left in
+	// KindProgress.Orphans by a purge cut short, or by a camera kept since
+	// the survey, are being deleted (see embedded.go).
+	phaseOrphans = "orphans"
+	phaseDone    = "done"
 )
 
 // KindProgress is one kind's part of a job.
@@ -93,6 +98,13 @@ type KindProgress struct {
 	// Cutoff, in a purge with policies, is the kind's newest cutoff in
 	// force (of its shortest retention): the index is scanned up to it.
 	Cutoff time.Time `json:"cutoff,omitzero"`
+	// IndexBefore, on the embedded store, is the minute before which the
+	// purge deletes the kind's index by range (see embedded.go), fixed by
+	// its first section so that a resumed run deletes the same.
+	IndexBefore time.Time `json:"indexBefore,omitzero"`
+	// Orphans are the index partitions whose rows without a primary row
+	// the embedded purge deletes in its orphans phase.
+	Orphans *store.Range `json:"orphans,omitempty"`
 }
 
 // Job is one purge.

@@ -70,9 +70,11 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	// lease; the tasks' guard goes in before any of them.
 	held := lease{job: id, owner: e.opts.ReplicaID, epoch: j.LeaseEpoch}
 	ctx = withLease(ctx, held)
-	if err := e.tasks.takeTasks(ctx, held); err != nil {
-		e.leaseEnded(ctx, id, err)
-		return
+	if e.purger == nil { // the embedded purge has no tasks
+		if err := e.tasks.takeTasks(ctx, held); err != nil {
+			e.leaseEnded(ctx, id, err)
+			return
+		}
 	}
 	// The renewal writes to the store: it ends and is waited for before the
 	// job returns, so nothing of it outlives Run and meets a closed store.

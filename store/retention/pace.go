@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -61,6 +62,19 @@ func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
 		rows -= n
 	}
 	return nil
+}
+
+// paceStep is the most rows (primary and index alike, halved: a section
+// deletes both) that one step of the job's caps admits; MaxInt64 when
+// nothing paces it.
+func (e *Engine) paceStep(j *Job) int64 {
+	step := int64(math.MaxInt64)
+	for _, l := range []*rate.Limiter{e.limiter, e.jobLimiter(j)} {
+		if l != nil {
+			step = min(step, max(1, int64(l.Burst())/2))
+		}
+	}
+	return step
 }
 
 // sleep waits for d, or until ctx ends.

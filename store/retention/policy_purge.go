@@ -92,6 +92,16 @@ func (p *Policies) resolver(ctx context.Context, kind images.Kind, now time.Time
 // whose rows its policy keeps costs a read of its own policy alone; the
 // hold is read only for one its policy would purge.
 func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (b time.Time, purge bool, err error) {
+	minute, err := time.Parse("200601021504", oldest.PartitionKey[:min(len(oldest.PartitionKey), 12)])
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
+	}
+	return r.resolve(ctx, camera, minute)
+}
+
+// resolve is plan for a camera whose oldest row lies in the minute that
+// starts at oldest.
+func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (b time.Time, purge bool, err error) {
 	days := 0
 	own, err := r.p.GetPolicy(ctx, ScopeCamera, camera)
 	switch {
@@ -110,7 +120,7 @@ func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexR
 		return time.Time{}, false, nil
 	}
 	b = r.now.Add(-Days(days)).UTC().Truncate(time.Minute)
-	if !expiredFor(oldest, b) {
+	if !oldest.Before(b) {
 		return b, false, nil
 	}
 	held, err := r.p.held(ctx, camera)

@@ -1,0 +1,497 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// The embedded purge (a backend that is a store.Purger) deletes with the
+// engine's own tools, without a queue, tasks or a sweep:
+//
+//   - the store tallies every primary row in the row's own batch, per
+//     camera, capture day and minute, so a purge knows what a camera holds
+//     before a boundary without reading a row;
+//   - a section of cameras is one exclusive batch: while no other write
+//     runs, it reads those cameras' tallies, deletes each one's expired rows
+//     with one range deletion and trims its tallies, and writes the job's
+//     record with the counts; a create of an old image is wholly before a
+//     section (deleted and counted) or wholly after it (kept with both rows);
+//   - the index rows of the expired minutes go in one range deletion, in the
+//     last section, which first purges again whatever the earlier sections'
+//     cameras got since (a late old image), so no index row of a kept
+//     primary row goes, and no primary row is left without its index row.
+//
+// With policies, a camera kept (held, spared, or on a longer retention)
+// may have rows in the expired minutes: the index range deletion stops at
+// the oldest minute any kept camera has, and the index rows of purged rows
+// after it are deleted by their derived keys, in the batch that deletes
+// their primary rows.
+
+// sectionCameras is how many cameras one exclusive section purges by
+// default: creates wait for a section, so it bounds their wait; a section
+// of a thousand cameras takes a few milliseconds.
+const sectionCameras = 1000
+
+// surveyed is one camera the survey found with rows up to the job's
+// newest boundary.
+type surveyed struct {
+	id string
+	// boundary is the camera's own (the job's without policies); zero if
+	// its rows are kept.
+	boundary time.Time
+	rows     int64
+}
+
+// embeddedRun is one kind of one job on a Purger.
+type embeddedRun struct {
+	e              *Engine
+	purger         store.Purger
+	id             string
+	kind           images.Kind
+	repo           *images.Repository
+	primary, index store.Table
+	// through is the newest boundary any camera can have.
+	through  time.Time
+	policies *resolver
+	// planned are the cameras the survey would purge, sorted: a camera held
+	// since counts as held (Counts.DevicesHeld).
+	planned []string
+	// surveyed are the boundaries the survey gave the cameras it found.
+	surveyed map[string]time.Time
+}
+
+// purgeEmbedded runs one kind of a job on a store that tallies its rows,
+// from wherever a previous run left it: every section's deletes and the
+// job's counts commit together, so a rerun finds only what is left.
+func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind) error {
+	j, _, err := e.jobs.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	p := j.progress(kind)
+	if p.Phase == phaseDone {
+		return nil
+	}
+	if j.CancelRequested {
+		return errCancelled
+	}
+	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], through: j.boundary(kind)}
+	r.primary, r.index = r.repo.Tables()
+	spanName := "purge.embedded"
+	if j.DryRun {
+		spanName = "purge.dry_run"
+	}
+	ctx, endSpan := e.startSpan(ctx, spanName)
+	if p.Phase == phaseOrphans {
+		err = r.dropOrphans(ctx, j)
+	} else {
+		err = r.run(ctx, j)
+	}
+	endSpan(err)
+	return err
+}
+
+func (r *embeddedRun) run(ctx context.Context, j *Job) error {
+	// The first purge of a store written before tallies waits for their
+	// backfill.
+	if err := r.purger.AwaitTally(ctx, r.primary); err != nil {
+		return err
+	}
+	if j.UsePolicies {
+		var err error
+		if r.policies, err = r.e.policies.resolver(ctx, r.kind, j.Created); err != nil {
+			return err
+		}
+	}
+	cameras, indexBefore, err := r.survey(ctx, j)
+	if err != nil {
+		return err
+	}
+	if j.DryRun {
+		var c Counts
+		for _, s := range cameras {
+			if s.rows > 0 {
+				c.DevicesTotal++
+				c.DevicesDone++
+				c.MetadataRows += s.rows
+			}
+		}
+		c.IndexRows = c.MetadataRows
+		_, err := r.e.updateJob(ctx, r.id, func(j *Job) error {
+			p := j.progress(r.kind)
+			p.Counts, p.Phase = c, phaseDone
+			return nil
+		})
+		return err
+	}
+	r.surveyed = make(map[string]time.Time, len(cameras))
+	for _, s := range cameras {
+		r.surveyed[s.id] = s.boundary
+		if !s.boundary.IsZero() && s.rows > 0 {
+			r.planned = append(r.planned, s.id)
+		}
+	}
+	// Every section but the last covers a range of camera ids; the last
+	// covers them all, so it also catches what was created since. A paced
+	// job's sections hold about a step of its pace, so it deletes little
+	// and often.
+	budget := r.e.paceStep(j)
+	var rows int64
+	from, n := "", 0
+	for i, s := range cameras {
+		rows, n = rows+s.rows, n+1
+		if i+1 == len(cameras) || (n < r.e.opts.SectionCameras && rows < budget) {
+			continue
+		}
+		to := cameras[i+1].id
+		err := r.paced(ctx, j, rows)
+		if err == nil {
+			err = r.section(ctx, from, to, from, indexBefore, false)
+		}
+		if err != nil {
+			return r.stopped(ctx, j, from, indexBefore, err)
+		}
+		from, rows, n = to, 0, 0
+	}
+	err = r.paced(ctx, j, rows)
+	if err == nil {
+		err = r.section(ctx, "", "", from, indexBefore, true)
+	}
+	if err != nil {
+		return r.stopped(ctx, j, from, indexBefore, err)
+	}
+	cur, _, err := r.e.jobs.get(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	return r.dropOrphans(ctx, cur)
+}
+
+// stopped ends a run that err stopped before the section of the cameras
+// from done. A cancel after some sections leaves their cameras' index rows,
+// which only the last section deletes by range: they go by the orphan pass,
+// and the job then ends cancelled with the counts of what it deleted.
+func (r *embeddedRun) stopped(ctx context.Context, j *Job, done string, indexBefore time.Time, err error) error {
+	if !errors.Is(err, errCancelled) || done == "" {
+		return err
+	}
+	cur, err := r.e.updateJob(ctx, r.id, func(j *Job) error {
+		p := j.progress(r.kind)
+		if p.IndexBefore.IsZero() {
+			p.IndexBefore = indexBefore
+		}
+		p.Phase, p.Orphans = phaseOrphans, &store.Range{To: store.MinutePartitionKey(p.IndexBefore)}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.dropOrphans(ctx, cur); err != nil {
+		return err
+	}
+	return errCancelled
+}
+
+// paced waits until rows primary rows and their index rows may go, or the
+// job is cancelled: a paced purge may wait long, and a cancel must not.
+func (r *embeddedRun) paced(ctx context.Context, j *Job, rows int64) error {
+	if rows == 0 || r.e.paceStep(j) == math.MaxInt64 {
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		for ctx.Err() == nil {
+			changed := r.e.Changed()
+			if cur, _, err := r.e.jobs.get(ctx, r.id); err == nil && cur.CancelRequested {
+				cancel(errCancelled)
+				return
+			}
+			select {
+			case <-changed:
+			case <-time.After(r.e.opts.PollInterval):
+			case <-ctx.Done():
+			}
+		}
+	}()
+	err := r.e.pace(ctx, j, 2*rows)
+	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) {
+		return errCancelled
+	}
+	return err
+}
+
+// survey reads the tallies up to the newest boundary, as they stand while
+// creates go on, for the cameras with rows there, sorted, each with its
+// boundary and the rows it would lose; and the minute up to which the
+// index can go by range: the job's boundary without policies, else the
+// oldest of the purged cameras' boundaries and the kept cameras' oldest
+// rows.
+func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time, error) {
+	at := map[string]int{}
+	var out []surveyed
+	indexBefore := r.through
+	err := r.purger.Tallies(ctx, r.primary, store.Range{}, r.through, func(t *store.DayTally) error {
+		i, found := at[t.PartitionKey]
+		if !found {
+			// A camera's first tally is its oldest day.
+			oldest, _ := t.Oldest()
+			b, err := r.boundary(ctx, j, t.PartitionKey, oldest)
+			if err != nil {
+				return err
+			}
+			i = len(out)
+			at[t.PartitionKey] = i
+			out = append(out, surveyed{id: t.PartitionKey, boundary: b})
+			if b.IsZero() {
+				indexBefore = minTime(indexBefore, oldest)
+			} else {
+				indexBefore = minTime(indexBefore, b)
+			}
+		}
+		if b := out[i].boundary; !b.IsZero() {
+			out[i].rows += t.RowsBefore(b)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b surveyed) int { return strings.Compare(a.id, b.id) })
+	return out, indexBefore, err
+}
+
+// boundary is a camera's: the job's without policies, else its policy's,
+// zero if its rows are kept (no retention, or a legal hold). oldest is its
+// oldest row: the hold is read only for a camera whose policy expires it.
+func (r *embeddedRun) boundary(ctx context.Context, j *Job, camera string, oldest time.Time) (time.Time, error) {
+	if r.policies == nil {
+		return j.Boundary(), nil
+	}
+	b, purge, err := r.policies.resolve(ctx, camera, oldest)
+	if err != nil || !purge {
+		return time.Time{}, err
+	}
+	return b, nil
+}
+
+// section purges the cameras with ids in [from, to) (all of them when
+// last) in one exclusive batch with the job's record. indexBefore is the
+// minute the survey found the index can go by range up to; the last
+// section deletes the index by range, up to the oldest minute a kept
+// camera has by then.
+//
+// A camera before resolveFrom was resolved by an earlier section: its
+// policy and hold are read again only if it has rows before the boundary
+// it got then (an old image created since).
+func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool) error {
+	err := r.purger.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+		j, _, err := r.e.jobs.get(ctx, r.id)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(ctx, j); err != nil {
+			return err
+		}
+		if j.CancelRequested {
+			return errCancelled
+		}
+		p := j.progress(r.kind)
+		if !p.IndexBefore.IsZero() {
+			indexBefore = p.IndexBefore // a resumed job keeps the first run's
+		}
+		var c Counts
+		type camera struct {
+			boundary time.Time
+			purged   bool
+		}
+		seen := map[string]camera{}
+		keptBefore := indexBefore
+		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error {
+			cam, ok := seen[t.PartitionKey]
+			if !ok {
+				oldest, any := t.Oldest()
+				if !any {
+					return nil
+				}
+				bnd, known := r.surveyed[t.PartitionKey]
+				switch {
+				case known && t.PartitionKey < resolveFrom && bnd.IsZero():
+					// Kept when surveyed; an earlier section saw it so too.
+					keptBefore = minTime(keptBefore, oldest)
+				case known && t.PartitionKey < resolveFrom && t.RowsBefore(bnd) == 0:
+					// Purged by an earlier section, nothing created since.
+					bnd = time.Time{}
+				default:
+					var err error
+					if bnd, err = r.boundary(ctx, j, t.PartitionKey, oldest); err != nil {
+						return err
+					}
+					if bnd.IsZero() {
+						keptBefore = minTime(keptBefore, oldest)
+						if r.wasPlanned(t.PartitionKey) {
+							c.DevicesHeld++
+						}
+					} else {
+						keptBefore = minTime(keptBefore, bnd)
+					}
+				}
+				cam = camera{boundary: bnd}
+			}
+			if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
+				n, err := b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					if !cam.purged {
+						cam.purged = true
+						c.DevicesTotal++
+						c.DevicesDone++
+					}
+					c.MetadataRows += n
+					indexRows, err := r.deleteIndexRows(ctx, b, t, indexBefore, cam.boundary)
+					if err != nil {
+						return err
+					}
+					c.IndexRows += indexRows
+				}
+			}
+			seen[t.PartitionKey] = cam
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		p.Counts.add(c)
+		p.IndexBefore = indexBefore
+		if last {
+			ranged := indexBefore
+			p.Phase = phaseDone
+			if keptBefore.Before(indexBefore) {
+				// A camera kept since the survey has rows before the minute the
+				// earlier sections left to the range deletion: stop it there;
+				// the index rows in between whose rows are gone go next.
+				ranged = keptBefore
+				p.Phase, p.Orphans = phaseOrphans, &store.Range{From: store.MinutePartitionKey(keptBefore), To: store.MinutePartitionKey(indexBefore)}
+			}
+			if err := b.DeletePartitions(r.index, images.ExpiredIndex(ranged)); err != nil {
+				return err
+			}
+		}
+		e, err := jobEntity(j)
+		if err != nil {
+			return err
+		}
+		_, err = b.Put(r.e.jobs.table, e)
+		return err
+	})
+	if err == nil {
+		r.e.notify() // the job's record changed: wake its watchers
+	}
+	return err
+}
+
+// deleteIndexRows deletes, by their derived keys, the index rows of a
+// camera's day's rows between indexBefore (before which the index goes by
+// range) and the camera's boundary, and counts the index rows the purge
+// removes of that day: those the range deletion takes and those.
+func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (int64, error) {
+	n := t.RowsBefore(minTime(indexBefore, boundary))
+	if !boundary.After(indexBefore) {
+		return n, nil
+	}
+	start, end := maxTime(indexBefore, t.Day), minTime(boundary, t.Day.Add(24*time.Hour))
+	if !start.Before(end) {
+		return n, nil
+	}
+	// Keys alone: a scan of the one partition (no key holds a control
+	// character, so none sorts between it and it followed by a space).
+	rows := store.InvertedTicksRows(&start, &end)
+	scan := store.Scan{Partitions: store.Range{From: t.PartitionKey, To: t.PartitionKey + " "}, Select: []string{},
+		Resume: &store.Cursor{PartitionKey: t.PartitionKey, RowKey: rows.From}}
+	for {
+		page, err := r.primary.Scan(ctx, scan)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range page.Entities {
+			if e.RowKey >= rows.To {
+				return n, nil
+			}
+			for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
+				found, err := b.Delete(r.index, k)
+				if err != nil {
+					return 0, err
+				}
+				if found {
+					n++
+				}
+			}
+		}
+		if page.Next == nil {
+			return n, nil
+		}
+		scan.Resume = page.Next
+	}
+}
+
+// dropOrphans deletes the index rows of the job's orphan partitions
+// (KindProgress.Orphans) whose primary rows are gone, then marks the kind
+// done. It needs no exclusive batch: each delete holds only if the row is
+// still the version read, and a primary row comes back only with a create
+// that rewrites its index row too. Their rows were counted when their
+// primary rows went.
+func (r *embeddedRun) dropOrphans(ctx context.Context, j *Job) error {
+	p := j.progress(r.kind)
+	if p.Phase != phaseOrphans || p.Orphans == nil {
+		return nil
+	}
+	err := r.repo.EachIndexRow(ctx, *p.Orphans, func(row images.IndexRow) error {
+		if row.CameraID == "" {
+			return nil
+		}
+		_, err := r.primary.Get(ctx, row.CameraID, row.RowKey)
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		err = r.index.Delete(ctx, row.PartitionKey, row.Key.RowKey, row.ETag)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = r.e.updateJob(ctx, r.id, func(j *Job) error {
+		p := j.progress(r.kind)
+		p.Phase, p.Orphans = phaseDone, nil
+		return nil
+	})
+	return err
+}
+
+func (r *embeddedRun) wasPlanned(camera string) bool {
+	i := sort.SearchStrings(r.planned, camera)
+	return i < len(r.planned) && r.planned[i] == camera
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,199 @@
+package retention_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// TestEmbeddedPurgeRunsWithoutTheQueue: on the embedded store a purge,
+// in one section or in many, deletes exactly the expired rows of every
+// camera and writes no task and no queue message.
+func TestEmbeddedPurgeRunsWithoutTheQueue(t *testing.T) {
+	for _, perSection := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("section-cameras-%d", perSection), func(t *testing.T) {
+			opts := quickOptions()
+			opts.SectionCameras = perSection
+			f := newFixture(t, opts)
+			const cameras = 5
+			f.seed(t, cameras)
+			f.run(t)
+			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+			if j.State != retention.Succeeded {
+				t.Fatalf("job %s: %s", j.State, j.Error)
+			}
+			wantCounts(t, "purge", j.Totals(), retention.Counts{DevicesTotal: cameras, DevicesDone: cameras,
+				MetadataRows: cameras * expiredPerCamera, IndexRows: cameras * expiredPerCamera})
+			if got := f.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
+				t.Fatalf("after the purge %+v", got)
+			}
+			for _, name := range []string{retention.DefaultTasksTable, retention.DefaultQueueTable} {
+				tbl, err := f.base.Table(t.Context(), name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := len(rows(t, tbl)); n != 0 {
+					t.Errorf("%s holds %d rows; the embedded purge needs none", name, n)
+				}
+			}
+		})
+	}
+}
+
+// TestEmbeddedDryRunCountsWhatThePurgeDeletes: a dry run reads the tallies
+// alone and counts what the purge then deletes, with policies too.
+func TestEmbeddedDryRunCountsWhatThePurgeDeletes(t *testing.T) {
+	f := newFixture(t, quickOptions())
+	f.seed(t, 4)
+	f.run(t)
+	kinds := []images.Kind{images.Single, images.Pano}
+	dry := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: true})
+	if got := f.census(t, images.Single, dry.Boundary()); got.primaryOld != 4*expiredPerCamera {
+		t.Fatalf("a dry run deleted rows: %+v", got)
+	}
+	real := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+	wantCounts(t, "dry run", dry.Totals(), real.Totals())
+	wantCounts(t, "purge", real.Totals(), expiredCounts(2))
+}
+
+// TestEmbeddedLateOldImagesAreWhollyBeforeOrAfter: writers create images
+// older than the cutoff, of cameras in every section, while purges run in
+// sections of two cameras. Each such image is either deleted and counted
+// with both its rows or kept with both: counts equal what was there less
+// what is left, and every row keeps its partner.
+func TestEmbeddedLateOldImagesAreWhollyBeforeOrAfter(t *testing.T) {
+	opts := quickOptions()
+	opts.SectionCameras = 2
+	f := newFixture(t, opts)
+	const cameras = 9
+	f.seed(t, cameras)
+	f.run(t)
+	repo := f.repo(images.Single)
+	primary, index := repo.Tables()
+	boundary := cutoff.Truncate(time.Minute)
+	for round := range 3 {
+		before := f.census(t, images.Single, boundary)
+		var created, seq atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(w)))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					// Distinct instants, so that no create is a retry of another.
+					img := images.Image{CameraID: fmt.Sprintf("cam-%03d", rng.IntN(cameras+2)),
+						CapturedAt: base.Add(-time.Duration(round*1_000_000+int(seq.Add(1))) * 10 * time.Millisecond)}
+					if _, err := repo.Create(context.Background(), img); err != nil {
+						t.Error(err)
+						return
+					}
+					created.Add(1)
+				}
+			})
+		}
+		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		close(stop)
+		wg.Wait()
+		if j.State != retention.Succeeded {
+			t.Fatalf("round %d: job %s: %s", round, j.State, j.Error)
+		}
+		after := f.census(t, images.Single, boundary)
+		deleted := before.primaryOld + created.Load() - after.primaryOld
+		if c := j.Totals(); c.MetadataRows != deleted || c.IndexRows != deleted {
+			t.Errorf("round %d: counted %d primary and %d index rows; %d were deleted", round, c.MetadataRows, c.IndexRows, deleted)
+		}
+		if after.primaryOld != after.indexOld || after.primaryNew != after.indexNew {
+			t.Errorf("round %d: rows without their partner: %+v", round, after)
+		}
+		for _, e := range rows(t, primary) {
+			keys := repo.IndexKeys(e.PartitionKey, e.RowKey)
+			if _, err := index.Get(t.Context(), keys[0].PartitionKey, keys[0].RowKey); err != nil {
+				t.Fatalf("round %d: primary row %s/%s has no index row: %v", round, e.PartitionKey, e.RowKey, err)
+			}
+		}
+	}
+}
+
+// TestEmbeddedPurgeThatCannotCommitFailsAndFreesItsKinds: a purge whose
+// batch the store refuses every time ends failed, at once, and the next
+// purge of the same kind runs.
+func TestEmbeddedPurgeThatCannotCommitFailsAndFreesItsKinds(t *testing.T) {
+	f := newFixture(t, quickOptions())
+	f.seed(t, 3)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(_, op string, _ []store.Key) error {
+		if op == "exclusive" && refuse.Load() {
+			return errors.New("test: a damaged sstable")
+		}
+		return nil
+	}})
+	f.run(t)
+	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if j.State != retention.Failed {
+		t.Fatalf("job %s; want failed", j.State)
+	}
+	if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 3*expiredPerCamera || got.indexOld != 3*expiredPerCamera {
+		t.Fatalf("a failed purge deleted rows: %+v", got)
+	}
+	refuse.Store(false)
+	j = f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if j.State != retention.Succeeded {
+		t.Fatalf("the next purge: %s (%s)", j.State, j.Error)
+	}
+	wantCounts(t, "next purge", j.Totals(), expiredCounts(1))
+}
+
+// TestStoreFromBeforeTalliesPurgesExactly opens testdata/pretally-v1, a
+// store the build before tallies wrote (see TestWritePreTallyStore): the
+// engine backfills the tallies and its first purge deletes, and counts,
+// exactly the rows before the cutoff.
+func TestStoreFromBeforeTalliesPurgesExactly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "pretally-v1"))); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(pebble.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f := &fixture{base: db, opts: quickOptions()}
+	f.openEngine(t, db)
+	f.run(t)
+	boundary := preTallyStart.Add(24 * time.Hour)
+	j := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: boundary})
+	if j.State != retention.Succeeded {
+		t.Fatalf("job %s: %s", j.State, j.Error)
+	}
+	var want retention.Counts
+	for _, kind := range images.Kinds {
+		n := int64(preTallyCameras[kind])
+		perCamera := int64(24 * time.Hour / preTallyEvery)
+		want.DevicesTotal += n
+		want.DevicesDone += n
+		want.MetadataRows += n * perCamera
+		want.IndexRows += n * perCamera
+		if got := f.census(t, kind, boundary); got != (census{primaryNew: n * perCamera, indexNew: n * perCamera}) {
+			t.Errorf("%s after the purge: %+v", kind, got)
+		}
+	}
+	wantCounts(t, "first purge after the backfill", j.Totals(), want)
+}
