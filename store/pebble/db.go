@@ -119,9 +119,9 @@ type DB struct {
 	tallies atomic.Pointer[map[string]*tallyState]
 	tallyMu sync.Mutex
 	// closing is cancelled by Close, ending the backfills counted in backfills.
-	closing   context.Context
-	close     context.CancelFunc
-	backfills sync.WaitGroup
+	closing       context.Context
+	stopBackfills context.CancelFunc
+	backfills     sync.WaitGroup
 }
 
 // Open opens the database in opts.Dir, or creates it if the directory is
@@ -157,7 +157,7 @@ func Open(opts Options) (*DB, error) {
 	go marks.run()
 	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks, wal: wal,
 		flushes: flushes}
-	d.closing, d.close = context.WithCancel(context.Background())
+	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
@@ -303,7 +303,7 @@ func engineError(op string, err error) error {
 // Close flushes nothing it has not already synced and releases the
 // database; the newest log's size is recorded once the engine has closed.
 func (d *DB) Close() error {
-	d.close()
+	d.stopBackfills()
 	d.backfills.Wait()
 	d.marks.close()
 	err := d.db.Close()

@@ -16,13 +16,24 @@ import (
 // concurrent writers, on an untallied table. On an in-memory filesystem
 // the sync is nearly free, so what the write path itself costs (the gate
 // among it) shows.
-func BenchmarkInsert(b *testing.B) {
+func BenchmarkInsert(b *testing.B) { benchmarkInsert(b, false) }
+
+// BenchmarkInsertTallied is BenchmarkInsert on a tallied table: one merge
+// more in the batch.
+func BenchmarkInsertTallied(b *testing.B) { benchmarkInsert(b, true) }
+
+func benchmarkInsert(b *testing.B, tallied bool) {
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
 	images, _ := db.Table(b.Context(), "Images")
+	if tallied {
+		if err := db.Tally(b.Context(), images); err != nil {
+			b.Fatal(err)
+		}
+	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var n atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {

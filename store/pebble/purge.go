@@ -196,7 +196,10 @@ func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary 
 			return 0, fmt.Errorf("pebble: delete rows of %s/%s: tally day %s is not a UTC midnight", own.name, partition, tl.Day)
 		}
 	}
-	lower, upper := own.rowBounds(partition, store.InvertedTicksRows(nil, &boundary))
+	// Bounded below by the first instant, so that row keys that are no
+	// instant, and sort after every one, stay.
+	first := store.TimeFromTicks(0)
+	lower, upper := own.rowBounds(partition, store.InvertedTicksRows(&first, &boundary))
 	if bytes.Compare(lower, upper) < 0 {
 		if err := b.batch.DeleteRange(lower, upper, nil); err != nil {
 			return 0, fmt.Errorf("pebble: delete range: %w", err)

@@ -181,6 +181,9 @@ func (d *DB) Tally(ctx context.Context, t store.Table) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if d.closing.Err() != nil {
+		return errors.New("pebble: tally: the store is closed")
+	}
 	// Registered under the exclusive gate, so that every write either sees
 	// the table untallied, and commits before, or tallied.
 	d.gate.Lock()
