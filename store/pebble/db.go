@@ -87,7 +87,8 @@ func (o Options) withDefaults() Options {
 
 // DB is an open embedded store. It implements store.Backend and
 // store.Transactor through the portable layer (store.NewBackend), which
-// checks every call before the engine sees it.
+// checks every call before the engine sees it, and store.Purger (tally.go,
+// purge.go).
 type DB struct {
 	// tables is the portable layer over this DB's driver.
 	tables portableBackend
