@@ -86,6 +86,15 @@ func (b *transactor) Transact(ctx context.Context, ops []TableOp) error {
 	return b.transact(ctx, engine)
 }
 
+// EngineTable returns the engine's table under a portable one, else t
+// itself: how an engine finds its own table in one its callers hold.
+func EngineTable(t Table) Table {
+	if p, ok := t.(interface{ portable() *table }); ok {
+		return p.portable().engine
+	}
+	return t
+}
+
 // table is the portable Table over an engine's table.
 type table struct {
 	engine  Table

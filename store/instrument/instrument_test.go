@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -219,5 +220,52 @@ func TestSpansOnlyWithinATrace(t *testing.T) {
 	}
 	if attrs["db.collection.name"] != "Things" || attrs["error.type"] != "not_found" {
 		t.Errorf("span attributes %v, want the table and error.type not_found", attrs)
+	}
+}
+
+// TestForwardsPurger: the wrapper of a Purger is one, unwraps the tables it
+// is given, in the stage's batch too, and records Exclusive as "purge".
+func TestForwardsPurger(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(reg)})
+	p, ok := b.(store.Purger)
+	if !ok {
+		t.Fatal("wrapped Pebble backend lost store.Purger")
+	}
+	if _, ok := b.(store.Transactor); !ok {
+		t.Fatal("wrapped Pebble backend lost store.Transactor")
+	}
+	ctx := t.Context()
+	images, _ := b.Table(ctx, "Images")
+	things, _ := b.Table(ctx, "Things")
+	if err := p.Tally(ctx, images); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AwaitTally(ctx, images); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC)
+	if _, err := images.Insert(ctx, store.Entity{PartitionKey: "cam", RowKey: store.InvertedTicksRowKey(at)}); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	err := p.Exclusive(ctx, func(ctx context.Context, pb store.PurgeBatch) error {
+		if err := pb.Tallies(ctx, images, store.Range{}, at, func(d store.DayTally) error { total += d.Total(); return nil }); err != nil {
+			return err
+		}
+		_, err := pb.Put(things, store.Entity{PartitionKey: "p", RowKey: "r"})
+		return err
+	})
+	if err != nil || total != 1 {
+		t.Fatalf("Exclusive: %v, total %d; want 1 row tallied", err, total)
+	}
+	if _, err := things.Get(ctx, "p", "r"); err != nil {
+		t.Fatalf("the put: %v", err)
+	}
+	if c := histogramCount(t, reg, "purge"); c != 1 {
+		t.Errorf("purge observed %d times, want 1", c)
+	}
+	if _, ok := instrument.Backend(plainBackend{openPebble(t)}, instrument.Options{Name: "plain"}).(store.Purger); ok {
+		t.Error("wrapper of a backend without purges claims store.Purger")
 	}
 }

@@ -23,15 +23,73 @@ type Options struct {
 }
 
 // Backend returns b with every table it opens instrumented. The result
-// implements store.Transactor when b does, and its tables implement each of
+// implements store.Transactor and store.Purger when b does, and its tables implement each of
 // store.Counter, store.KeyDeleter and store.RangeDeleter that b's tables
 // implement, and no other: callers choose fast paths by type assertion.
 func Backend(b store.Backend, opts Options) store.Backend {
 	base := &backend{inner: b, opts: opts}
-	if t, ok := b.(store.Transactor); ok {
+	t, isTransactor := b.(store.Transactor)
+	p, isPurger := b.(store.Purger)
+	switch {
+	case isTransactor && isPurger:
+		return struct {
+			*transactor
+			purging
+		}{&transactor{backend: base, inner: t}, purging{base, p}}
+	case isTransactor:
 		return &transactor{backend: base, inner: t}
+	case isPurger:
+		return struct {
+			*backend
+			purging
+		}{base, purging{base, p}}
 	}
 	return base
+}
+
+// purging forwards store.Purger, unwrapping the tables it is given, there
+// and in the stage's batch: backends recognise their tables by type.
+type purging struct {
+	b     *backend
+	inner store.Purger
+}
+
+func (p purging) Tally(ctx context.Context, t store.Table) error {
+	return p.inner.Tally(ctx, Unwrap(t))
+}
+
+func (p purging) AwaitTally(ctx context.Context, t store.Table) error {
+	return p.inner.AwaitTally(ctx, Unwrap(t))
+}
+
+// Exclusive is recorded as the operation "purge", the stage's reads and
+// writes within it.
+func (p purging) Exclusive(ctx context.Context, stage func(ctx context.Context, b store.PurgeBatch) error) error {
+	return p.b.opts.call(ctx, "purge", "", func(ctx context.Context) error {
+		return p.inner.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error { return stage(ctx, purgeBatch{b}) })
+	})
+}
+
+type purgeBatch struct{ inner store.PurgeBatch }
+
+func (b purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(store.DayTally) error) error {
+	return b.inner.Tallies(ctx, Unwrap(t), partitions, through, visit)
+}
+
+func (b purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
+	return b.inner.DeleteRowsBefore(Unwrap(t), partition, boundary, tallies)
+}
+
+func (b purgeBatch) DeletePartitions(t store.Table, partitions store.Range) error {
+	return b.inner.DeletePartitions(Unwrap(t), partitions)
+}
+
+func (b purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
+	return b.inner.Delete(Unwrap(t), key)
+}
+
+func (b purgeBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
+	return b.inner.Put(Unwrap(t), e)
 }
 
 type backend struct {

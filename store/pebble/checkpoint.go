@@ -39,8 +39,10 @@ func Tables(dir string) (names []string, err error) {
 		return nil, engineError("open "+dir+" read-only", err)
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	// Keys below a table's name (empty names: the flush marks) are not rows.
-	it, err := db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{sep + 1}})
+	// Keys below a table's name (empty names: the flush marks, the tallies'
+	// records) are not rows, nor are those of the tallies, above every
+	// table's (see tally.go).
+	it, err := db.NewIter(&pebbledb.IterOptions{LowerBound: []byte{sep + 1}, UpperBound: []byte(tallyTablePrefix[:1])})
 	if err != nil {
 		return nil, engineError("iterate", err)
 	}

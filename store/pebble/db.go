@@ -87,7 +87,8 @@ func (o Options) withDefaults() Options {
 
 // DB is an open embedded store. It implements store.Backend and
 // store.Transactor through the portable layer (store.NewBackend), which
-// checks every call before the engine sees it.
+// checks every call before the engine sees it, and store.Purger (tally.go,
+// purge.go).
 type DB struct {
 	// tables is the portable layer over this DB's driver.
 	tables portableBackend
@@ -108,6 +109,20 @@ type DB struct {
 	wal *walRecord
 	// flushes follows the engine's flushes (see failstop.go).
 	flushes *flushWatch
+
+	// gate is held shared by every write from its first read to its
+	// commit, and exclusively by Exclusive and the tally backfill's
+	// sections, which then read and write with no other write in flight.
+	// It is taken before the lock stripes.
+	gate sync.RWMutex
+	// tallies are the tallied tables by table key, replaced whole under
+	// the exclusive gate and tallyMu (see tally.go).
+	tallies atomic.Pointer[map[string]*tallyState]
+	tallyMu sync.Mutex
+	// closing is cancelled by Close, ending the backfills counted in backfills.
+	closing       context.Context
+	stopBackfills context.CancelFunc
+	backfills     sync.WaitGroup
 }
 
 // Open opens the database in opts.Dir, or creates it if the directory is
@@ -143,6 +158,7 @@ func Open(opts Options) (*DB, error) {
 	go marks.run()
 	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks, wal: wal,
 		flushes: flushes}
+	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
 	return d, nil
@@ -288,6 +304,8 @@ func engineError(op string, err error) error {
 // Close flushes nothing it has not already synced and releases the
 // database; the newest log's size is recorded once the engine has closed.
 func (d *DB) Close() error {
+	d.stopBackfills()
+	d.backfills.Wait()
 	d.marks.close()
 	err := d.db.Close()
 	if err == nil {
@@ -351,19 +369,29 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 		keys[i] = encodeKey(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey)
 		partitions[i] = partitionPrefix(w.table, w.op.Entity.PartitionKey)
 	}
+	d.gate.RLock()
+	defer d.gate.RUnlock()
 	defer d.locks.lockKeys(partitions, keys)()
 
 	batch := d.db.NewBatch()
 	defer batch.Close()
 	now := d.now().UTC()
 	results := make([]store.Entity, len(writes))
+	tallies := d.tallies.Load()
 	for i, w := range writes {
 		var stored store.Entity
 		var found bool
 		var err error
+		var tally *tallyState
+		if tallies != nil {
+			if tally = (*tallies)[w.table]; tally != nil && !tally.counts(keys[i]) {
+				tally = nil
+			}
+		}
 		// A replacing upsert writes the same whatever is stored: skip the read,
-		// which every create's index row would otherwise pay.
-		if w.op.Kind != store.OpUpsert || w.op.Mode != store.Replace {
+		// which every create's index row would otherwise pay, unless the
+		// tally needs to know whether it adds a row.
+		if w.op.Kind != store.OpUpsert || w.op.Mode != store.Replace || tally != nil {
 			stored, found, err = d.get(keys[i], w.op.Entity.PartitionKey, w.op.Entity.RowKey)
 			if err != nil {
 				return nil, &store.BatchError{Index: i, Err: err}
@@ -383,6 +411,16 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 		}
 		if err != nil {
 			return nil, &store.BatchError{Index: i, Err: err}
+		}
+		// resolve refused an insert of a taken key and a delete of a
+		// missing one, so only these change whether the row exists.
+		added := !found && (w.op.Kind == store.OpInsert || w.op.Kind == store.OpUpsert)
+		if tally != nil && (added || w.op.Kind == store.OpDelete) {
+			if key, record, ok := rowTally(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey, !added); ok {
+				if err := batch.Merge(key, record, nil); err != nil {
+					return nil, &store.BatchError{Index: i, Err: err}
+				}
+			}
 		}
 		results[i] = next
 	}
@@ -436,9 +474,14 @@ func (d *DB) resolve(op store.Op, stored store.Entity, found bool, now time.Time
 		}
 		next.Properties = merged
 	}
-	next.ETag = `W/"` + strconv.FormatUint(d.etags.Add(1), 16) + `"`
-	next.Timestamp = now
-	return next, nil
+	return d.stamp(next, now), nil
+}
+
+// stamp gives e a new ETag and now as its Timestamp, as every write does.
+func (d *DB) stamp(e store.Entity, now time.Time) store.Entity {
+	e.ETag = `W/"` + strconv.FormatUint(d.etags.Add(1), 16) + `"`
+	e.Timestamp = now
+	return e
 }
 
 // get reads one row; found is false when it is missing.

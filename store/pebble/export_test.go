@@ -41,3 +41,21 @@ func LogBesideTables(o Options) Options {
 	o.logBesideTables = true
 	return o
 }
+
+// ErrTallied exposes the refusal of writes that would bypass a tally.
+var ErrTallied = errTallied
+
+// SetBackfillSectionRows sets how many rows a backfill section scans,
+// until the test ends.
+func SetBackfillSectionRows(t interface{ Cleanup(func()) }, n int) {
+	old := backfillSectionRows
+	backfillSectionRows = n
+	t.Cleanup(func() { backfillSectionRows = old })
+}
+
+// SetBackfillAfterSection has the backfill call f after each section it
+// commits, and stop if f returns false, until the test ends.
+func SetBackfillAfterSection(t interface{ Cleanup(func()) }, f func() bool) {
+	backfillAfterSection = f
+	t.Cleanup(func() { backfillAfterSection = nil })
+}

@@ -186,6 +186,11 @@ func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]in
 	for i, r := range ranges {
 		partitions[i] = partitionPrefix(t.key, r.PartitionKey)
 	}
+	unlock, err := t.lockUntallied("delete ranges")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	defer t.db.locks.lockPartitions(partitions, true)()
 	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{})
 	if err != nil {
@@ -271,6 +276,11 @@ func (t *table) DeletePartitions(ctx context.Context, partitionKeys []string, fe
 	for i, pk := range partitionKeys {
 		partitions[i] = partitionPrefix(t.key, pk)
 	}
+	unlock, err := t.lockUntallied("delete partitions")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	defer t.db.locks.lockPartitions(partitions, false)()
 	if !t.db.locks.unchangedSince(partitions, uint64(fence)) {
 		return fmt.Errorf("pebble: delete partitions: written since the fence: %w", store.ErrConflict)
@@ -331,6 +341,11 @@ func (t *table) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error
 		encoded[i] = encodeKey(t.key, d.PartitionKey, d.RowKey)
 		partitions[i] = partitionPrefix(t.key, d.PartitionKey)
 	}
+	unlock, err := t.lockUntallied("delete keys")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	defer t.db.locks.lockKeys(partitions, encoded)()
 	batch := t.db.db.NewBatch()
 	defer batch.Close()
@@ -355,6 +370,17 @@ func (t *table) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error
 		return fmt.Errorf("pebble: delete: %w", err)
 	}
 	return nil
+}
+
+// lockUntallied holds the gate shared for a write that removes rows
+// without tallying them, and refuses if the table is tallied.
+func (t *table) lockUntallied(op string) (unlock func(), err error) {
+	t.db.gate.RLock()
+	if t.db.tallied(t.key) != nil {
+		t.db.gate.RUnlock()
+		return nil, fmt.Errorf("pebble: %s of %s: %w", op, t.name, errTallied)
+	}
+	return t.db.gate.RUnlock, nil
 }
 
 // rowBounds are the keys [lower, upper) of a partition's row-key range.

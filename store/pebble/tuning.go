@@ -56,6 +56,8 @@ func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
 		// existence read of a recent key is answered from memory.
 		MemTableSize:                opts.MemTableSize,
 		MemTableStopWritesThreshold: memTablesQueued,
+		// Tallies are merge operands (see tally.go).
+		Merger: concatenate,
 	}
 	for i := range o.Levels {
 		// A create first reads its key, to refuse a duplicate; the key is

@@ -1,0 +1,325 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+var _ store.Purger = (*DB)(nil)
+
+// Exclusive runs stage holding the gate exclusively, so no other write
+// runs from the stage's first read to its commit, and commits the stage's
+// batch synced (store.Purger). A stage reads through tables as it likes,
+// but writes only through b: a table's write waits for the gate this holds,
+// and would wait for good.
+func (d *DB) Exclusive(ctx context.Context, stage func(ctx context.Context, b store.PurgeBatch) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.gate.Lock()
+	defer d.gate.Unlock()
+	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}}
+	defer b.batch.Close()
+	if err := stage(ctx, b); err != nil {
+		return err
+	}
+	if b.batch.Empty() {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(b.puts) > 0 && d.admit != nil {
+		if err := d.admit(ctx); err != nil {
+			return fmt.Errorf("%w: %w", store.ErrInsufficientStorage, err)
+		}
+	}
+	if err := b.batch.Commit(pebbledb.Sync); err != nil {
+		return fmt.Errorf("pebble: commit: %w", err)
+	}
+	d.flushRangeDels(b.tombstones)
+	if len(b.puts) > 0 {
+		// Rows added: fenced deletions of their partitions must see them.
+		d.locks.mark(b.puts)
+	}
+	return nil
+}
+
+// purgeBatch is Exclusive's store.PurgeBatch. Reads are of the committed
+// store, which nothing else changes meanwhile; staged remembers the point
+// writes (true: the row is put) and ranges the partition ranges deleted,
+// so Delete answers for the batch as it will commit.
+type purgeBatch struct {
+	d          *DB
+	batch      *pebbledb.Batch
+	now        time.Time
+	staged     map[string]bool
+	ranges     [][2][]byte
+	puts       [][]byte
+	tombstones int64
+}
+
+// tallied is t's table and tally, refused unless its tally is complete:
+// a partial one would miscount what DeleteRowsBefore deletes.
+func (b *purgeBatch) tallied(t store.Table, op string) (*table, error) {
+	own, err := b.d.ownTable(t)
+	if err != nil {
+		return nil, err
+	}
+	s := b.d.tallied(own.key)
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("pebble: %s of %s: the table is not tallied", op, own.name)
+	case !s.complete:
+		return nil, fmt.Errorf("pebble: %s of %s: the table's tally is not complete yet (see AwaitTally)", op, own.name)
+	}
+	return own, nil
+}
+
+// untallied is t's table, refused if tallied: its rows go only with their
+// tallies.
+func (b *purgeBatch) untallied(t store.Table, op string) (*table, error) {
+	own, err := b.d.ownTable(t)
+	if err != nil {
+		return nil, err
+	}
+	if b.d.tallied(own.key) != nil {
+		return nil, fmt.Errorf("pebble: %s of %s: %w", op, own.name, errTallied)
+	}
+	return own, nil
+}
+
+// Tallies visits t's tallies of the partitions in partitions up to
+// through's UTC day. Keys are day first: it skips from a day's last
+// partition in range to the next day's first, so it reads the tallies in
+// range and one key per day besides.
+func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(store.DayTally) error) error {
+	own, err := b.tallied(t, "tallies")
+	if err != nil {
+		return err
+	}
+	if err := checkRange(partitions); err != nil {
+		return err
+	}
+	tt := tallyTable(own.key)
+	iter, err := b.d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: tablePrefix(tt),
+		UpperBound: prefixEnd(partitionPrefix(tt, through.UTC().Format(dayLayout))),
+	})
+	if err != nil {
+		return engineError("iterate", err)
+	}
+	defer iter.Close()
+	visited := 0
+	for valid := iter.First(); valid; {
+		day, pk, err := decodeKey(tt, iter.Key())
+		if err != nil {
+			return err
+		}
+		switch {
+		case pk < partitions.From:
+			valid = iter.SeekGE(encodeKey(tt, day, partitions.From))
+			continue
+		case partitions.To != "" && pk >= partitions.To:
+			valid = iter.SeekGE(prefixEnd(partitionPrefix(tt, day)))
+			continue
+		}
+		if visited++; visited%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		value, err := iter.ValueAndErr()
+		if err != nil {
+			return engineError("read", err)
+		}
+		tally, err := decodeTally(day, pk, value)
+		if err != nil {
+			return err
+		}
+		if err := visit(tally); err != nil {
+			return err
+		}
+		valid = iter.Next()
+	}
+	if err := iter.Error(); err != nil {
+		return engineError("iterate", err)
+	}
+	return ctx.Err()
+}
+
+// checkRange checks the bounds of a range given to the batch, which no
+// portable layer checks.
+func checkRange(r store.Range) error {
+	for _, k := range []string{r.From, r.To} {
+		if k != "" {
+			if err := store.ValidateKey(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteRowsBefore stages one range deletion of the partition's rows
+// captured before boundary, a whole minute, and the tallies' rewrite: a day
+// wholly before boundary loses its key, boundary's day keeps the records
+// of its minutes from boundary on.
+func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
+	own, err := b.tallied(t, "delete rows")
+	if err != nil {
+		return 0, err
+	}
+	if err := store.ValidateKey(partition); err != nil {
+		return 0, err
+	}
+	boundary = boundary.UTC()
+	if !boundary.Truncate(time.Minute).Equal(boundary) {
+		return 0, fmt.Errorf("pebble: delete rows of %s: boundary %s is not a whole minute, as tallies count", own.name, boundary.Format(time.RFC3339Nano))
+	}
+	boundaryDay := boundary.Truncate(24 * time.Hour)
+	for _, tl := range tallies {
+		switch {
+		case tl.PartitionKey != partition:
+			return 0, fmt.Errorf("pebble: delete rows of %s/%s: given a tally of partition %s", own.name, partition, tl.PartitionKey)
+		case tl.Day.After(boundaryDay):
+			return 0, fmt.Errorf("pebble: delete rows of %s/%s before %s: given the tally of the later day %s",
+				own.name, partition, boundary.Format(time.RFC3339), tl.Day.Format(time.DateOnly))
+		case !tl.Day.Equal(tl.Day.UTC().Truncate(24 * time.Hour)):
+			return 0, fmt.Errorf("pebble: delete rows of %s/%s: tally day %s is not a UTC midnight", own.name, partition, tl.Day)
+		}
+	}
+	// Bounded below by the first instant, so that row keys that are no
+	// instant, and sort after every one, stay.
+	first := store.TimeFromTicks(0)
+	lower, upper := own.rowBounds(partition, store.InvertedTicksRows(&first, &boundary))
+	if bytes.Compare(lower, upper) < 0 {
+		if err := b.batch.DeleteRange(lower, upper, nil); err != nil {
+			return 0, fmt.Errorf("pebble: delete range: %w", err)
+		}
+		b.tombstones++
+	}
+	var n int64
+	for _, tl := range tallies {
+		n += tl.RowsBefore(boundary)
+		key := tallyKey(own.key, tl.Day.UTC(), partition)
+		var rest []byte
+		if tl.Day.Equal(boundaryDay) {
+			rest = encodeRows(&tl.Rows, int(boundary.Sub(boundaryDay)/time.Minute))
+		}
+		if len(rest) == 0 {
+			err = b.batch.Delete(key, nil)
+		} else {
+			err = b.batch.Set(key, rest, nil)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("pebble: tally: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// DeletePartitions stages one range deletion of t's partitions in
+// partitions (empty bounds open).
+func (b *purgeBatch) DeletePartitions(t store.Table, partitions store.Range) error {
+	own, err := b.untallied(t, "delete partitions")
+	if err != nil {
+		return err
+	}
+	if err := checkRange(partitions); err != nil {
+		return err
+	}
+	prefix := tablePrefix(own.key)
+	lower, upper := append(bytes.Clone(prefix), partitions.From...), prefixEnd(prefix)
+	if partitions.To != "" {
+		upper = append(bytes.Clone(prefix), partitions.To...)
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	if err := b.batch.DeleteRange(lower, upper, nil); err != nil {
+		return fmt.Errorf("pebble: delete partitions: %w", err)
+	}
+	b.tombstones++
+	b.ranges = append(b.ranges, [2][]byte{lower, upper})
+	for key := range b.staged {
+		if key >= string(lower) && key < string(upper) {
+			b.staged[key] = false
+		}
+	}
+	return nil
+}
+
+// Delete stages the deletion of the row if there is one, as the batch
+// stands.
+func (b *purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
+	own, err := b.untallied(t, "delete")
+	if err != nil {
+		return false, err
+	}
+	if err := store.ValidateAddress(key.PartitionKey, key.RowKey); err != nil {
+		return false, err
+	}
+	enc := encodeKey(own.key, key.PartitionKey, key.RowKey)
+	present, staged := b.staged[string(enc)]
+	if !staged {
+		for _, r := range b.ranges {
+			if bytes.Compare(enc, r[0]) >= 0 && bytes.Compare(enc, r[1]) < 0 {
+				return false, nil
+			}
+		}
+		if present, err = b.d.exists(enc); err != nil {
+			return false, err
+		}
+	}
+	if !present {
+		return false, nil
+	}
+	if err := b.batch.Delete(enc, nil); err != nil {
+		return false, fmt.Errorf("pebble: delete: %w", err)
+	}
+	b.staged[string(enc)] = false
+	return true, nil
+}
+
+// Put stages e over whatever row has its key, stamped as every write is.
+func (b *purgeBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
+	own, err := b.untallied(t, "put")
+	if err != nil {
+		return store.Entity{}, err
+	}
+	if err := store.ValidateEntity(e); err != nil {
+		return store.Entity{}, err
+	}
+	e = b.d.stamp(e, b.now)
+	value, err := encodeValue(e)
+	if err != nil {
+		return store.Entity{}, err
+	}
+	enc := encodeKey(own.key, e.PartitionKey, e.RowKey)
+	if err := b.batch.Set(enc, value, nil); err != nil {
+		return store.Entity{}, fmt.Errorf("pebble: put: %w", err)
+	}
+	b.staged[string(enc)] = true
+	b.puts = append(b.puts, partitionPrefix(own.key, e.PartitionKey))
+	return e, nil
+}
+
+// exists reports whether key is stored, without decoding its value.
+func (d *DB) exists(key []byte) (bool, error) {
+	_, closer, err := d.db.Get(key)
+	if errors.Is(err, pebbledb.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, engineError("get", err)
+	}
+	return true, closer.Close()
+}

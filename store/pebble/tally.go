@@ -1,0 +1,382 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"sync/atomic"
+	"time"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/instrument"
+)
+
+// Tallies (store.Purger): per tallied table, UTC day and partition, one key
+// whose value is a list of 2-byte records, one per row added or removed.
+// A write adds its record with a merge in its own batch, so it reads
+// nothing more than it did; the merger concatenates (see merge.go).
+//
+// A tally key is a row key of the table "~tally~" + the table's key, the
+// day (yyyyMMdd) as its partition and the table's partition as its row:
+// table keys are lower-case letters and digits, so none is "~..." and no
+// table's rows reach a tally, and all tallies sort after every table. Day
+// first, a purge scans only the expired days.
+const (
+	tallyTablePrefix = "~tally~"
+	dayLayout        = "20060102"
+	// removalBit marks a record of a row removed; the low 11 bits hold the
+	// minute of the day.
+	removalBit = 0x8000
+	minuteMask = 0x07ff
+)
+
+// tallyMetaPrefix starts each tallied table's backfill record, below every
+// table's keys as the flush marks are.
+var tallyMetaPrefix = []byte{sep, 't', 'a', 'l', 'l', 'y', sep}
+
+// The backfill record's value: complete, or the last key scanned.
+const (
+	metaComplete = 'c'
+	metaCursor   = 'k'
+)
+
+// backfillSectionRows is how many rows a backfill scans under one hold of
+// the exclusive gate, writes waiting meanwhile: a few milliseconds' worth.
+// Tests lower it.
+var backfillSectionRows = 10000
+
+// backfillAfterSection, set by tests, runs after each section and stops
+// the backfill, as a crash would, if it returns false.
+var backfillAfterSection func() bool
+
+// errTallied refuses a write that would remove a tallied table's rows
+// without its tally: such tables are purged only through Exclusive.
+var errTallied = errors.New("the table is tallied: its rows are deleted only by their own writes or Exclusive's DeleteRowsBefore")
+
+func tallyTable(tableKey string) string { return tallyTablePrefix + tableKey }
+
+func tallyKey(tableKey string, day time.Time, partitionKey string) []byte {
+	return encodeKey(tallyTable(tableKey), day.Format(dayLayout), partitionKey)
+}
+
+func tallyMetaKey(tableKey string) []byte { return append(bytes.Clone(tallyMetaPrefix), tableKey...) }
+
+// rowTally is the tally key and record of a row added (or removed), false
+// if its row key is no capture instant.
+func rowTally(tableKey, partitionKey, rowKey string, removed bool) (key, record []byte, ok bool) {
+	at, err := store.TimeFromInvertedTicksRowKey(rowKey)
+	if err != nil {
+		return nil, nil, false
+	}
+	at = at.UTC()
+	day := at.Truncate(24 * time.Hour)
+	r := uint16(at.Hour()*60 + at.Minute())
+	if removed {
+		r |= removalBit
+	}
+	return tallyKey(tableKey, day, partitionKey), binary.BigEndian.AppendUint16(nil, r), true
+}
+
+// decodeTally folds a tally key's records into a DayTally.
+func decodeTally(day, partitionKey string, value []byte) (store.DayTally, error) {
+	d, err := time.Parse(dayLayout, day)
+	if err != nil || len(value)%2 != 0 {
+		return store.DayTally{}, fmt.Errorf("%w: tally of %s on %q", errCorrupt, partitionKey, day)
+	}
+	t := store.DayTally{PartitionKey: partitionKey, Day: d}
+	for i := 0; i < len(value); i += 2 {
+		r := binary.BigEndian.Uint16(value[i:])
+		m := int(r & minuteMask)
+		if m >= store.MinutesPerDay || r&^(removalBit|minuteMask) != 0 {
+			return store.DayTally{}, fmt.Errorf("%w: tally of %s on %s: record %#04x", errCorrupt, partitionKey, day, r)
+		}
+		if r&removalBit != 0 {
+			t.Rows[m]--
+		} else {
+			t.Rows[m]++
+		}
+	}
+	return t, nil
+}
+
+// encodeRows is the records of rows[from:], each minute's rows as that
+// many records (a negative count as removals).
+func encodeRows(rows *[store.MinutesPerDay]int32, from int) []byte {
+	var out []byte
+	for m := from; m < store.MinutesPerDay; m++ {
+		r, n := uint16(m), rows[m]
+		if n < 0 {
+			r, n = r|removalBit, -n
+		}
+		for range n {
+			out = binary.BigEndian.AppendUint16(out, r)
+		}
+	}
+	return out
+}
+
+// tallyState is one tallied table's. cursor and complete change only under
+// the exclusive gate and are read under the shared one, so apply sees them
+// fixed from its reads to its commit.
+type tallyState struct {
+	key, name string
+	// cursor is the last key the backfill scanned and tallied, nil before
+	// its first section.
+	cursor   []byte
+	complete bool
+	// done is closed once complete.
+	done chan struct{}
+	// rows counts the rows the backfill tallied since Open; finished is
+	// complete, for readers without the gate.
+	rows     atomic.Int64
+	finished atomic.Bool
+}
+
+// counts reports whether a write of key must update the tally: the
+// backfill scanned it already (or will never), rather than it scanning
+// what the write leaves.
+func (s *tallyState) counts(key []byte) bool {
+	return s.complete || (s.cursor != nil && bytes.Compare(key, s.cursor) <= 0)
+}
+
+// tallied is the table key's state, nil if it is not tallied.
+func (d *DB) tallied(tableKey string) *tallyState {
+	if m := d.tallies.Load(); m != nil {
+		return (*m)[tableKey]
+	}
+	return nil
+}
+
+// ownTable finds this DB's table in t, which may be wrapped by the
+// portable layer and by store/instrument.
+func (d *DB) ownTable(t store.Table) (*table, error) {
+	if t == nil {
+		return nil, errors.New("pebble: no table")
+	}
+	own, ok := store.EngineTable(instrument.Unwrap(t)).(*table)
+	if !ok || own.db != d {
+		return nil, fmt.Errorf("pebble: table %s is not of this store", t.Name())
+	}
+	return own, nil
+}
+
+// Tally makes the store keep t's tally (store.Purger). A table with rows
+// and no tally is tallied by a backfill in the background, which resumes
+// after a restart when Tally is called again.
+func (d *DB) Tally(ctx context.Context, t store.Table) error {
+	own, err := d.ownTable(t)
+	if err != nil {
+		return err
+	}
+	d.tallyMu.Lock()
+	defer d.tallyMu.Unlock()
+	if d.tallied(own.key) != nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.closing.Err() != nil {
+		return errors.New("pebble: tally: the store is closed")
+	}
+	// Registered under the exclusive gate, so that every write either sees
+	// the table untallied, and commits before, or tallied.
+	d.gate.Lock()
+	defer d.gate.Unlock()
+	s := &tallyState{key: own.key, name: own.name, done: make(chan struct{})}
+	meta, closer, err := d.db.Get(tallyMetaKey(own.key))
+	switch {
+	case errors.Is(err, pebbledb.ErrNotFound):
+		empty, err := d.isEmpty(ctx, tablePrefix(own.key))
+		if err != nil {
+			return err
+		}
+		if empty {
+			if err := d.db.Set(tallyMetaKey(own.key), []byte{metaComplete}, pebbledb.Sync); err != nil {
+				return fmt.Errorf("pebble: tally: %w", err)
+			}
+			s.complete = true
+		}
+	case err != nil:
+		return engineError("tally", err)
+	default:
+		switch {
+		case len(meta) == 1 && meta[0] == metaComplete:
+			s.complete = true
+		case len(meta) > 1 && meta[0] == metaCursor:
+			s.cursor = bytes.Clone(meta[1:])
+		default:
+			err = fmt.Errorf("%w: tally record of %s: %q", errCorrupt, own.key, meta)
+		}
+		closer.Close()
+		if err != nil {
+			return err
+		}
+	}
+	next := map[string]*tallyState{}
+	if m := d.tallies.Load(); m != nil {
+		next = maps.Clone(*m)
+	}
+	next[own.key] = s
+	d.tallies.Store(&next)
+	if s.complete {
+		s.finished.Store(true)
+		close(s.done)
+		return nil
+	}
+	d.backfills.Add(1)
+	go d.backfill(s)
+	return nil
+}
+
+// isEmpty reports whether no key starts with prefix.
+func (d *DB) isEmpty(ctx context.Context, prefix []byte) (bool, error) {
+	iter, err := d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return false, engineError("iterate", err)
+	}
+	empty := !iter.First()
+	if err := errors.Join(iter.Error(), iter.Close()); err != nil {
+		return false, engineError("iterate", err)
+	}
+	return empty, nil
+}
+
+// AwaitTally waits until t's backfill is complete (store.Purger).
+func (d *DB) AwaitTally(ctx context.Context, t store.Table) error {
+	own, err := d.ownTable(t)
+	if err != nil {
+		return err
+	}
+	s := d.tallied(own.key)
+	if s == nil {
+		return fmt.Errorf("pebble: table %s is not tallied: Tally was never called for it", own.name)
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closing.Done():
+		return fmt.Errorf("pebble: tally of %s: the store is closed", own.name)
+	}
+}
+
+// TallyProgress is t's backfill for metrics: the rows it tallied since
+// Open, and whether the tally is complete. It fails if t is not tallied.
+func (d *DB) TallyProgress(t store.Table) (rows int64, complete bool, err error) {
+	own, err := d.ownTable(t)
+	if err != nil {
+		return 0, false, err
+	}
+	s := d.tallied(own.key)
+	if s == nil {
+		return 0, false, fmt.Errorf("pebble: table %s is not tallied", own.name)
+	}
+	return s.rows.Load(), s.finished.Load(), nil
+}
+
+// backfillLogEvery is how often a backfill logs its progress.
+const backfillLogEvery = 10 * time.Second
+
+// backfill tallies the rows of s's table in key order, a section at a
+// time, until complete or the DB closes. A failed section is retried.
+func (d *DB) backfill(s *tallyState) {
+	defer d.backfills.Done()
+	start, logged := time.Now(), time.Now()
+	d.log.Info("pebble: tallying a table's rows", "table", s.name, "resumed", s.cursor != nil)
+	for d.closing.Err() == nil {
+		complete, err := d.backfillSection(s)
+		switch {
+		case err != nil && d.closing.Err() == nil:
+			d.log.Error("pebble: tallying a table's rows; retrying", "table", s.name, "err", err)
+			select {
+			case <-d.closing.Done():
+			case <-time.After(time.Second):
+			}
+		case backfillAfterSection != nil && !backfillAfterSection():
+			return
+		case complete:
+			d.log.Info("pebble: tallied a table's rows", "table", s.name, "rows", s.rows.Load(), "duration", time.Since(start).Round(time.Millisecond))
+			return
+		case time.Since(logged) >= backfillLogEvery:
+			logged = time.Now()
+			d.log.Info("pebble: tallying a table's rows", "table", s.name, "rows", s.rows.Load(), "duration", time.Since(start).Round(time.Second))
+		}
+	}
+}
+
+// backfillSection tallies up to backfillSectionRows rows after the cursor
+// under the exclusive gate, and commits their records with the new cursor
+// in one batch: after a crash the tally and the cursor agree.
+func (d *DB) backfillSection(s *tallyState) (complete bool, err error) {
+	d.gate.Lock()
+	defer d.gate.Unlock()
+	if err := d.closing.Err(); err != nil {
+		return false, err
+	}
+	prefix := tablePrefix(s.key)
+	lower := prefix
+	if s.cursor != nil {
+		lower = append(bytes.Clone(s.cursor), 0) // the cursor's successor
+	}
+	iter, err := d.db.NewIterWithContext(d.closing, &pebbledb.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return false, engineError("iterate", err)
+	}
+	defer iter.Close()
+	records := map[string][]byte{}
+	var last []byte
+	n := 0
+	complete = true
+	for valid := iter.First(); valid; valid = iter.Next() {
+		if n == backfillSectionRows {
+			complete = false
+			break
+		}
+		n++
+		last = append(last[:0], iter.Key()...)
+		pk, rk, err := decodeKey(s.key, iter.Key())
+		if err != nil {
+			return false, err
+		}
+		if key, rec, ok := rowTally(s.key, pk, rk, false); ok {
+			records[string(key)] = append(records[string(key)], rec...)
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return false, engineError("iterate", err)
+	}
+	batch := d.db.NewBatch()
+	defer batch.Close()
+	for key, recs := range records {
+		if err := batch.Merge([]byte(key), recs, nil); err != nil {
+			return false, fmt.Errorf("pebble: tally: %w", err)
+		}
+	}
+	meta := []byte{metaComplete}
+	if !complete {
+		meta = append([]byte{metaCursor}, last...)
+	}
+	if err := batch.Set(tallyMetaKey(s.key), meta, nil); err != nil {
+		return false, fmt.Errorf("pebble: tally: %w", err)
+	}
+	if err := batch.Commit(pebbledb.Sync); err != nil {
+		return false, fmt.Errorf("pebble: tally: commit: %w", err)
+	}
+	s.rows.Add(int64(n))
+	if n > 0 {
+		s.cursor = bytes.Clone(last)
+	}
+	if complete {
+		s.complete = true
+		s.finished.Store(true)
+		close(s.done)
+	}
+	return complete, nil
+}
