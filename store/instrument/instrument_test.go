@@ -250,7 +250,7 @@ func TestForwardsPurger(t *testing.T) {
 	}
 	var total int64
 	err := p.Exclusive(ctx, func(ctx context.Context, pb store.PurgeBatch) error {
-		if err := pb.Tallies(ctx, images, store.Range{}, at, func(d store.DayTally) error { total += d.Total(); return nil }); err != nil {
+		if err := pb.Tallies(ctx, images, store.Range{}, at, func(d *store.DayTally) error { total += d.Total(); return nil }); err != nil {
 			return err
 		}
 		_, err := pb.Put(things, store.Entity{PartitionKey: "p", RowKey: "r"})

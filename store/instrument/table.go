@@ -62,6 +62,12 @@ func (p purging) AwaitTally(ctx context.Context, t store.Table) error {
 	return p.inner.AwaitTally(ctx, Unwrap(t))
 }
 
+func (p purging) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	return p.b.opts.call(ctx, "tallies", t.Name(), func(ctx context.Context) error {
+		return p.inner.Tallies(ctx, Unwrap(t), partitions, through, visit)
+	})
+}
+
 // Exclusive is recorded as the operation "purge", the stage's reads and
 // writes within it.
 func (p purging) Exclusive(ctx context.Context, stage func(ctx context.Context, b store.PurgeBatch) error) error {
@@ -72,7 +78,7 @@ func (p purging) Exclusive(ctx context.Context, stage func(ctx context.Context, 
 
 type purgeBatch struct{ inner store.PurgeBatch }
 
-func (b purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(store.DayTally) error) error {
+func (b purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
 	return b.inner.Tallies(ctx, Unwrap(t), partitions, through, visit)
 }
 

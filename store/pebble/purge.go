@@ -25,7 +25,7 @@ func (d *DB) Exclusive(ctx context.Context, stage func(ctx context.Context, b st
 	}
 	d.gate.Lock()
 	defer d.gate.Unlock()
-	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}}
+	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}, rowRanges: map[string]time.Time{}}
 	defer b.batch.Close()
 	if err := stage(ctx, b); err != nil {
 		return err
@@ -64,6 +64,8 @@ type purgeBatch struct {
 	ranges     [][2][]byte
 	puts       [][]byte
 	tombstones int64
+	// rowRanges are the boundaries DeleteRowsBefore staged, by partition.
+	rowRanges map[string]time.Time
 }
 
 // tallied is t's table and tally, refused unless its tally is complete:
@@ -100,16 +102,21 @@ func (b *purgeBatch) untallied(t store.Table, op string) (*table, error) {
 // through's UTC day. Keys are day first: it skips from a day's last
 // partition in range to the next day's first, so it reads the tallies in
 // range and one key per day besides.
-func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(store.DayTally) error) error {
+func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
 	own, err := b.tallied(t, "tallies")
 	if err != nil {
 		return err
 	}
+	return b.d.scanTallies(ctx, own, partitions, through, visit)
+}
+
+// scanTallies is Tallies of own, whose tally is complete.
+func (d *DB) scanTallies(ctx context.Context, own *table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
 	if err := checkRange(partitions); err != nil {
 		return err
 	}
 	tt := tallyTable(own.key)
-	iter, err := b.d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+	iter, err := d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
 		LowerBound: tablePrefix(tt),
 		UpperBound: prefixEnd(partitionPrefix(tt, through.UTC().Format(dayLayout))),
 	})
@@ -118,6 +125,7 @@ func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions stor
 	}
 	defer iter.Close()
 	visited := 0
+	var tally store.DayTally
 	for valid := iter.First(); valid; {
 		day, pk, err := decodeKey(tt, iter.Key())
 		if err != nil {
@@ -140,11 +148,10 @@ func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions stor
 		if err != nil {
 			return engineError("read", err)
 		}
-		tally, err := decodeTally(day, pk, value)
-		if err != nil {
+		if err := decodeTally(&tally, day, pk, value); err != nil {
 			return err
 		}
-		if err := visit(tally); err != nil {
+		if err := visit(&tally); err != nil {
 			return err
 		}
 		valid = iter.Next()
@@ -200,6 +207,12 @@ func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary 
 	// instant, and sort after every one, stay.
 	first := store.TimeFromTicks(0)
 	lower, upper := own.rowBounds(partition, store.InvertedTicksRows(&first, &boundary))
+	rangeKey := string(partitionPrefix(own.key, partition))
+	if staged, ok := b.rowRanges[rangeKey]; ok && staged.Equal(boundary) {
+		lower = upper // staged already: a caller that visits a camera's days one by one
+	} else {
+		b.rowRanges[rangeKey] = boundary
+	}
 	if bytes.Compare(lower, upper) < 0 {
 		if err := b.batch.DeleteRange(lower, upper, nil); err != nil {
 			return 0, fmt.Errorf("pebble: delete range: %w", err)

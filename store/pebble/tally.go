@@ -82,18 +82,19 @@ func rowTally(tableKey, partitionKey, rowKey string, removed bool) (key, record 
 	return tallyKey(tableKey, day, partitionKey), binary.BigEndian.AppendUint16(nil, r), true
 }
 
-// decodeTally folds a tally key's records into a DayTally.
-func decodeTally(day, partitionKey string, value []byte) (store.DayTally, error) {
+// decodeTally folds a tally key's records into t, which it overwrites: a
+// scan reuses one, since a DayTally is a few kilobytes.
+func decodeTally(t *store.DayTally, day, partitionKey string, value []byte) error {
 	d, err := time.Parse(dayLayout, day)
 	if err != nil || len(value)%2 != 0 {
-		return store.DayTally{}, fmt.Errorf("%w: tally of %s on %q", errCorrupt, partitionKey, day)
+		return fmt.Errorf("%w: tally of %s on %q", errCorrupt, partitionKey, day)
 	}
-	t := store.DayTally{PartitionKey: partitionKey, Day: d}
+	*t = store.DayTally{PartitionKey: partitionKey, Day: d}
 	for i := 0; i < len(value); i += 2 {
 		r := binary.BigEndian.Uint16(value[i:])
 		m := int(r & minuteMask)
 		if m >= store.MinutesPerDay || r&^(removalBit|minuteMask) != 0 {
-			return store.DayTally{}, fmt.Errorf("%w: tally of %s on %s: record %#04x", errCorrupt, partitionKey, day, r)
+			return fmt.Errorf("%w: tally of %s on %s: record %#04x", errCorrupt, partitionKey, day, r)
 		}
 		if r&removalBit != 0 {
 			t.Rows[m]--
@@ -101,7 +102,7 @@ func decodeTally(day, partitionKey string, value []byte) (store.DayTally, error)
 			t.Rows[m]++
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // encodeRows is the records of rows[from:], each minute's rows as that
@@ -245,6 +246,23 @@ func (d *DB) isEmpty(ctx context.Context, prefix []byte) (bool, error) {
 		return false, engineError("iterate", err)
 	}
 	return empty, nil
+}
+
+// Tallies visits t's tallies as the store stands while writes go on
+// (store.Purger): what a dry run or a purge's survey reads. It is refused
+// until t's tally is complete.
+func (d *DB) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	own, err := d.ownTable(t)
+	if err != nil {
+		return err
+	}
+	switch s := d.tallied(own.key); {
+	case s == nil:
+		return fmt.Errorf("pebble: tallies of %s: the table is not tallied", own.name)
+	case !s.finished.Load():
+		return fmt.Errorf("pebble: tallies of %s: the table's tally is not complete yet (see AwaitTally)", own.name)
+	}
+	return d.scanTallies(ctx, own, partitions, through, visit)
 }
 
 // AwaitTally waits until t's backfill is complete (store.Purger).

@@ -66,7 +66,7 @@ func readTallies(t *testing.T, db *pebble.DB, tbl store.Table) map[dayKey][store
 	t.Helper()
 	got := map[dayKey][store.MinutesPerDay]int32{}
 	err := db.Exclusive(t.Context(), func(ctx context.Context, b store.PurgeBatch) error {
-		return b.Tallies(ctx, tbl, store.Range{}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), func(d store.DayTally) error {
+		return b.Tallies(ctx, tbl, store.Range{}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), func(d *store.DayTally) error {
 			got[dayKey{d.PartitionKey, d.Day}] = d.Rows
 			return nil
 		})
@@ -194,7 +194,7 @@ func TestTallyEqualsRecount(t *testing.T) {
 		checkTally(t, db, tbl)
 	}
 	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
-		return b.Tallies(ctx, tables[2], store.Range{}, day0, func(store.DayTally) error { return nil })
+		return b.Tallies(ctx, tables[2], store.Range{}, day0, func(*store.DayTally) error { return nil })
 	})
 	if err == nil {
 		t.Error("Tallies of an untallied table: no error")
@@ -339,9 +339,9 @@ func TestBackfillResumes(t *testing.T) {
 // dayTallies reads the partition's tallies through boundary's day.
 func dayTallies(ctx context.Context, b store.PurgeBatch, tbl store.Table, partition string, through time.Time) ([]store.DayTally, error) {
 	var out []store.DayTally
-	err := b.Tallies(ctx, tbl, store.Range{From: partition}, through, func(d store.DayTally) error {
+	err := b.Tallies(ctx, tbl, store.Range{From: partition}, through, func(d *store.DayTally) error {
 		if d.PartitionKey == partition {
-			out = append(out, d)
+			out = append(out, *d)
 		}
 		return nil
 	})
@@ -468,7 +468,7 @@ func TestTalliesSkipScan(t *testing.T) {
 	}
 	var got []string
 	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
-		return b.Tallies(ctx, images, store.Range{From: "b", To: "d"}, day0.Add(2*24*time.Hour+23*time.Hour), func(d store.DayTally) error {
+		return b.Tallies(ctx, images, store.Range{From: "b", To: "d"}, day0.Add(2*24*time.Hour+23*time.Hour), func(d *store.DayTally) error {
 			got = append(got, d.Day.Format("0102")+d.PartitionKey)
 			return nil
 		})
@@ -479,7 +479,7 @@ func TestTalliesSkipScan(t *testing.T) {
 	}
 	got = nil
 	err = db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
-		return b.Tallies(ctx, images, store.Range{From: "d"}, day0, func(d store.DayTally) error {
+		return b.Tallies(ctx, images, store.Range{From: "d"}, day0, func(d *store.DayTally) error {
 			got = append(got, d.Day.Format("0102")+d.PartitionKey)
 			return nil
 		})
