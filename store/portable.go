@@ -26,8 +26,7 @@ import (
 // constructors prevent by handing out only the portable backend.
 type Driver struct {
 	// OpenTable returns the engine's table of the name. The table may
-	// implement Counter, KeyDeleter and RangeDeleter; the portable table
-	// implements the same ones, checked alike.
+	// implement Counter; the portable table then does too, checked alike.
 	OpenTable func(ctx context.Context, name string) (Table, error)
 	// Transact, when the engine commits across tables, applies checked
 	// operations as Transactor.Transact does; each operation's Table is one

@@ -16,76 +16,30 @@ type counts struct{}
 
 func (counts) CountRows(context.Context, string, store.Range) (int64, error) { return 7, nil }
 
-type deletesKeys struct{}
-
-func (deletesKeys) DeleteKeys(context.Context, []store.KeyDelete) error { return nil }
-
-type deletesRanges struct{}
-
-func (deletesRanges) DeleteRanges(context.Context, []store.RowRange) ([]int64, error) {
-	return nil, nil
-}
-
-func (deletesRanges) Fence() store.Fence { return 0 }
-
-func (deletesRanges) DeletePartitions(context.Context, []string, store.Fence) error { return nil }
-
 // TestFastPathsFollowTheEngine checks that the portable table implements
 // exactly the optional interfaces its engine's table implements: callers
 // choose a fast path by type assertion, so one lost would slow them and
 // one invented would fail them.
 func TestFastPathsFollowTheEngine(t *testing.T) {
 	for _, tc := range []struct {
-		engine                      store.Table
-		counter, keyDeleter, ranges bool
+		engine  store.Table
+		counter bool
 	}{
-		{engineTable{}, false, false, false},
+		{engineTable{}, false},
 		{struct {
 			engineTable
 			counts
-		}{}, true, false, false},
-		{struct {
-			engineTable
-			deletesKeys
-		}{}, false, true, false},
-		{struct {
-			engineTable
-			deletesRanges
-		}{}, false, false, true},
-		{struct {
-			engineTable
-			counts
-			deletesKeys
-		}{}, true, true, false},
-		{struct {
-			engineTable
-			counts
-			deletesRanges
-		}{}, true, false, true},
-		{struct {
-			engineTable
-			deletesKeys
-			deletesRanges
-		}{}, false, true, true},
-		{struct {
-			engineTable
-			counts
-			deletesKeys
-			deletesRanges
-		}{}, true, true, true},
+		}{}, true},
 	} {
-		name := fmt.Sprintf("counter=%v keys=%v ranges=%v", tc.counter, tc.keyDeleter, tc.ranges)
-		t.Run(name, func(t *testing.T) {
+		t.Run(fmt.Sprintf("counter=%v", tc.counter), func(t *testing.T) {
 			b := store.NewBackend(store.Driver{OpenTable: func(context.Context, string) (store.Table, error) { return tc.engine, nil }})
 			tbl, err := b.Table(t.Context(), "things")
 			if err != nil {
 				t.Fatal(err)
 			}
 			c, counter := tbl.(store.Counter)
-			_, keyDeleter := tbl.(store.KeyDeleter)
-			_, ranges := tbl.(store.RangeDeleter)
-			if counter != tc.counter || keyDeleter != tc.keyDeleter || ranges != tc.ranges {
-				t.Fatalf("portable table: counter=%v keys=%v ranges=%v; want the engine's", counter, keyDeleter, ranges)
+			if counter != tc.counter {
+				t.Fatalf("portable table: counter=%v; want the engine's", counter)
 			}
 			if counter {
 				if n, err := c.CountRows(t.Context(), "p", store.Range{}); err != nil || n != 7 {

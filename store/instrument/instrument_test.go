@@ -50,12 +50,6 @@ func TestKeepsFastPaths(t *testing.T) {
 	if _, ok := tbl.(store.Counter); !ok {
 		t.Error("wrapped table lost store.Counter")
 	}
-	if _, ok := tbl.(store.KeyDeleter); !ok {
-		t.Error("wrapped table lost store.KeyDeleter")
-	}
-	if _, ok := tbl.(store.RangeDeleter); !ok {
-		t.Error("wrapped table lost store.RangeDeleter")
-	}
 }
 
 // plainBackend hides Pebble's optional interfaces.
@@ -77,46 +71,6 @@ func TestAddsNoFastPaths(t *testing.T) {
 	}
 	if _, ok := tbl.(store.Counter); ok {
 		t.Error("wrapper of a plain table claims store.Counter")
-	}
-}
-
-// keysOnlyBackend's tables delete keys but neither count nor delete ranges,
-// as a backend with conditional key deletes and no range delete would.
-type keysOnlyBackend struct{ inner store.Backend }
-
-func (p keysOnlyBackend) Table(ctx context.Context, name string) (store.Table, error) {
-	t, err := p.inner.Table(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return struct {
-		store.Table
-		store.KeyDeleter
-	}{t, t.(store.KeyDeleter)}, nil
-}
-
-func TestKeepsEachFastPathAlone(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	b := instrument.Backend(keysOnlyBackend{openPebble(t)}, instrument.Options{Name: "keys", Metrics: instrument.NewMetrics(reg)})
-	tbl, err := b.Table(t.Context(), "Things")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := tbl.(store.Counter); ok {
-		t.Error("wrapper of a table without CountRows claims store.Counter")
-	}
-	if _, ok := tbl.(store.RangeDeleter); ok {
-		t.Error("wrapper of a table without DeleteRanges claims store.RangeDeleter")
-	}
-	kd, ok := tbl.(store.KeyDeleter)
-	if !ok {
-		t.Fatal("wrapped table lost store.KeyDeleter")
-	}
-	if err := kd.DeleteKeys(t.Context(), []store.KeyDelete{{Key: store.Key{PartitionKey: "p", RowKey: "r"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if c := histogramCount(t, reg, "delete_keys"); c != 1 {
-		t.Errorf("delete_keys observed %d times, want 1", c)
 	}
 }
 

@@ -217,54 +217,14 @@ func (t *table) Batch(ctx context.Context, ops []store.Op) error {
 	return t.opts.call(ctx, "batch", t.inner.Name(), func(ctx context.Context) error { return t.inner.Batch(ctx, ops) })
 }
 
-// withFastPaths returns t implementing each optional interface its inner
-// table implements, instrumented too.
+// withFastPaths returns t implementing store.Counter if its inner table
+// does, instrumented too.
 func withFastPaths(t *table) store.Table {
-	c, isCounter := t.inner.(store.Counter)
-	k, isKeyDeleter := t.inner.(store.KeyDeleter)
-	r, isRangeDeleter := t.inner.(store.RangeDeleter)
-	counter, keys, ranges := counting{t, c}, keyDeleting{t, k}, rangeDeleting{t, r}
-	switch {
-	case isCounter && isKeyDeleter && isRangeDeleter:
+	if c, ok := t.inner.(store.Counter); ok {
 		return struct {
 			*table
 			counting
-			keyDeleting
-			rangeDeleting
-		}{t, counter, keys, ranges}
-	case isCounter && isKeyDeleter:
-		return struct {
-			*table
-			counting
-			keyDeleting
-		}{t, counter, keys}
-	case isCounter && isRangeDeleter:
-		return struct {
-			*table
-			counting
-			rangeDeleting
-		}{t, counter, ranges}
-	case isKeyDeleter && isRangeDeleter:
-		return struct {
-			*table
-			keyDeleting
-			rangeDeleting
-		}{t, keys, ranges}
-	case isCounter:
-		return struct {
-			*table
-			counting
-		}{t, counter}
-	case isKeyDeleter:
-		return struct {
-			*table
-			keyDeleting
-		}{t, keys}
-	case isRangeDeleter:
-		return struct {
-			*table
-			rangeDeleting
-		}{t, ranges}
+		}{t, counting{t, c}}
 	}
 	return t
 }
@@ -280,34 +240,4 @@ func (c counting) CountRows(ctx context.Context, partitionKey string, rows store
 		return err
 	})
 	return n, err
-}
-
-type keyDeleting struct {
-	t     *table
-	inner store.KeyDeleter
-}
-
-func (k keyDeleting) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
-	return k.t.opts.call(ctx, "delete_keys", k.t.inner.Name(), func(ctx context.Context) error { return k.inner.DeleteKeys(ctx, deletes) })
-}
-
-type rangeDeleting struct {
-	t     *table
-	inner store.RangeDeleter
-}
-
-func (r rangeDeleting) DeleteRanges(ctx context.Context, ranges []store.RowRange) (removed []int64, err error) {
-	err = r.t.opts.call(ctx, "delete_ranges", r.t.inner.Name(), func(ctx context.Context) error {
-		removed, err = r.inner.DeleteRanges(ctx, ranges)
-		return err
-	})
-	return removed, err
-}
-
-func (r rangeDeleting) Fence() store.Fence { return r.inner.Fence() }
-
-func (r rangeDeleting) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
-	return r.t.opts.call(ctx, "delete_partitions", r.t.inner.Name(), func(ctx context.Context) error {
-		return r.inner.DeletePartitions(ctx, partitionKeys, fence)
-	})
 }

@@ -1,6 +1,7 @@
 package pebble_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -38,11 +39,10 @@ func TestCompactReturnsTheSpaceOfDeletedRows(t *testing.T) {
 	if full < partitions*rows*500 {
 		t.Fatalf("%d bytes of data for %d rows of 500 random bytes", full, partitions*rows)
 	}
-	var ranges []store.RowRange
-	for p := 1; p < partitions; p++ {
-		ranges = append(ranges, store.RowRange{PartitionKey: fmt.Sprintf("p%d", p)})
-	}
-	if _, err := tbl.(store.RangeDeleter).DeleteRanges(ctx, ranges); err != nil {
+	err := db.Exclusive(ctx, func(_ context.Context, b store.PurgeBatch) error {
+		return b.DeletePartitions(tbl, store.Range{From: "p1"})
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Compact(ctx); err != nil {

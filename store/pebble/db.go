@@ -364,14 +364,12 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 		return nil, err
 	}
 	keys := make([][]byte, len(writes))
-	partitions := make([][]byte, len(writes))
 	for i, w := range writes {
 		keys[i] = encodeKey(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey)
-		partitions[i] = partitionPrefix(w.table, w.op.Entity.PartitionKey)
 	}
 	d.gate.RLock()
 	defer d.gate.RUnlock()
-	defer d.locks.lockKeys(partitions, keys)()
+	defer d.locks.lockKeys(keys)()
 
 	batch := d.db.NewBatch()
 	defer batch.Close()

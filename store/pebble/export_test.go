@@ -9,7 +9,6 @@ import (
 const MemTableRangeDels = memTableRangeDels
 
 // PointDeleteMax exposes the most rows of a range deleted key by key.
-const PointDeleteMax = pointDeleteMax
 
 // Flush flushes the memtable and waits for it.
 func Flush(d *DB) error { return d.db.Flush() }

@@ -45,10 +45,6 @@ func (d *DB) Exclusive(ctx context.Context, stage func(ctx context.Context, b st
 		return fmt.Errorf("pebble: commit: %w", err)
 	}
 	d.flushRangeDels(b.tombstones)
-	if len(b.puts) > 0 {
-		// Rows added: fenced deletions of their partitions must see them.
-		d.locks.mark(b.puts)
-	}
 	return nil
 }
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -165,139 +163,6 @@ func (t *table) page(ctx context.Context, lower, upper []byte, where []store.Equ
 	return page, ctx.Err()
 }
 
-// DeleteRanges removes the rows in the ranges in one synced commit,
-// however many rows they hold. It holds the ranges' partitions against
-// every other write meanwhile (see locks), so the keys it counts under that
-// hold are exactly the rows it removes.
-//
-// A range of up to pointDeleteMax rows goes as point deletes of the keys it
-// counted, a larger one as one range tombstone. A purge deletes one range
-// per camera, most of them small in a large fleet, and every iterator opened
-// after a range tombstone re-fragments all of the memtable's (see
-// memTableRangeDels): point deletes of the small ranges keep the later
-// reads, the purge's own counts included, from paying for the fleet. One
-// iterator walks every range, moved by its bounds, rather than one opened
-// per range.
-func (t *table) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	partitions := make([][]byte, len(ranges))
-	for i, r := range ranges {
-		partitions[i] = partitionPrefix(t.key, r.PartitionKey)
-	}
-	unlock, err := t.lockUntallied("delete ranges")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	defer t.db.locks.lockPartitions(partitions, true)()
-	iter, err := t.db.db.NewIterWithContext(ctx, &pebbledb.IterOptions{})
-	if err != nil {
-		return nil, engineError("iterate", err)
-	}
-	defer iter.Close()
-	batch := t.db.db.NewBatch()
-	defer batch.Close()
-	removed := make([]int64, len(ranges))
-	var tombstones int64
-	keys := make([][]byte, 0, pointDeleteMax)
-	for i, r := range ranges {
-		lower, upper := t.rowBounds(r.PartitionKey, r.Rows)
-		if bytes.Compare(lower, upper) >= 0 {
-			continue
-		}
-		iter.SetBounds(lower, upper)
-		keys = keys[:0]
-		var n int64
-		for valid := iter.First(); valid; valid = iter.Next() {
-			if n++; n <= pointDeleteMax {
-				keys = append(keys, slices.Clone(iter.Key()))
-			}
-			if n%ctxCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := iter.Error(); err != nil {
-			return nil, engineError("iterate", err)
-		}
-		removed[i] = n
-		switch {
-		case n == 0:
-		case n <= pointDeleteMax:
-			for _, k := range keys {
-				if err := batch.Delete(k, nil); err != nil {
-					return nil, fmt.Errorf("pebble: delete: %w", err)
-				}
-			}
-		default:
-			if err := batch.DeleteRange(lower, upper, nil); err != nil {
-				return nil, fmt.Errorf("pebble: delete range: %w", err)
-			}
-			tombstones++
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if batch.Empty() {
-		return removed, nil
-	}
-	if err := batch.Commit(pebbledb.Sync); err != nil {
-		return nil, fmt.Errorf("pebble: delete range: %w", err)
-	}
-	t.db.flushRangeDels(tombstones)
-	return removed, nil
-}
-
-// pointDeleteMax is the most rows of one range DeleteRanges deletes key by
-// key: enough for a camera's few minutes of expired images, few enough
-// that the keys it holds meanwhile stay small (64 keys of under 600 bytes).
-const pointDeleteMax = 64
-
-// Fence marks the writes so far; see locks for how writes are marked.
-func (t *table) Fence() store.Fence { return store.Fence(t.db.locks.fence()) }
-
-// DeletePartitions removes the partitions with one range tombstone each, in
-// one synced commit, if no write marked them since fence. It holds them
-// exclusively from its check to its commit, so no write slips in between.
-//
-// It leaves no mark itself: emptying a partition adds no row that a caller
-// holding an older fence has not read, and a mark would refuse the fenced
-// deletion of a partition sharing its slot, read before it (a sweep's next
-// chunk, whose first page it read before deleting the chunk before).
-func (t *table) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	partitions := make([][]byte, len(partitionKeys))
-	for i, pk := range partitionKeys {
-		partitions[i] = partitionPrefix(t.key, pk)
-	}
-	unlock, err := t.lockUntallied("delete partitions")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	defer t.db.locks.lockPartitions(partitions, false)()
-	if !t.db.locks.unchangedSince(partitions, uint64(fence)) {
-		return fmt.Errorf("pebble: delete partitions: written since the fence: %w", store.ErrConflict)
-	}
-	batch := t.db.db.NewBatch()
-	defer batch.Close()
-	for _, p := range partitions {
-		if err := batch.DeleteRange(p, prefixEnd(p), nil); err != nil {
-			return fmt.Errorf("pebble: delete partitions: %w", err)
-		}
-	}
-	if err := batch.Commit(pebbledb.Sync); err != nil {
-		return fmt.Errorf("pebble: delete partitions: %w", err)
-	}
-	return nil
-}
-
 // CountRows counts a partition's rows in a row-key range by walking their
 // keys, without decoding a value.
 func (t *table) CountRows(ctx context.Context, partitionKey string, rows store.Range) (int64, error) {
@@ -327,60 +192,6 @@ func (t *table) countKeys(ctx context.Context, lower, upper []byte) (int64, erro
 		return 0, engineError("iterate", err)
 	}
 	return n, ctx.Err()
-}
-
-// DeleteKeys removes the entities with the keys in one synced commit;
-// missing keys are ignored. It holds the keys' locks as a conditional write
-// does, so none slips between its check of an IfMatch and its commit.
-func (t *table) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	encoded, partitions := make([][]byte, len(deletes)), make([][]byte, len(deletes))
-	for i, d := range deletes {
-		encoded[i] = encodeKey(t.key, d.PartitionKey, d.RowKey)
-		partitions[i] = partitionPrefix(t.key, d.PartitionKey)
-	}
-	unlock, err := t.lockUntallied("delete keys")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	defer t.db.locks.lockKeys(partitions, encoded)()
-	batch := t.db.db.NewBatch()
-	defer batch.Close()
-	for i, key := range encoded {
-		if d := deletes[i]; d.IfMatch != "" && d.IfMatch != "*" {
-			stored, found, err := t.db.get(key, d.PartitionKey, d.RowKey)
-			if err != nil {
-				return &store.BatchError{Index: i, Err: err}
-			}
-			if !found {
-				continue
-			}
-			if stored.ETag != d.IfMatch {
-				return &store.BatchError{Index: i, Err: store.ErrConflict}
-			}
-		}
-		if err := batch.Delete(key, nil); err != nil {
-			return fmt.Errorf("pebble: delete: %w", err)
-		}
-	}
-	if err := batch.Commit(pebbledb.Sync); err != nil {
-		return fmt.Errorf("pebble: delete: %w", err)
-	}
-	return nil
-}
-
-// lockUntallied holds the gate shared for a write that removes rows
-// without tallying them, and refuses if the table is tallied.
-func (t *table) lockUntallied(op string) (unlock func(), err error) {
-	t.db.gate.RLock()
-	if t.db.tallied(t.key) != nil {
-		t.db.gate.RUnlock()
-		return nil, fmt.Errorf("pebble: %s of %s: %w", op, t.name, errTallied)
-	}
-	return t.db.gate.RUnlock, nil
 }
 
 // rowBounds are the keys [lower, upper) of a partition's row-key range.

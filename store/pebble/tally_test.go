@@ -651,16 +651,6 @@ func TestTalliedTablesRefuseOtherDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := store.Key{PartitionKey: "cam", RowKey: store.InvertedTicksRowKey(day0)}
-	if err := images.(store.KeyDeleter).DeleteKeys(ctx, []store.KeyDelete{{Key: key}}); !errors.Is(err, pebble.ErrTallied) {
-		t.Errorf("DeleteKeys: %v", err)
-	}
-	rd := images.(store.RangeDeleter)
-	if _, err := rd.DeleteRanges(ctx, []store.RowRange{{PartitionKey: "cam"}}); !errors.Is(err, pebble.ErrTallied) {
-		t.Errorf("DeleteRanges: %v", err)
-	}
-	if err := rd.DeletePartitions(ctx, []string{"cam"}, rd.Fence()); !errors.Is(err, pebble.ErrTallied) {
-		t.Errorf("DeletePartitions: %v", err)
-	}
 	for name, stage := range map[string]func(b store.PurgeBatch) error{
 		"batch DeletePartitions": func(b store.PurgeBatch) error { return b.DeletePartitions(images, store.Range{}) },
 		"batch Delete":           func(b store.PurgeBatch) error { _, err := b.Delete(images, key); return err },

@@ -79,7 +79,7 @@ func deletesRows(op string) bool {
 // the cancelled job's adding up to every expired row.
 func TestCancelStopsAtATaskBoundary(t *testing.T) {
 	kind := images.Single
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, phase := range cancelPhases {
 			t.Run(phase.name, func(t *testing.T) {
 				opts := quickOptions()
@@ -154,7 +154,7 @@ func TestCancelStopsAtATaskBoundary(t *testing.T) {
 // its index rows, the held camera untouched.
 func TestCancelPurgeWithPolicies(t *testing.T) {
 	kind := images.Single
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, phase := range cancelPhases {
 			t.Run(phase.name, func(t *testing.T) {
 				opts, now := policyOptions()
@@ -231,7 +231,7 @@ func TestCancelRefusals(t *testing.T) {
 func (f *fixture) otherReplica(t *testing.T) *retention.Engine {
 	t.Helper()
 	opts := f.opts
-	opts.Backend, opts.Repositories, opts.Queue, opts.ReplicaID = f.base, f.repos, f.queue, "other"
+	opts.Backend, opts.Repositories, opts.Queue, opts.ReplicaID = f.backend, f.repos, f.queue, "other"
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func (c *expiredCreator) create(ctx context.Context, camera int) error {
 // first record after counting creates one for every camera. The job's
 // counts must equal the rows that are gone, primary and index.
 func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				// Each task is worked by one delivery at a time: a second
@@ -132,7 +132,7 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 // created meanwhile, and the job must say so. A purge whose deliveries all
 // record their deletes must not.
 func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, lose := range []bool{false, true} {
 			t.Run(map[bool]string{false: "every delete recorded", true: "a delete's record lost"}[lose], func(t *testing.T) {
 				opts := quickOptions()

@@ -242,8 +242,11 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 	err := r.purger.Tallies(ctx, r.primary, store.Range{}, r.through, func(t *store.DayTally) error {
 		i, found := at[t.PartitionKey]
 		if !found {
-			// A camera's first tally is its oldest day.
-			oldest, _ := t.Oldest()
+			// A camera's first tally with rows is its oldest day.
+			oldest, any := t.Oldest()
+			if !any {
+				return nil
+			}
 			b, err := r.boundary(ctx, j, t.PartitionKey, oldest)
 			if err != nil {
 				return err
@@ -312,6 +315,9 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		}
 		seen := map[string]camera{}
 		keptBefore := indexBefore
+		if !p.KeptBefore.IsZero() {
+			keptBefore = minTime(keptBefore, p.KeptBefore)
+		}
 		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error {
 			cam, ok := seen[t.PartitionKey]
 			if !ok {
@@ -369,7 +375,7 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			return err
 		}
 		p.Counts.add(c)
-		p.IndexBefore = indexBefore
+		p.IndexBefore, p.KeptBefore = indexBefore, keptBefore
 		if last {
 			ranged := indexBefore
 			p.Phase = phaseDone

@@ -199,3 +199,60 @@ func TestStoreFromBeforeTalliesPurgesExactly(t *testing.T) {
 	}
 	wantCounts(t, "first purge after the backfill", j.Totals(), want)
 }
+
+// TestEmbeddedCancelAfterSomeSectionsLeavesNoOrphan: a purge cancelled
+// between its sections ends cancelled with the counts of what it deleted,
+// every deleted row's index row gone with it (the range deletion of the
+// index was the last section's), and the next purge deletes the rest.
+func TestEmbeddedCancelAfterSomeSectionsLeavesNoOrphan(t *testing.T) {
+	opts := quickOptions()
+	opts.SectionCameras = 1
+	f := newFixture(t, opts)
+	const cameras = 5
+	f.seed(t, cameras)
+	var sections atomic.Int32
+	reached, release := make(chan struct{}), make(chan struct{})
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(_, op string, _ []store.Key) error {
+		if op == "exclusive" && sections.Add(1) == 3 {
+			close(reached)
+			<-release
+		}
+		return nil
+	}})
+	f.run(t)
+	boundary := cutoff.Truncate(time.Minute)
+	before := f.census(t, images.Single, boundary)
+	started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached:
+	case <-time.After(patience):
+		t.Fatal("the purge never reached its third section")
+	}
+	if _, err := f.engine.Cancel(t.Context(), started.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	j := f.await(t, started.ID)
+	if j.State != retention.Cancelled {
+		t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+	}
+	after := f.census(t, images.Single, boundary)
+	c := j.Totals()
+	if c.DevicesDone != 2 || c.MetadataRows != before.primaryOld-after.primaryOld || c.IndexRows != before.indexOld-after.indexOld {
+		t.Errorf("cancelled job counts %+v; %d primary and %d index rows are gone, of two cameras", c,
+			before.primaryOld-after.primaryOld, before.indexOld-after.indexOld)
+	}
+	if after.primaryOld != after.indexOld || after.primaryOld != (cameras-2)*expiredPerCamera {
+		t.Errorf("after the cancel %+v: want the three cameras left with both rows, none of the two purged", after)
+	}
+	next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if n := next.Totals(); next.State != retention.Succeeded || n.MetadataRows+c.MetadataRows != before.primaryOld || n.IndexRows+c.IndexRows != before.indexOld {
+		t.Errorf("next purge %s: %+v; with the cancelled one's, want every expired row", next.State, n)
+	}
+	if got := f.census(t, images.Single, boundary); got.primaryOld != 0 || got.indexOld != 0 {
+		t.Errorf("after the next purge %+v", got)
+	}
+}

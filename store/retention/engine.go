@@ -194,8 +194,6 @@ type Engine struct {
 	tracer  trace.Tracer
 	// sweepHook, set by tests only, runs at every step of a sweep.
 	sweepHook func(sweepStep, store.Range)
-	// readEverySweep, set by tests only, keeps sweeps off their plans' chunks.
-	readEverySweep bool
 	// limiter paces this process's deletes, nil without
 	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
 	limiter     *rate.Limiter
@@ -205,9 +203,6 @@ type Engine struct {
 	// working holds the tasks this process's workers are running (see
 	// beginTask), under mu.
 	working map[taskMessage]string
-	// sweepPlans are what plans in this process prepared for their sweeps
-	// (see sweepplan.go), under mu.
-	sweepPlans map[sweepPlanKey]*sweepPlan
 }
 
 // Open opens the engine's tables on the backend.
@@ -218,8 +213,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
 		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName),
-		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN, working: map[taskMessage]string{},
-		sweepPlans: map[sweepPlanKey]*sweepPlan{}}
+		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN, working: map[taskMessage]string{}}
 	if opts.RowsPerSecond > 0 {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
 	}

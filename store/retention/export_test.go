@@ -15,20 +15,6 @@ func SweepSteps() []string {
 	return names
 }
 
-// PlannedSweepSteps are the names of the steps of a sweep its plan
-// prepared, in the order a chunk meets them.
-func PlannedSweepSteps() []string {
-	names := make([]string, len(plannedSweepSteps))
-	for i, s := range plannedSweepSteps {
-		names[i] = string(s)
-	}
-	return names
-}
-
-// ReadEverySweep makes e's sweeps read every partition they delete, as on
-// a backend that cannot delete partitions fenced, never a plan's chunks.
-func ReadEverySweep(e *Engine) { e.readEverySweep = true }
-
 // SetSweepHook makes e call hook at every step of its sweeps, with the
 // index partitions the step concerns (From empty when not yet known).
 func SetSweepHook(e *Engine, hook func(step string, partitions store.Range)) {

@@ -55,6 +55,10 @@ type fixture struct {
 	// reopen opens a fixture on the store as a restarted process finds it:
 	// for the embedded store, the filesystem crashed holds what was synced.
 	reopen func(t *testing.T, crashed *vfs.MemFS) *fixture
+	// azureEngine runs the Azure backend's engine (queue, tasks, sweep) on
+	// the embedded store, hiding its transactions and purges, so that
+	// tests step that engine without Azurite.
+	azureEngine bool
 }
 
 // stores are the backends the engine is tested on; each test runs on each.
@@ -68,6 +72,24 @@ var stores = []struct {
 
 func forEachStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
 	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { test(t, s.open) })
+	}
+}
+
+// queueStores are the stores the Azure backend's engine is tested on: the
+// embedded store with that engine, and Azure.
+var queueStores = []struct {
+	name string
+	open func(t *testing.T, opts retention.Options) *fixture
+}{
+	{"pebble-queue", newQueueFixture},
+	{"azure", newAzureFixture},
+}
+
+// forEachQueueStore runs a test of the queue engine (tasks, leases,
+// visibility, the sweep) on each of queueStores.
+func forEachQueueStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
+	for _, s := range queueStores {
 		t.Run(s.name, func(t *testing.T) { test(t, s.open) })
 	}
 }
@@ -94,15 +116,28 @@ func newFixture(t *testing.T, opts retention.Options) *fixture {
 	return openPebbleFixture(t, opts, vfs.NewCrashableMem())
 }
 
+// newQueueFixture is newFixture running the Azure backend's engine.
+func newQueueFixture(t *testing.T, opts retention.Options) *fixture {
+	t.Helper()
+	return openPebbleFixtureAs(t, opts, vfs.NewCrashableMem(), true)
+}
+
 func openPebbleFixture(t *testing.T, opts retention.Options, fs *vfs.MemFS) *fixture {
+	t.Helper()
+	return openPebbleFixtureAs(t, opts, fs, false)
+}
+
+func openPebbleFixtureAs(t *testing.T, opts retention.Options, fs *vfs.MemFS, azureEngine bool) *fixture {
 	t.Helper()
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs, Logger: opts.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := &fixture{fs: fs, base: db, opts: opts}
-	f.reopen = func(t *testing.T, crashed *vfs.MemFS) *fixture { return openPebbleFixture(t, opts, crashed) }
+	f := &fixture{fs: fs, base: db, opts: opts, azureEngine: azureEngine}
+	f.reopen = func(t *testing.T, crashed *vfs.MemFS) *fixture {
+		return openPebbleFixtureAs(t, opts, crashed, azureEngine)
+	}
 	f.openEngine(t, db)
 	return f
 }
@@ -143,12 +178,18 @@ func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
 // engine of the Azure backend, which tests can step on it without Azurite.
 func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 	t.Helper()
+	if _, ok := backend.(store.Purger); ok && f.azureEngine {
+		backend = &hookedBackend{Backend: backend, plain: true}
+	}
+	if h, ok := backend.(*hookedBackend); ok && f.azureEngine {
+		h.plain = true
+	}
 	if h, ok := backend.(*hookedBackend); ok && !h.plain {
 		if _, ok := h.Backend.(store.Purger); ok {
 			backend = purgingBackend{transactingBackend{h}}
 		}
 	}
-	if h, ok := backend.(transactingBackend); ok && !h.plain {
+	if h, ok := backend.(transactingBackend); ok && !h.plain && !f.azureEngine {
 		if _, ok := h.Backend.(store.Purger); ok {
 			backend = purgingBackend{h}
 		}
@@ -357,7 +398,8 @@ func (f *fixture) census(t *testing.T, kind images.Kind, boundary time.Time) cen
 // hookedBackend wraps every table of a backend to watch or break its writes.
 type hookedBackend struct {
 	store.Backend
-	// plain hides the optional fast paths, as Azure Table Storage has none.
+	// plain hides the embedded store's purges, as Azure has none: the
+	// engine then runs the queue design on it.
 	plain bool
 	// before runs ahead of every write; an error fails the write.
 	before func(table string, op string, keys []store.Key) error
@@ -381,13 +423,7 @@ func (b *hookedBackend) Table(ctx context.Context, name string) (store.Table, er
 	if err != nil {
 		return nil, err
 	}
-	h := &hookedTable{Table: t, b: b}
-	_, ranges := t.(store.RangeDeleter)
-	_, keys := t.(store.KeyDeleter)
-	if b.plain || !ranges || !keys {
-		return h, nil
-	}
-	return &fastHookedTable{h}, nil
+	return &hookedTable{Table: t, b: b}, nil
 }
 
 type hookedTable struct {
@@ -470,10 +506,7 @@ func (u unhookedBatch) Put(t store.Table, e store.Entity) (store.Entity, error) 
 
 // unhooked is the table a hookedBackend wrapped.
 func unhooked(t store.Table) store.Table {
-	switch h := t.(type) {
-	case *hookedTable:
-		return h.Table
-	case *fastHookedTable:
+	if h, ok := t.(*hookedTable); ok {
 		return h.Table
 	}
 	return t
@@ -535,45 +568,6 @@ func (h *hookedTable) Batch(ctx context.Context, ops []store.Op) error {
 		return err
 	}
 	return h.b.replied(h.Table.Batch(ctx, ops))
-}
-
-// fastHookedTable keeps the wrapped table's range and key deletes.
-type fastHookedTable struct{ *hookedTable }
-
-func (h *fastHookedTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
-	keys := make([]store.Key, len(ranges))
-	for i, r := range ranges {
-		keys[i] = store.Key{PartitionKey: r.PartitionKey}
-	}
-	if err := h.hook("delete-ranges", keys...); err != nil {
-		return nil, err
-	}
-	counts, err := h.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
-	return counts, h.b.replied(err)
-}
-
-func (h *fastHookedTable) Fence() store.Fence { return h.Table.(store.RangeDeleter).Fence() }
-
-func (h *fastHookedTable) DeletePartitions(ctx context.Context, partitionKeys []string, fence store.Fence) error {
-	keys := make([]store.Key, len(partitionKeys))
-	for i, pk := range partitionKeys {
-		keys[i] = store.Key{PartitionKey: pk}
-	}
-	if err := h.hook("delete-partitions", keys...); err != nil {
-		return err
-	}
-	return h.b.replied(h.Table.(store.RangeDeleter).DeletePartitions(ctx, partitionKeys, fence))
-}
-
-func (h *fastHookedTable) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
-	keys := make([]store.Key, len(deletes))
-	for i, d := range deletes {
-		keys[i] = d.Key
-	}
-	if err := h.hook("delete-keys", keys...); err != nil {
-		return err
-	}
-	return h.b.replied(h.Table.(store.KeyDeleter).DeleteKeys(ctx, deletes))
 }
 
 // errDead is what every write returns once a simulated crash happened.

@@ -102,6 +102,10 @@ type KindProgress struct {
 	// purge deletes the kind's index by range (see embedded.go), fixed by
 	// its first section so that a resumed run deletes the same.
 	IndexBefore time.Time `json:"indexBefore,omitzero"`
+	// KeptBefore is the oldest minute the sections so far found a kept
+	// camera to have rows in, or a purged camera's boundary: the index
+	// goes by range only before it.
+	KeptBefore time.Time `json:"keptBefore,omitzero"`
 	// Orphans are the index partitions whose rows without a primary row
 	// the embedded purge deletes in its orphans phase.
 	Orphans *store.Range `json:"orphans,omitempty"`

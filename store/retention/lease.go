@@ -92,8 +92,6 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		cancel()
 		<-renewing
 	}()
-	// A sweep plan lives as long as the run of its job: a later run reads.
-	defer e.forgetSweepPlans(id)
 
 	if !j.DryRun {
 		// A job resumed after a crash may have been recorded without its locks.

@@ -12,7 +12,7 @@ import (
 // each camera once: the counts are exact, devices included, and a dry run
 // under the same bound agrees.
 func TestCamerasBeyondThePlansMemory(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		opts := quickOptions()
 		opts.CameraMemory = 2 * (len("cam-000") + 64) // two cameras fit, a third does not
 		f := newFixture(t, opts)

@@ -47,7 +47,7 @@ func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 // job alone, with exact counts and no primary row left without its index
 // row.
 func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const cameras = 6
 		a := newFixture(t, quickOptions())
 		a.seed(t, cameras)

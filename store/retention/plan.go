@@ -96,20 +96,12 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	pl := &planner{e: e, job: j, kind: kind, seq: seq}
 	buckets, bucket := max(p.Buckets, 1), p.Bucket
 	before, started := p.BucketsSeq, p.BucketSeq
-	e.keepSweepPlan(j.ID, kind, nil)
-	// A plan from its start, before any task, in one bucket, can prepare
-	// the sweep (see sweepplan.go): no camera is in a task made before its
-	// fence, and its one scan meets every camera.
-	pl.prepareSweep = seq == 0 && buckets == 1 && bucket == 0 && !j.UsePolicies && e.repos[kind].IndexLag() == 0
 	for bucket < buckets {
 		fits, err := pl.planBucket(ctx, bucket, buckets, before, started)
 		if err != nil {
 			return err
 		}
 		if fits {
-			if pl.sweep != nil {
-				e.keepSweepPlan(j.ID, kind, pl.sweep)
-			}
 			bucket++
 		} else {
 			buckets, bucket, before = 2*buckets, 0, pl.seq
@@ -152,10 +144,6 @@ type planner struct {
 	kind images.Kind
 	// seq is the number of the next task.
 	seq int
-	// prepareSweep is whether the next bucket's scan prepares the sweep;
-	// sweep is what it prepared.
-	prepareSweep bool
-	sweep        *sweepPlan
 }
 
 // planBucket plans the cameras of one bucket of n not yet in a task. It
@@ -236,19 +224,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		}
 	}
 	expired := images.ExpiredIndex(p.job.boundary(p.kind))
-	var rec *sweepRecorder
-	if fencer, ok := p.e.indexFencer(p.kind); ok && p.prepareSweep {
-		rec = newSweepRecorder(fencer.Fence(), expired.From, p.e.opts.SweepChunk, p.e.opts.CameraMemory)
-		p.e.step(stepPlanFenced, store.Range{})
-	}
-	p.prepareSweep = false
 	err = p.e.repos[p.kind].EachIndexRow(ctx, expired, func(row images.IndexRow) error {
-		if rec != nil {
-			if row.PartitionKey != rec.lastPart {
-				p.e.step(stepPlanScanned, store.Range{From: row.PartitionKey})
-			}
-			rec.row(row)
-		}
 		device := row.CameraID
 		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
 			return nil
@@ -284,17 +260,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 	if err != nil {
 		return false, err
 	}
-	if rec != nil {
-		p.sweep = rec.done(expired.To)
-	}
 	return true, flush()
-}
-
-// indexFencer is the kind's index table as a store.RangeDeleter, if it is one.
-func (e *Engine) indexFencer(kind images.Kind) (store.RangeDeleter, bool) {
-	_, index := e.repos[kind].Tables()
-	rd, ok := index.(store.RangeDeleter)
-	return rd, ok
 }
 
 // errOutgrown stops a scan whose cameras outgrow the plan's memory.

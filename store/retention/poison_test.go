@@ -28,14 +28,7 @@ func (b *faultBackend) Table(ctx context.Context, name string) (store.Table, err
 	if err != nil {
 		return nil, err
 	}
-	f := &faultTable{Table: t, fail: b.fail}
-	_, counts := t.(store.Counter)
-	_, ranges := t.(store.RangeDeleter)
-	_, keys := t.(store.KeyDeleter)
-	if counts && ranges && keys {
-		return &fastFaultTable{f}, nil
-	}
-	return f, nil
+	return &faultTable{Table: t, fail: b.fail}, nil
 }
 
 type faultTable struct {
@@ -62,30 +55,6 @@ func (t *faultTable) Update(ctx context.Context, e store.Entity, mode store.Writ
 		return store.Entity{}, err
 	}
 	return t.Table.Update(ctx, e, mode, ifMatch)
-}
-
-// fastFaultTable keeps the wrapped table's count, range and key deletes.
-type fastFaultTable struct{ *faultTable }
-
-func (t *fastFaultTable) CountRows(ctx context.Context, pk string, rows store.Range) (int64, error) {
-	if err := t.fail(t.Name(), "count", store.Key{PartitionKey: pk}, nil); err != nil {
-		return 0, err
-	}
-	return t.Table.(store.Counter).CountRows(ctx, pk, rows)
-}
-
-func (t *fastFaultTable) DeleteRanges(ctx context.Context, ranges []store.RowRange) ([]int64, error) {
-	return t.Table.(store.RangeDeleter).DeleteRanges(ctx, ranges)
-}
-
-func (t *fastFaultTable) Fence() store.Fence { return t.Table.(store.RangeDeleter).Fence() }
-
-func (t *fastFaultTable) DeletePartitions(ctx context.Context, pks []string, fence store.Fence) error {
-	return t.Table.(store.RangeDeleter).DeletePartitions(ctx, pks, fence)
-}
-
-func (t *fastFaultTable) DeleteKeys(ctx context.Context, deletes []store.KeyDelete) error {
-	return t.Table.(store.KeyDeleter).DeleteKeys(ctx, deletes)
 }
 
 // TestCameraFailingEveryAttemptEndsItsJob: a camera whose count, hold read
@@ -132,7 +101,7 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 			},
 		},
 	}
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts := quickOptions()

@@ -18,7 +18,7 @@ import (
 // takes effect at the next purge; a hold placed after the plan reached the
 // camera, before its delete, spares it, counted as held, index rows and all.
 func TestPolicyChangesDuringPurge(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
 		single := setPolicies(t, f.engine)
@@ -89,7 +89,7 @@ func TestPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T) {
 		{"own policy", retention.ScopeCamera, "cam-long", "cam-long", 3, 3},
 		{"prefix policy", retention.ScopePrefix, "acme-x-", "acme-x-1", 4, 2},
 	}
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts, now := policyOptions()

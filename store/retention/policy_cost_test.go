@@ -14,7 +14,7 @@ import (
 // reads the policy and hold tables alone. (BenchmarkPurgeWithPolicies
 // shows the same at scale.)
 func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
 		p := f.engine.Policies()

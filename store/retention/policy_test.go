@@ -163,57 +163,71 @@ func expired(days map[string]int) int64 {
 func TestPurgeWithPolicies(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		opts, now := policyOptions()
-		f := open(t, opts)
-		single := setPolicies(t, f.engine)
-		cameras := cameraNames(single)
-		f.seedDays(t, now, []images.Kind{images.Single, images.Pano, images.PreStitch}, cameras...)
-		// Pano falls to the default (3 days) but for the held camera; no
-		// policy sets pre-stitch images, which are kept whole.
-		pano := map[string]int{}
-		for c := range single {
-			pano[c] = 3
-		}
-		pano["held-1"] = 0
-		f.run(t)
-
-		dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true, DryRun: true})
-		j := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
-		if j.State != retention.Succeeded {
-			t.Fatalf("purge ended %s: %s", j.State, j.Error)
-		}
-		if got := j.ImageKinds(); !slices.Equal(got, []images.Kind{images.Single, images.Pano}) {
-			t.Errorf("purged kinds %v, want single and pano: no policy sets pre-stitch", got)
-		}
-		if want := j.Created.Add(-retention.Days(1)); !j.Cutoff.Equal(want) {
-			t.Errorf("job cutoff %s, want the newest in force %s", j.Cutoff, want)
-		}
-		want := expired(single) + expired(pano)
-		if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesTotal != 12 || got.DevicesDone != 12 {
-			t.Errorf("counts %+v, want %d rows of each table, 12 cameras", got, want)
-		}
-		if got := dry.Totals(); got.MetadataRows != want || got.IndexRows != want {
-			t.Errorf("dry run counts %+v, want %d rows of each table", got, want)
-		}
-		f.checkKept(t, now, images.Single, single)
-		f.checkKept(t, now, images.Pano, pano)
-		all := map[string]int{}
-		for c := range single {
-			all[c] = 0
-		}
-		f.checkKept(t, now, images.PreStitch, all)
-
-		if err := f.engine.Policies().DeleteHold(t.Context(), "held-1", ""); err != nil {
-			t.Fatal(err)
-		}
-		j = f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
-		released := int64(2 * (policyDays - 3))
-		if got := j.Totals(); got.MetadataRows != released || got.IndexRows != released || got.DevicesDone != 2 {
-			t.Errorf("after the release: counts %+v, want %d rows of each table of 2 cameras", got, released)
-		}
-		single["held-1"], pano["held-1"] = 3, 3
-		f.checkKept(t, now, images.Single, single)
-		f.checkKept(t, now, images.Pano, pano)
+		purgeWithPolicies(t, open(t, opts), now)
 	})
+}
+
+// TestEmbeddedPurgeWithPoliciesInSections is TestPurgeWithPolicies on the
+// embedded store in sections of one camera: held and spared cameras keep
+// their index rows in the minutes every other camera's rows left, deleted
+// by derived keys section after section.
+func TestEmbeddedPurgeWithPoliciesInSections(t *testing.T) {
+	opts, now := policyOptions()
+	opts.SectionCameras = 1
+	purgeWithPolicies(t, newFixture(t, opts), now)
+}
+
+func purgeWithPolicies(t *testing.T, f *fixture, now time.Time) {
+	t.Helper()
+	single := setPolicies(t, f.engine)
+	cameras := cameraNames(single)
+	f.seedDays(t, now, []images.Kind{images.Single, images.Pano, images.PreStitch}, cameras...)
+	// Pano falls to the default (3 days) but for the held camera; no
+	// policy sets pre-stitch images, which are kept whole.
+	pano := map[string]int{}
+	for c := range single {
+		pano[c] = 3
+	}
+	pano["held-1"] = 0
+	f.run(t)
+
+	dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true, DryRun: true})
+	j := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
+	if j.State != retention.Succeeded {
+		t.Fatalf("purge ended %s: %s", j.State, j.Error)
+	}
+	if got := j.ImageKinds(); !slices.Equal(got, []images.Kind{images.Single, images.Pano}) {
+		t.Errorf("purged kinds %v, want single and pano: no policy sets pre-stitch", got)
+	}
+	if want := j.Created.Add(-retention.Days(1)); !j.Cutoff.Equal(want) {
+		t.Errorf("job cutoff %s, want the newest in force %s", j.Cutoff, want)
+	}
+	want := expired(single) + expired(pano)
+	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesTotal != 12 || got.DevicesDone != 12 {
+		t.Errorf("counts %+v, want %d rows of each table, 12 cameras", got, want)
+	}
+	if got := dry.Totals(); got.MetadataRows != want || got.IndexRows != want {
+		t.Errorf("dry run counts %+v, want %d rows of each table", got, want)
+	}
+	f.checkKept(t, now, images.Single, single)
+	f.checkKept(t, now, images.Pano, pano)
+	all := map[string]int{}
+	for c := range single {
+		all[c] = 0
+	}
+	f.checkKept(t, now, images.PreStitch, all)
+
+	if err := f.engine.Policies().DeleteHold(t.Context(), "held-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	j = f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
+	released := int64(2 * (policyDays - 3))
+	if got := j.Totals(); got.MetadataRows != released || got.IndexRows != released || got.DevicesDone != 2 {
+		t.Errorf("after the release: counts %+v, want %d rows of each table of 2 cameras", got, released)
+	}
+	single["held-1"], pano["held-1"] = 3, 3
+	f.checkKept(t, now, images.Single, single)
+	f.checkKept(t, now, images.Pano, pano)
 }
 
 // TestScheduleWithPolicies: a schedule with UsePolicies starts nothing

@@ -43,7 +43,7 @@ func (d *deleteLog) count(replica string) int {
 // the purge one of them started, both read the same job, and every
 // camera's rows are deleted once.
 func TestTwoReplicasShareAPurge(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const cameras = 12
 		a := newFixture(t, quickOptions())
 		a.seed(t, cameras)
@@ -111,7 +111,7 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 // (as a crashed pod does); once its lease runs out another replica takes
 // the job over and finishes it with exact counts.
 func TestReplicaTakesOverAStalledJob(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const cameras = 6
 		a := newFixture(t, quickOptions())
 		a.seed(t, cameras)

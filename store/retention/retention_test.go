@@ -222,53 +222,46 @@ func TestOverlappingPurgeIsRefused(t *testing.T) {
 // is counted failed, keeps its rows (index rows included) and is purged by
 // the next purge.
 func TestFailedCameraIsCountedAndRetried(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		for _, plain := range []bool{false, true} {
-			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
-				f := newFixture(t, quickOptions())
-				// Read by the engine's workers, written by the test.
-				var broken atomic.Bool
-				broken.Store(true)
-				primary, _ := f.repo(images.Single).Tables()
-				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
-					if !broken.Load() || table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
-						return nil
-					}
-					if slices.ContainsFunc(keys, func(k store.Key) bool { return k.PartitionKey == "cam-003" }) {
-						return errors.New("injected: disk error")
-					}
-					return nil
-				}}
-				f.openEngine(t, hooked)
-				f.seed(t, cameras)
-				f.run(t)
-				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-				if j.State != retention.Failed || j.Error == "" {
-					t.Fatalf("state %s (%q), want failed with a reason", j.State, j.Error)
-				}
-				failedGroup := int64(1)
-				if _, ranges := primary.(store.RangeDeleter); ranges && !plain {
-					failedGroup = 2 // one range deletion covers the camera's whole task of two
-				}
-				want := retention.Counts{DevicesTotal: cameras, DevicesDone: cameras - failedGroup, DevicesFailed: failedGroup,
-					MetadataRows: (cameras - failedGroup) * expiredPerCamera, IndexRows: (cameras - failedGroup) * expiredPerCamera}
-				wantCounts(t, "failed job", j.Totals(), want)
-				left := f.census(t, images.Single, j.Boundary())
-				if left.primaryOld != failedGroup*expiredPerCamera || left.indexOld != failedGroup*expiredPerCamera {
-					t.Fatalf("after the failed purge %+v; want the failed cameras' rows kept, index included", left)
-				}
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		f := newFixture(t, quickOptions())
+		// Read by the engine's workers, written by the test.
+		var broken atomic.Bool
+		broken.Store(true)
+		primary, _ := f.repo(images.Single).Tables()
+		hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+			if !broken.Load() || table != primary.Name() || (op != "batch-delete") {
+				return nil
+			}
+			if slices.ContainsFunc(keys, func(k store.Key) bool { return k.PartitionKey == "cam-003" }) {
+				return errors.New("injected: disk error")
+			}
+			return nil
+		}}
+		f.openEngine(t, hooked)
+		f.seed(t, cameras)
+		f.run(t)
+		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if j.State != retention.Failed || j.Error == "" {
+			t.Fatalf("state %s (%q), want failed with a reason", j.State, j.Error)
+		}
+		failedGroup := int64(1)
+		want := retention.Counts{DevicesTotal: cameras, DevicesDone: cameras - failedGroup, DevicesFailed: failedGroup,
+			MetadataRows: (cameras - failedGroup) * expiredPerCamera, IndexRows: (cameras - failedGroup) * expiredPerCamera}
+		wantCounts(t, "failed job", j.Totals(), want)
+		left := f.census(t, images.Single, j.Boundary())
+		if left.primaryOld != failedGroup*expiredPerCamera || left.indexOld != failedGroup*expiredPerCamera {
+			t.Fatalf("after the failed purge %+v; want the failed cameras' rows kept, index included", left)
+		}
 
-				broken.Store(false)
-				again := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-				if again.State != retention.Succeeded {
-					t.Fatalf("retry: %s (%s)", again.State, again.Error)
-				}
-				wantCounts(t, "retry", again.Totals(), retention.Counts{DevicesTotal: failedGroup, DevicesDone: failedGroup,
-					MetadataRows: failedGroup * expiredPerCamera, IndexRows: failedGroup * expiredPerCamera})
-				if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
-					t.Fatalf("after the retry %+v", got)
-				}
-			})
+		broken.Store(false)
+		again := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		if again.State != retention.Succeeded {
+			t.Fatalf("retry: %s (%s)", again.State, again.Error)
+		}
+		wantCounts(t, "retry", again.Totals(), retention.Counts{DevicesTotal: failedGroup, DevicesDone: failedGroup,
+			MetadataRows: failedGroup * expiredPerCamera, IndexRows: failedGroup * expiredPerCamera})
+		if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+			t.Fatalf("after the retry %+v", got)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package retention
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -15,16 +14,16 @@ import (
 // of them. The count is committed with the intent's removal, after the
 // deletes; a crash in between replays the intent, whose deletes are
 // idempotent and whose count was fixed before any of them ran.
-//
-// A Planned intent is of a chunk the plan counted, deleted whole (see
-// sweepplan.go): its replay finds either every row it counted, none of
-// them deleted (the deletion is all or none), or none at all, so the rows
-// the replay deletes, if any, are the chunk's count, else Rows is.
 type sweepIntent struct {
-	From    string `json:"from"`
-	To      string `json:"to"`
-	Rows    int64  `json:"rows"`
-	Planned bool   `json:"planned,omitempty"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	Rows int64  `json:"rows"`
+}
+
+// indexDelete is one delete of the sweep: of a row at the ETag it was read.
+type indexDelete struct {
+	store.Key
+	IfMatch string
 }
 
 // sweeper deletes the index rows of one kind whose primary rows are gone.
@@ -37,8 +36,6 @@ type sweeper struct {
 	repo    *images.Repository
 	primary store.Table
 	index   store.Table
-	// fencer deletes whole index partitions, fenced; nil where the backend cannot.
-	fencer store.RangeDeleter
 	// failed are the cameras the work phase could not purge, or spared
 	// for a legal hold placed after planning: they keep their index rows.
 	failed *cameraSet
@@ -62,9 +59,6 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 	lag := repo.IndexLag()
 	firstCount := j.progress(kind).PlannedAt
 	failed := newCameraSet(e.opts.CameraMemory)
-	// allDone: every camera's expired primary rows were deleted, so a
-	// partition the plan read whole may go whole (see sweepplan.go).
-	allDone := true
 	err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		if !t.CountedAt.IsZero() && (firstCount.IsZero() || t.CountedAt.Before(firstCount)) {
 			firstCount = t.CountedAt
@@ -73,7 +67,6 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 			if d.State == deviceFailed || d.State == deviceHeld {
 				failed.add(d.ID)
 			}
-			allDone = allDone && d.State == deviceDone
 		}
 		return nil
 	})
@@ -101,22 +94,13 @@ func (e *Engine) sweep(ctx context.Context, j *Job, kind images.Kind) error {
 			return err
 		}
 	}
-
-	s.fencer, _ = index.(store.RangeDeleter)
-	partitions := images.ExpiredIndex(j.boundary(kind))
-	if planned := e.takeSweepPlan(j.ID, kind); planned != nil && s.fencer != nil && allDone && lag == 0 && !j.UsePolicies && !e.readEverySweep {
-		s.step(stepWorked, store.Range{})
-		return s.sweepPlanned(ctx, planned, partitions)
-	}
-	return s.sweepRange(ctx, partitions)
+	return s.sweepRange(ctx, images.ExpiredIndex(j.boundary(kind)))
 }
 
 // Steps of the sweep, where a test may interleave writes (Engine.sweepHook).
 type sweepStep string
 
 const (
-	// stepFenced: a fence taken, before the page it covers is read.
-	stepFenced sweepStep = "fenced"
 	// stepScanned: a page of index rows read, before they are judged.
 	stepScanned sweepStep = "scanned"
 	// stepJudged: a chunk's rows judged, before its intent is announced.
@@ -125,25 +109,10 @@ const (
 	stepAnnounced sweepStep = "announced"
 	// stepDeleted: a chunk's rows deleted, before its count is committed.
 	stepDeleted sweepStep = "deleted"
-
-	// Steps of a sweep the plan prepared (see sweepplan.go), before its
-	// chunks meet stepJudged, stepAnnounced and stepDeleted.
-
-	// stepPlanFenced: the plan's fence taken, before its scan.
-	stepPlanFenced sweepStep = "plan-fenced"
-	// stepPlanScanned: the plan's scan reached a partition, before it
-	// read the partition's rows.
-	stepPlanScanned sweepStep = "plan-scanned"
-	// stepWorked: every task done, before the first chunk.
-	stepWorked sweepStep = "worked"
 )
 
 // sweepSteps lists every step, in the order a chunk meets them.
-var sweepSteps = []sweepStep{stepFenced, stepScanned, stepJudged, stepAnnounced, stepDeleted}
-
-// plannedSweepSteps lists every step of a sweep the plan prepared, in the
-// order a chunk meets them.
-var plannedSweepSteps = []sweepStep{stepPlanFenced, stepPlanScanned, stepWorked, stepJudged, stepAnnounced, stepDeleted}
+var sweepSteps = []sweepStep{stepScanned, stepJudged, stepAnnounced, stepDeleted}
 
 func (s *sweeper) step(step sweepStep, partitions store.Range) { s.e.step(step, partitions) }
 
@@ -153,47 +122,25 @@ func (e *Engine) step(step sweepStep, partitions store.Range) {
 	}
 }
 
-// partitionRows are the rows of one index partition as the sweep judged them.
-type partitionRows struct {
-	key     string
-	deletes []store.KeyDelete
-	// whole is whether every row of the partition qualifies.
-	whole bool
-	// fence was taken before the partition's first row was read.
-	fence store.Fence
-}
-
 // sweepChunk is the partitions [from, next partition) of one intent.
 type sweepChunk struct {
 	from string
 	// deletes are every qualifying row of the chunk.
-	deletes []store.KeyDelete
-	// whole are the partitions whose every row qualifies, deleted whole
-	// (fenced) where the backend can; fence is the oldest of their fences.
-	whole []string
-	fence store.Fence
+	deletes []indexDelete
 }
 
 // sweepRange deletes the qualifying index rows of the partitions, a chunk
-// of whole partitions at a time, reading each row's key once. Where the
-// backend deletes partitions fenced, a partition whose every row qualifies
-// goes in one range tombstone, provided no write touched it since before
-// it was read: an image written late into it (between the scan and the
-// tombstone) makes the fence refuse, and the rows as read are then deleted
-// one by one at their ETags, the late one left for the next purge.
+// of whole partitions at a time, reading each row's key once, each row at
+// the ETag it was read with: an image written late into a partition keeps
+// its index row for the next purge.
 func (s *sweeper) sweepRange(ctx context.Context, partitions store.Range) error {
 	chunk := &sweepChunk{}
-	var cur partitionRows
+	var cur string
+	var curDeletes []indexDelete
 	// next ends cur, the partition before the one starting with key.
 	next := func(key string) error {
-		if cur.key != "" {
-			chunk.deletes = append(chunk.deletes, cur.deletes...)
-			if cur.whole && len(cur.deletes) > 0 && s.fencer != nil {
-				if len(chunk.whole) == 0 {
-					chunk.fence = cur.fence
-				}
-				chunk.whole = append(chunk.whole, cur.key)
-			}
+		if cur != "" {
+			chunk.deletes = append(chunk.deletes, curDeletes...)
 		}
 		// A chunk ends on a partition boundary, so its intent names whole partitions.
 		if len(chunk.deletes) >= s.e.opts.SweepChunk || key == partitions.To {
@@ -202,16 +149,11 @@ func (s *sweeper) sweepRange(ctx context.Context, partitions store.Range) error 
 			}
 			chunk = &sweepChunk{from: key}
 		}
-		cur = partitionRows{key: key, whole: true}
+		cur, curDeletes = key, nil
 		return nil
 	}
 	scan := s.repo.ScanIndex(partitions, 0)
 	for {
-		var fence store.Fence
-		if s.fencer != nil {
-			fence = s.fencer.Fence()
-		}
-		s.step(stepFenced, store.Range{From: cur.key})
 		rows, more, err := scan.Next(ctx)
 		if err != nil {
 			return err
@@ -220,20 +162,17 @@ func (s *sweeper) sweepRange(ctx context.Context, partitions store.Range) error 
 			s.step(stepScanned, store.Range{From: rows[0].PartitionKey, To: rows[len(rows)-1].PartitionKey})
 		}
 		for _, row := range rows {
-			if row.PartitionKey != cur.key {
+			if row.PartitionKey != cur {
 				if err := next(row.PartitionKey); err != nil {
 					return err
 				}
-				cur.fence = fence
 			}
 			ok, err := s.qualifies(ctx, row)
 			if err != nil {
 				return err
 			}
 			if ok {
-				cur.deletes = append(cur.deletes, indexDelete(row))
-			} else {
-				cur.whole = false
+				curDeletes = append(curDeletes, deleteOf(row))
 			}
 		}
 		if !more {
@@ -297,12 +236,12 @@ func (s *sweeper) qualifies(ctx context.Context, row images.IndexRow) (bool, err
 	return false, err
 }
 
-// indexDelete deletes an index row as the sweep read it, never a version
+// deleteOf deletes an index row as the sweep read it, never a version
 // written since: a retried create that rewrites the row between the sweep's
 // check of its primary row and the delete keeps it, with the primary row it
 // writes next, for the next purge.
-func indexDelete(row images.IndexRow) store.KeyDelete {
-	return store.KeyDelete{Key: row.Key, IfMatch: row.ETag}
+func deleteOf(row images.IndexRow) indexDelete {
+	return indexDelete{Key: row.Key, IfMatch: row.ETag}
 }
 
 // apply announces, runs and commits one chunk of index deletes. A row
@@ -322,19 +261,6 @@ func (s *sweeper) apply(ctx context.Context, in sweepIntent, c *sweepChunk) erro
 		return err
 	}
 	deletes := c.deletes
-	if len(c.whole) > 0 {
-		err := s.fencer.DeletePartitions(ctx, c.whole, c.fence)
-		switch {
-		case err == nil:
-			deletes = slices.DeleteFunc(slices.Clone(deletes), func(d store.KeyDelete) bool {
-				return slices.Contains(c.whole, d.PartitionKey)
-			})
-		case !errors.Is(err, store.ErrConflict):
-			return err
-		}
-		// Refused: something wrote the partitions since they were read;
-		// their rows go one by one, each only as it was read.
-	}
 	kept := func() error {
 		in.Rows--
 		return s.announce(ctx, in)
@@ -377,43 +303,24 @@ func (s *sweeper) commit(ctx context.Context, in sweepIntent, rows int64) error 
 // replay finishes an intent a crash interrupted: the rows of its partitions
 // that qualify now are the ones it announced and had not deleted yet.
 func (s *sweeper) replay(ctx context.Context, in sweepIntent) error {
-	var deletes []store.KeyDelete
+	var deletes []indexDelete
 	err := s.repo.EachIndexRow(ctx, store.Range{From: in.From, To: in.To}, func(row images.IndexRow) error {
 		ok, err := s.qualifies(ctx, row)
 		if ok {
-			deletes = append(deletes, indexDelete(row))
+			deletes = append(deletes, deleteOf(row))
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if in.Planned && len(deletes) > 0 {
-		// The whole deletion did not land: these are the chunk's rows,
-		// those it counted and any written since whose primary rows the
-		// tasks deleted.
-		in.Rows = int64(len(deletes))
-	}
 	return s.apply(ctx, in, &sweepChunk{from: in.From, deletes: deletes})
 }
 
-// deleteIndexRows deletes index rows, each at the ETag it was read with: in
-// one operation where the backend can, else in batches of up to 100 per
-// partition. A row rewritten since is left, after kept is told.
-func deleteIndexRows(ctx context.Context, t store.Table, deletes []store.KeyDelete, kept func() error) error {
-	if kd, ok := t.(store.KeyDeleter); ok {
-		for {
-			err := kd.DeleteKeys(ctx, deletes)
-			var be *store.BatchError
-			if !errors.As(err, &be) || !errors.Is(err, store.ErrConflict) {
-				return err
-			}
-			if err := kept(); err != nil {
-				return err
-			}
-			deletes = slices.Delete(deletes, be.Index, be.Index+1)
-		}
-	}
+// deleteIndexRows deletes index rows, each at the ETag it was read with, in
+// batches of up to 100 per partition. A row rewritten since is left, after
+// kept is told.
+func deleteIndexRows(ctx context.Context, t store.Table, deletes []indexDelete, kept func() error) error {
 	for start := 0; start < len(deletes); {
 		end := start
 		for end < len(deletes) && end-start < store.MaxBatchOps && deletes[end].PartitionKey == deletes[start].PartitionKey {

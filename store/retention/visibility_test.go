@@ -17,7 +17,7 @@ import (
 // queue's visibility timeout keeps its message hidden while it runs, so no
 // other worker takes it up at the same time.
 func TestSlowTaskIsWorkedOnce(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
 		opts.VisibilityTimeout = visibility
@@ -68,7 +68,7 @@ func TestSlowTaskIsWorkedOnce(t *testing.T) {
 // must not work the task twice at once, and the counts stay exact, not
 // flagged as a lower bound by a second run that found the rows gone.
 func TestSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		opts := quickOptions()
 		opts.GroupSize = 100 // one task
 		opts.Workers = 4
@@ -85,7 +85,7 @@ func TestSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T) {
 // one: that first delivery fails, and the purge still ends, exact, once the
 // message comes back again.
 func TestTaskBackWhileItRunsWaits(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
 		opts.VisibilityTimeout = visibility

@@ -345,30 +345,11 @@ func deletedRows(d *taskDevice, removed int64) (rows int64, lowerBound bool) {
 }
 
 // deletePrimaries deletes the expired primary rows of the task's pending
-// cameras, each before its own boundary (see taskDevice.expiredRows), and
-// returns the rows removed and the error of each camera that failed. A
-// backend that deletes ranges does a chunk of cameras in each operation
-// (see rangeChunks); others query and delete in batches of up to 100, one
-// partition at a time.
+// cameras, each before its own boundary (see taskDevice.expiredRows), in
+// batches of up to 100, one partition at a time, and returns the rows
+// removed and the error of each camera that failed.
 func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, j *Job) (map[string]int64, map[string]error) {
 	removed, failures := map[string]int64{}, map[string]error{}
-	if rd, ok := primary.(store.RangeDeleter); ok {
-		for _, chunk := range rangeChunks(t) {
-			ranges := make([]store.RowRange, len(chunk))
-			for i, d := range chunk {
-				ranges[i] = store.RowRange{PartitionKey: d.ID, Rows: d.expiredRows(j)}
-			}
-			n, err := rd.DeleteRanges(ctx, ranges)
-			for i, d := range chunk {
-				if err != nil {
-					failures[d.ID] = err
-				} else {
-					removed[d.ID] = n[i]
-				}
-			}
-		}
-		return removed, failures
-	}
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
@@ -380,39 +361,6 @@ func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *ta
 		removed[d.ID] = n
 	}
 	return removed, failures
-}
-
-// A range deletion holds its cameras' partitions against every write from
-// its count to its commit (see store.RangeDeleter), so a create of one of
-// them waits for the whole call: one call takes at most rangeChunkCameras
-// cameras and, by their counts, about rangeChunkRows rows, which keeps that
-// wait short whatever the task's size.
-const (
-	rangeChunkCameras = 64
-	rangeChunkRows    = 10_000
-)
-
-// rangeChunks splits the task's pending cameras into the groups of one
-// range deletion each.
-func rangeChunks(t *task) [][]*taskDevice {
-	var chunks [][]*taskDevice
-	var chunk []*taskDevice
-	var chunkRows int64
-	for _, d := range t.Devices {
-		if d.State != devicePending {
-			continue
-		}
-		if len(chunk) > 0 && (len(chunk) == rangeChunkCameras || chunkRows+d.Rows > rangeChunkRows) {
-			chunks = append(chunks, chunk)
-			chunk, chunkRows = nil, 0
-		}
-		chunk = append(chunk, d)
-		chunkRows += d.Rows
-	}
-	if len(chunk) > 0 {
-		chunks = append(chunks, chunk)
-	}
-	return chunks
 }
 
 // spareHeld marks the task's pending cameras that are on legal hold now,

@@ -18,7 +18,7 @@
 // package store are the contract callers rely on. Only the Refusals part
 // compares text, with the portable layer's (store.NewBackend) own answer,
 // to show that every backend refuses invalid input through that one layer. The
-// optional interfaces (store.Transactor on the backend, store.RangeDeleter on
-// its tables) are tested when a backend has them; only their subtests are
+// optional interfaces (store.Transactor on the backend, store.Counter on its
+// tables) are tested when a backend has them; only their subtests are
 // skipped, with a message, when it has not.
 package storetest

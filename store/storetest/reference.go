@@ -72,17 +72,3 @@ func (u unreachable) Batch(context.Context, []store.Op) error { return u.reached
 func (u unreachable) CountRows(context.Context, string, store.Range) (int64, error) {
 	return 0, u.reached("CountRows")
 }
-
-func (u unreachable) DeleteKeys(context.Context, []store.KeyDelete) error {
-	return u.reached("DeleteKeys")
-}
-
-func (u unreachable) DeleteRanges(context.Context, []store.RowRange) ([]int64, error) {
-	return nil, u.reached("DeleteRanges")
-}
-
-func (u unreachable) Fence() store.Fence { return 0 }
-
-func (u unreachable) DeletePartitions(context.Context, []string, store.Fence) error {
-	return u.reached("DeletePartitions")
-}

@@ -100,28 +100,6 @@ var refusals = []struct {
 		_, err := c.CountRows(ctx, "a\nb", store.Range{})
 		return err
 	}},
-	{"key delete of an invalid row key", store.ErrInvalidKey, func(ctx context.Context, _ store.Backend, tbl, _ store.Table) error {
-		kd, ok := tbl.(store.KeyDeleter)
-		if !ok {
-			return errLacks
-		}
-		return kd.DeleteKeys(ctx, keyDeletes(store.Key{PartitionKey: "p", RowKey: "a"}, store.Key{PartitionKey: "p", RowKey: "a\\b"}))
-	}},
-	{"range delete to an invalid bound", store.ErrInvalidQuery, func(ctx context.Context, _ store.Backend, tbl, _ store.Table) error {
-		rd, ok := tbl.(store.RangeDeleter)
-		if !ok {
-			return errLacks
-		}
-		_, err := rd.DeleteRanges(ctx, []store.RowRange{{PartitionKey: "p", Rows: store.Range{To: "a/"}}})
-		return err
-	}},
-	{"partition delete of an invalid partition key", store.ErrInvalidKey, func(ctx context.Context, _ store.Backend, tbl, _ store.Table) error {
-		rd, ok := tbl.(store.RangeDeleter)
-		if !ok {
-			return errLacks
-		}
-		return rd.DeletePartitions(ctx, []string{"p", "a#b"}, rd.Fence())
-	}},
 	{"scan selecting a system property", store.ErrInvalidQuery, scan(store.Scan{Select: []string{"Timestamp"}})},
 	{"scan with a condition on an unselected property", store.ErrInvalidQuery,
 		scan(store.Scan{Select: []string{"A"}, Where: []store.Equal{{Property: "B", Value: "x"}}})},

@@ -32,12 +32,9 @@ func Run(t *testing.T, newBackend Harness) {
 		{"Scan", testScan},
 		{"Batch", testBatch},
 		{"Transactor", testTransactor},
-		{"RangeDeleter", testRangeDeleter},
-		{"KeyDeleter", testKeyDeleter},
 		{"Counter", testCounter},
 		{"CancelledContext", testCancelledContext},
 		{"Concurrency", testConcurrency},
-		{"DeletesAgainstUpdates", testDeletesAgainstUpdates},
 	}
 	for _, p := range parts {
 		t.Run(p.name, func(t *testing.T) { p.test(t, newBackend) })
