@@ -85,7 +85,6 @@ func run(args []string) error {
 		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
 		RowsPerSecond: cfg.purgeRowsPerSec, JobRetention: cfg.purgeJobRetention,
 		TracerProvider: obs.tracing,
-		Exclusive:      cfg.store == "embedded",
 	})
 	if err != nil {
 		return err

@@ -66,10 +66,9 @@ func (o Options) withDefaults() Options {
 
 // Backend is a storage account's table service. It implements store.Backend
 // through the portable layer (store.NewBackend), which checks every call
-// before a request is built. It does not implement store.Transactor, and its
-// tables implement neither store.RangeDeleter nor store.KeyDeleter: Azure
-// has no transaction across partitions or tables and no range delete, so
-// callers take their fallbacks.
+// before a request is built. It implements neither store.Transactor nor
+// store.Purger: Azure has no transaction across partitions or tables and no
+// range delete, so callers take their fallbacks.
 type Backend struct {
 	// tables is the portable layer over this backend's driver.
 	tables  store.Backend

@@ -7,8 +7,7 @@
 //
 // What Azure lacks, the backend does not pretend to have: there is no
 // transaction across partitions or tables (no store.Transactor) and no range
-// delete (no store.RangeDeleter or store.KeyDeleter); callers take their
-// fallbacks. What Azure does differently, the backend absorbs: tables are
+// delete (no store.Purger); callers take their fallbacks. What Azure does differently, the backend absorbs: tables are
 // created on first use with 409 TableAlreadyExists taken as success; list
 // pages that end early, even empty, are followed to the next token; a failed
 // batch's index is read from inside its multipart answer; throttling (503

@@ -61,7 +61,7 @@ func openEngine(t *testing.T, backend store.Backend) *retention.Engine {
 	}
 	e, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: repos, Logger: slog.New(slog.DiscardHandler),
-		Workers: 1, GroupSize: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded", Exclusive: true,
+		Workers: 1, GroupSize: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded",
 	})
 	if err != nil {
 		t.Fatal(err)

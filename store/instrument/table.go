@@ -23,9 +23,9 @@ type Options struct {
 }
 
 // Backend returns b with every table it opens instrumented. The result
-// implements store.Transactor and store.Purger when b does, and its tables implement each of
-// store.Counter, store.KeyDeleter and store.RangeDeleter that b's tables
-// implement, and no other: callers choose fast paths by type assertion.
+// implements store.Transactor and store.Purger when b does, and its tables
+// implement store.Counter when b's do, and no other: callers choose fast
+// paths by type assertion.
 func Backend(b store.Backend, opts Options) store.Backend {
 	base := &backend{inner: b, opts: opts}
 	t, isTransactor := b.(store.Transactor)

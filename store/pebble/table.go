@@ -13,9 +13,8 @@ import (
 // ctxCheckEvery is how many rows a read visits between context checks.
 const ctxCheckEvery = 256
 
-// table is the engine's side of one table of a DB: store.Table,
-// store.RangeDeleter, store.KeyDeleter and store.Counter on input that the
-// portable layer has checked (see store.Driver). Callers get it only
+// table is the engine's side of one table of a DB: store.Table and
+// store.Counter on input that the portable layer has checked (see store.Driver). Callers get it only
 // wrapped in that layer.
 type table struct {
 	db   *DB

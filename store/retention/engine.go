@@ -85,12 +85,6 @@ type Options struct {
 	// ReplicaID names this engine among the engines sharing the store;
 	// default a random id.
 	ReplicaID string
-	// Exclusive says no other process uses the store (the embedded one):
-	// the tasks Run finds in flight at its start were left by a crashed run
-	// of this process and are released at once, rather than after their
-	// visibility timeout. Takes effect with a queue that can release
-	// (the default table queue).
-	Exclusive bool
 	// LeaseDuration is how long a job stays with the engine running it
 	// without a renewal: after a crash, another engine takes it over this
 	// long after the last renewal. Default 30 seconds.
@@ -420,7 +414,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	if e.purger == nil {
 		// The embedded store's purges need no queue and no workers.
-		e.releaseLeftTasks(ctx)
 		for range e.opts.Workers {
 			e.wg.Go(func() { e.work(ctx) })
 		}
@@ -446,28 +439,6 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-retire.C:
 			e.retireOldJobs(ctx)
 		}
-	}
-}
-
-// releaser is a queue that can make its messages in flight visible at once.
-type releaser interface {
-	ReleaseAll(ctx context.Context) (int, error)
-}
-
-// releaseLeftTasks makes the tasks a previous run left in flight visible
-// again, on a store no other process uses. Failing is harmless: they come
-// back after their visibility timeout.
-func (e *Engine) releaseLeftTasks(ctx context.Context) {
-	r, ok := e.queue.(releaser)
-	if !e.opts.Exclusive || !ok {
-		return
-	}
-	n, err := r.ReleaseAll(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		e.log.Warn("purge: releasing the tasks a previous run left failed; they come back after their visibility timeout", "err", err)
-	case n > 0:
-		e.log.Info("purge: released the tasks a previous run left in flight", "tasks", n)
 	}
 }
 

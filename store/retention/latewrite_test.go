@@ -15,8 +15,7 @@ import (
 // sweep in turn, an image with an expired capture time is created for a
 // camera whose rows were just purged, in the index partition the sweep is
 // working on. Whether the sweep reads it, judges without it, or deletes
-// the partition after it landed (the fenced range deletion must refuse
-// then), the image keeps its index row, the counts are exactly the seeded
+// the partition's rows after it landed, the image keeps its index row, the counts are exactly the seeded
 // rows, and the next purge retires it.
 func TestLateOldImageKeepsItsIndexRowAtEverySweepStep(t *testing.T) {
 	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {

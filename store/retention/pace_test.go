@@ -82,7 +82,7 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 // theirs once they see it ended, so a fleet's long run of capped purges
 // leaves no limiter behind on any replica.
 func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const cameras = 12
 		a := newFixture(t, quickOptions())
 		a.seed(t, cameras)
@@ -128,7 +128,7 @@ func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
 		optsA.Workers, optsB.Workers = 2, 2
 		a.opts = optsA
 		a.openEngine(t, &hookedBackend{Backend: a.base, before: gate("a", "b")})
-		b = &fixture{base: a.base, queue: a.queue, opts: optsB}
+		b = &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine}
 		b.openEngine(t, &hookedBackend{Backend: a.base, before: gate("b", "a")})
 		a.run(t)
 		b.run(t)

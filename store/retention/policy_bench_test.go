@@ -32,9 +32,9 @@ const (
 // alone account for, so it is the same in every case; an operation on a
 // spared camera's primary rows fails the benchmark. The spared images lie
 // in the expired images' minutes ("mixed"), where each makes its partition
-// only partly expired, so that the sweep deletes the partition's expired
-// index rows by key rather than in one fenced range deletion; or in
-// minutes of their own ("apart").
+// only partly expired, so that the purge deletes the partition's expired
+// index rows by key rather than in one range deletion; or in minutes of
+// their own ("apart").
 func BenchmarkPurgeWithPolicies(b *testing.B) {
 	type layout struct {
 		spared int

@@ -89,7 +89,7 @@ func TestPurgeRetiresExactlyTheExpired(t *testing.T) {
 // with an expired capture time written after its camera's rows were
 // deleted (a camera uploading a backlog): its index row must stay.
 func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				f := newFixture(t, quickOptions())
@@ -324,11 +324,11 @@ func crashAndResume(t *testing.T, newFixture func(*testing.T, retention.Options)
 	return crashAndResumeOn(t, newFixture, n, func(b *hookedBackend) store.Backend { return b })
 }
 
-// TestCrashAtAnyWriteOfAPreparedSweepResumesExactly is the test above on the
-// embedded store with its transactions, as the daemon runs it: creates
-// write both rows at once, so the plan prepares the sweep (sweepplan.go),
-// which a crash at any write leaves to be finished by reading.
-func TestCrashAtAnyWriteOfAPreparedSweepResumesExactly(t *testing.T) {
+// TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly is the test above on
+// the embedded store with its transactions and purges, as the daemon runs
+// it: a crash before or after any write, its exclusive batches included,
+// resumes with exact counts and no row without its partner.
+func TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T) {
 	crashAtEveryWrite(t, newFixture, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
 		return crashAndResumeOn(t, newFixture, n, func(b *hookedBackend) store.Backend { return transactingBackend{b} })
 	})

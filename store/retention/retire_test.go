@@ -15,7 +15,7 @@ import (
 // ended, RetireJobs deletes its record and the tasks its end failed to
 // delete; younger jobs stay.
 func TestOldJobsAreRetired(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		clock := &offsetClock{}
 		opts := quickOptions()
 		opts.Now = clock.now

@@ -17,7 +17,7 @@ import (
 // writes the primary row again. The delete must leave the rewritten row, or
 // the primary row would never expire; both go in the next purge.
 func TestRewrittenIndexRowSurvivesTheSweep(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				f := newFixture(t, quickOptions())

@@ -20,7 +20,7 @@ func TestPurgePhasesAreSpans(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	opts := quickOptions()
 	opts.TracerProvider = tp
-	f := newFixture(t, opts)
+	f := newQueueFixture(t, opts)
 	f.openEngine(t, instrument.Backend(f.base, instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
 	f.seed(t, cameras)
 	f.run(t)
@@ -61,5 +61,42 @@ func TestPurgePhasesAreSpans(t *testing.T) {
 	// GroupSize 2 over 5 cameras: 3 tasks, each delivered at least once.
 	if n := len(byName["purge.task"]); n < 3 {
 		t.Errorf("%d purge.task spans, want at least 3", n)
+	}
+}
+
+// TestEmbeddedPurgeIsASpan traces a purge on the embedded store: a job
+// span, its purge as a child, and the store's exclusive batches under it.
+func TestEmbeddedPurgeIsASpan(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	opts := quickOptions()
+	opts.TracerProvider = tp
+	f := newFixture(t, opts)
+	f.openEngine(t, instrument.Backend(f.base, instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
+	f.seed(t, cameras)
+	f.run(t)
+	if j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); j.State != retention.Succeeded {
+		t.Fatalf("state %s (%s)", j.State, j.Error)
+	}
+	f.stop()
+	byName := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range recorder.Ended() {
+		byName[s.Name()] = append(byName[s.Name()], s)
+	}
+	if len(byName["purge.job"]) != 1 || len(byName["purge.embedded"]) != 1 {
+		t.Fatalf("%d purge.job and %d purge.embedded spans, want one each", len(byName["purge.job"]), len(byName["purge.embedded"]))
+	}
+	purge := byName["purge.embedded"][0]
+	if purge.Parent().SpanID() != byName["purge.job"][0].SpanContext().SpanID() {
+		t.Error("purge.embedded is not a child of the job span")
+	}
+	batches := 0
+	for _, s := range byName["store.purge"] {
+		if s.Parent().SpanID() == purge.SpanContext().SpanID() {
+			batches++
+		}
+	}
+	if batches == 0 {
+		t.Error("no exclusive batch (store.purge) under purge.embedded")
 	}
 }
