@@ -12,45 +12,30 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// pausingBackend hands out its tables as they are, but for one whose
-// deletes (in batches: the wrapper hides the range-delete fast path) it
-// holds from the pauseAt-th on, until the context ends.
+// pausingBackend is the embedded store whose purge batches (Exclusive)
+// pass until the pauseAt-th, which holds, with every later one, until its
+// context ends.
 type pausingBackend struct {
-	store.Backend
-	table   string
-	pauseAt int
-	deletes int
-	paused  chan struct{}
+	*pebble.DB
+	pauseAt    int
+	exclusives int
+	paused     chan struct{}
 }
 
-func (b *pausingBackend) Table(ctx context.Context, name string) (store.Table, error) {
-	t, err := b.Backend.Table(ctx, name)
-	if err != nil || name != b.table {
-		return t, err
+func (b *pausingBackend) Exclusive(ctx context.Context, stage func(context.Context, store.PurgeBatch) error) error {
+	b.exclusives++ // one job: no other batch runs meanwhile
+	if b.exclusives == b.pauseAt {
+		close(b.paused)
 	}
-	return &pausingTable{Table: t, b: b}, nil
-}
-
-type pausingTable struct {
-	store.Table
-	b *pausingBackend
-}
-
-func (p *pausingTable) Batch(ctx context.Context, ops []store.Op) error {
-	if len(ops) > 0 && ops[0].Kind == store.OpDelete {
-		p.b.deletes++ // one worker: no other delete runs meanwhile
-		if p.b.deletes == p.b.pauseAt {
-			close(p.b.paused)
-		}
-		if p.b.deletes >= p.b.pauseAt {
-			<-ctx.Done()
-			return ctx.Err()
-		}
+	if b.exclusives >= b.pauseAt {
+		<-ctx.Done()
+		return ctx.Err()
 	}
-	return p.Table.Batch(ctx, ops)
+	return b.DB.Exclusive(ctx, stage)
 }
 
 func openEngine(t *testing.T, backend store.Backend) *retention.Engine {
@@ -61,7 +46,7 @@ func openEngine(t *testing.T, backend store.Backend) *retention.Engine {
 	}
 	e, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: repos, Logger: slog.New(slog.DiscardHandler),
-		Workers: 1, GroupSize: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded",
+		Workers: 1, GroupSize: 2, SectionCameras: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +96,9 @@ func TestPurgeInFlightResumesAfterRestore(t *testing.T) {
 		}
 	}
 	cutoff := base.Add(time.Duration(expiredEach*10) * time.Minute)
-	primary, _ := seed.Tables()
 
-	// Four cameras' deletes pass; the fifth's holds while the backup is taken.
-	paused := &pausingBackend{Backend: db, table: primary.Name(), pauseAt: 5, paused: make(chan struct{})}
+	// Two sections of two cameras pass; the third holds while the backup is taken.
+	paused := &pausingBackend{DB: db, pauseAt: 3, paused: make(chan struct{})}
 	engine := openEngine(t, paused)
 	stopEngine := runEngine(engine)
 	job, err := engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
@@ -124,7 +108,7 @@ func TestPurgeInFlightResumesAfterRestore(t *testing.T) {
 	select {
 	case <-paused.paused:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the purge never reached its fifth delete")
+		t.Fatal("the purge never reached its third section")
 	}
 	backupDir := takeBackup(t, db, dataDir)
 	stopEngine()

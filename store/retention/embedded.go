@@ -83,6 +83,11 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	if j.CancelRequested {
 		return errCancelled
 	}
+	if p.Phase == phaseWork || p.Phase == phaseSweep {
+		if j, err = e.adoptQueueJob(ctx, j, kind); err != nil {
+			return err
+		}
+	}
 	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], through: j.boundary(kind)}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
@@ -97,6 +102,40 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	}
 	endSpan(err)
 	return err
+}
+
+// adoptQueueJob takes over a kind that the release before the tallies
+// left in the queue design's work or sweep: the counts become those of its
+// tasks that ended, and the embedded purge deletes the rest. The index
+// rows of those tasks' rows, whatever of them a sweep had deleted, go by the
+// last section's range deletion: one per primary row, as every create
+// wrote them. A task cut short may have deleted rows it never recorded:
+// the job's rows count is then flagged a lower bound, the one case on this
+// store.
+func (e *Engine) adoptQueueJob(ctx context.Context, j *Job, kind images.Kind) (*Job, error) {
+	var sum Counts
+	cut := false
+	err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
+		switch {
+		case t.Done:
+			sum.add(t.counts())
+		case t.begun():
+			cut = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sum.MetadataRowsLowerBound = sum.MetadataRowsLowerBound || cut
+	sum.IndexRows = sum.MetadataRows
+	e.log.Info("purge: a purge of the release before tallies resumes on them", "job", j.ID, "kind", kind.String(),
+		"rows_so_far", sum.MetadataRows, "lower_bound", sum.MetadataRowsLowerBound)
+	return e.updateJob(ctx, j.ID, func(j *Job) error {
+		p := j.progress(kind)
+		p.Counts, p.Phase, p.Intent = sum, phasePlan, nil
+		return nil
+	})
 }
 
 func (r *embeddedRun) run(ctx context.Context, j *Job) error {
