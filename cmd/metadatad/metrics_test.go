@@ -99,7 +99,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	positive := []string{
 		`metadatad_store_operation_duration_seconds_count{backend="embedded",operation="transact"}`,
-		`metadatad_store_operation_duration_seconds_count{backend="embedded",operation="delete_ranges"}`,
+		`metadatad_store_operation_duration_seconds_count{backend="embedded",operation="purge"}`,
 		`metadatad_pebble_disk_usage_bytes`,
 		`metadatad_purge_last_success_timestamp_seconds{kind="single"}`,
 		`metadatad_purge_retention_seconds`,
