@@ -42,8 +42,8 @@ type Purger interface {
 type PurgeBatch interface {
 	// Tallies visits, in (day, partition key) order, the tallies of t's
 	// partitions in partitions for the days up to through's day, inclusive.
-	// The tally visit gets is valid during the call only. A day whose
-	// rows have all gone may be visited with no rows.
+	// The tally visit gets, its Minutes too, is valid during the call
+	// only. A day whose rows have all gone may be visited with no rows.
 	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(*DayTally) error) error
 	// DeleteRowsBefore deletes the rows of t's partition captured before
 	// boundary, by range, and updates their tallies: tallies must be every
@@ -66,19 +66,29 @@ type DayTally struct {
 	PartitionKey string
 	// Day is the UTC midnight that starts the day.
 	Day time.Time
-	// Rows holds the rows of each minute of the day, Rows[0] those
-	// captured in [Day, Day+1m).
-	Rows [MinutesPerDay]int32
+	// Minutes are the minutes of the day that hold rows, in order: sparse,
+	// since a purge reads one tally per camera and day.
+	Minutes []MinuteRows
+}
+
+// MinuteRows is how many rows one minute of a DayTally holds.
+type MinuteRows struct {
+	// Minute counts from the day's start: 0 is [Day, Day+1m).
+	Minute int
+	Rows   int32
 }
 
 // RowsBefore is how many of the day's rows lie in the minutes that end
 // by t: all those captured before t when t is a whole minute, as purge
 // boundaries are.
 func (d *DayTally) RowsBefore(t time.Time) int64 {
-	end := min(max(int(t.Sub(d.Day)/time.Minute), 0), MinutesPerDay)
+	end := int(t.Sub(d.Day) / time.Minute)
 	var n int64
-	for _, r := range d.Rows[:end] {
-		n += int64(r)
+	for _, m := range d.Minutes {
+		if m.Minute >= end {
+			break
+		}
+		n += int64(m.Rows)
 	}
 	return n
 }
@@ -89,10 +99,18 @@ func (d *DayTally) Total() int64 { return d.RowsBefore(d.Day.Add(24 * time.Hour)
 // Oldest is the start of the day's first minute with rows, and false if
 // the day has none.
 func (d *DayTally) Oldest() (time.Time, bool) {
-	for m, r := range d.Rows {
-		if r > 0 {
-			return d.Day.Add(time.Duration(m) * time.Minute), true
+	for _, m := range d.Minutes {
+		if m.Rows > 0 {
+			return d.Day.Add(time.Duration(m.Minute) * time.Minute), true
 		}
 	}
 	return time.Time{}, false
+}
+
+// PerMinute is the tally with a count for every minute of the day.
+func (d *DayTally) PerMinute() (out [MinutesPerDay]int32) {
+	for _, m := range d.Minutes {
+		out[m.Minute] = m.Rows
+	}
+	return out
 }

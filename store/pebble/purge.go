@@ -60,6 +60,10 @@ type purgeBatch struct {
 	ranges     [][2][]byte
 	puts       [][]byte
 	tombstones int64
+	// rows is the row range before rowsBoundary: most purges give every
+	// partition one boundary, and formatting it is most of a call's cost.
+	rowsBoundary time.Time
+	rows         store.Range
 	// rowRanges are the boundaries DeleteRowsBefore staged, by partition.
 	rowRanges map[string]time.Time
 }
@@ -122,6 +126,7 @@ func (d *DB) scanTallies(ctx context.Context, own *table, partitions store.Range
 	defer iter.Close()
 	visited := 0
 	var tally store.DayTally
+	var dec tallyDecoder
 	for valid := iter.First(); valid; {
 		day, pk, err := decodeKey(tt, iter.Key())
 		if err != nil {
@@ -144,7 +149,7 @@ func (d *DB) scanTallies(ctx context.Context, own *table, partitions store.Range
 		if err != nil {
 			return engineError("read", err)
 		}
-		if err := decodeTally(&tally, day, pk, value); err != nil {
+		if err := dec.decode(&tally, day, pk, value); err != nil {
 			return err
 		}
 		if err := visit(&tally); err != nil {
@@ -201,8 +206,11 @@ func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary 
 	}
 	// Bounded below by the first instant, so that row keys that are no
 	// instant, and sort after every one, stay.
-	first := store.TimeFromTicks(0)
-	lower, upper := own.rowBounds(partition, store.InvertedTicksRows(&first, &boundary))
+	if !b.rowsBoundary.Equal(boundary) || b.rows == (store.Range{}) {
+		first := store.TimeFromTicks(0)
+		b.rowsBoundary, b.rows = boundary, store.InvertedTicksRows(&first, &boundary)
+	}
+	lower, upper := own.rowBounds(partition, b.rows)
 	rangeKey := string(partitionPrefix(own.key, partition))
 	if staged, ok := b.rowRanges[rangeKey]; ok && staged.Equal(boundary) {
 		lower = upper // staged already: a caller that visits a camera's days one by one
@@ -221,7 +229,7 @@ func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary 
 		key := tallyKey(own.key, tl.Day.UTC(), partition)
 		var rest []byte
 		if tl.Day.Equal(boundaryDay) {
-			rest = encodeRows(&tl.Rows, int(boundary.Sub(boundaryDay)/time.Minute))
+			rest = encodeRows(&tl, int(boundary.Sub(boundaryDay)/time.Minute))
 		}
 		if len(rest) == 0 {
 			err = b.batch.Delete(key, nil)

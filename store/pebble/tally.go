@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -82,35 +83,59 @@ func rowTally(tableKey, partitionKey, rowKey string, removed bool) (key, record 
 	return tallyKey(tableKey, day, partitionKey), binary.BigEndian.AppendUint16(nil, r), true
 }
 
-// decodeTally folds a tally key's records into t, which it overwrites: a
-// scan reuses one, since a DayTally is a few kilobytes.
-func decodeTally(t *store.DayTally, day, partitionKey string, value []byte) error {
+// tallyDecoder folds tally values into DayTallies, reusing its scratch: a
+// scan decodes one tally per camera and day.
+type tallyDecoder struct {
+	rows    [store.MinutesPerDay]int32
+	touched []int
+}
+
+// decode folds a tally key's records into t, which it overwrites, reusing
+// t.Minutes.
+func (dec *tallyDecoder) decode(t *store.DayTally, day, partitionKey string, value []byte) error {
 	d, err := time.Parse(dayLayout, day)
 	if err != nil || len(value)%2 != 0 {
 		return fmt.Errorf("%w: tally of %s on %q", errCorrupt, partitionKey, day)
 	}
-	*t = store.DayTally{PartitionKey: partitionKey, Day: d}
+	t.PartitionKey, t.Day, t.Minutes = partitionKey, d, t.Minutes[:0]
+	dec.touched = dec.touched[:0]
 	for i := 0; i < len(value); i += 2 {
 		r := binary.BigEndian.Uint16(value[i:])
 		m := int(r & minuteMask)
 		if m >= store.MinutesPerDay || r&^(removalBit|minuteMask) != 0 {
+			for _, m := range dec.touched {
+				dec.rows[m] = 0
+			}
 			return fmt.Errorf("%w: tally of %s on %s: record %#04x", errCorrupt, partitionKey, day, r)
 		}
-		if r&removalBit != 0 {
-			t.Rows[m]--
-		} else {
-			t.Rows[m]++
+		if dec.rows[m] == 0 {
+			dec.touched = append(dec.touched, m)
 		}
+		if r&removalBit != 0 {
+			dec.rows[m]--
+		} else {
+			dec.rows[m]++
+		}
+	}
+	slices.Sort(dec.touched)
+	for _, m := range slices.Compact(dec.touched) {
+		if dec.rows[m] != 0 {
+			t.Minutes = append(t.Minutes, store.MinuteRows{Minute: m, Rows: dec.rows[m]})
+		}
+		dec.rows[m] = 0
 	}
 	return nil
 }
 
-// encodeRows is the records of rows[from:], each minute's rows as that
-// many records (a negative count as removals).
-func encodeRows(rows *[store.MinutesPerDay]int32, from int) []byte {
+// encodeRows is the records of the tally's minutes from from on, each
+// minute's rows as that many records (a negative count as removals).
+func encodeRows(t *store.DayTally, from int) []byte {
 	var out []byte
-	for m := from; m < store.MinutesPerDay; m++ {
-		r, n := uint16(m), rows[m]
+	for _, m := range t.Minutes {
+		if m.Minute < from {
+			continue
+		}
+		r, n := uint16(m.Minute), m.Rows
 		if n < 0 {
 			r, n = r|removalBit, -n
 		}

@@ -67,7 +67,7 @@ func readTallies(t *testing.T, db *pebble.DB, tbl store.Table) map[dayKey][store
 	got := map[dayKey][store.MinutesPerDay]int32{}
 	err := db.Exclusive(t.Context(), func(ctx context.Context, b store.PurgeBatch) error {
 		return b.Tallies(ctx, tbl, store.Range{}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), func(d *store.DayTally) error {
-			got[dayKey{d.PartitionKey, d.Day}] = d.Rows
+			got[dayKey{d.PartitionKey, d.Day}] = d.PerMinute()
 			return nil
 		})
 	})
@@ -341,7 +341,9 @@ func dayTallies(ctx context.Context, b store.PurgeBatch, tbl store.Table, partit
 	var out []store.DayTally
 	err := b.Tallies(ctx, tbl, store.Range{From: partition}, through, func(d *store.DayTally) error {
 		if d.PartitionKey == partition {
-			out = append(out, *d)
+			c := *d // d is the scan's, valid during the call only
+			c.Minutes = slices.Clone(d.Minutes)
+			out = append(out, c)
 		}
 		return nil
 	})

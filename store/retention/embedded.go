@@ -38,7 +38,7 @@ import (
 // sectionCameras is how many cameras one exclusive section purges by
 // default: creates wait for a section, so it bounds their wait; a section
 // of a thousand cameras takes a few milliseconds.
-const sectionCameras = 1000
+const sectionCameras = 10_000
 
 // surveyed is one camera the survey found with rows up to the job's
 // newest boundary.
@@ -150,6 +150,15 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 			return err
 		}
 	}
+	if !j.UsePolicies && !j.DryRun {
+		// Every camera has the job's boundary: a fleet that fits one section
+		// needs no survey. A larger one stops the section, which commits
+		// nothing, at its limit.
+		err := r.section(ctx, "", "", "", r.through, true, r.e.opts.SectionCameras)
+		if !errors.Is(err, errSectionFull) {
+			return r.finishRun(ctx, j, "", r.through, err)
+		}
+	}
 	cameras, indexBefore, err := r.survey(ctx, j)
 	if err != nil {
 		return err
@@ -193,7 +202,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 		to := cameras[i+1].id
 		err := r.paced(ctx, j, rows)
 		if err == nil {
-			err = r.section(ctx, from, to, from, indexBefore, false)
+			err = r.section(ctx, from, to, from, indexBefore, false, 0)
 		}
 		if err != nil {
 			return r.stopped(ctx, j, from, indexBefore, err)
@@ -202,10 +211,16 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	}
 	err = r.paced(ctx, j, rows)
 	if err == nil {
-		err = r.section(ctx, "", "", from, indexBefore, true)
+		err = r.section(ctx, "", "", from, indexBefore, true, 0)
 	}
+	return r.finishRun(ctx, j, from, indexBefore, err)
+}
+
+// finishRun ends a run whose last section ended with err: with the orphan
+// pass it may have left, or stopped (see stopped).
+func (r *embeddedRun) finishRun(ctx context.Context, j *Job, done string, indexBefore time.Time, err error) error {
 	if err != nil {
-		return r.stopped(ctx, j, from, indexBefore, err)
+		return r.stopped(ctx, j, done, indexBefore, err)
 	}
 	cur, _, err := r.e.jobs.get(ctx, r.id)
 	if err != nil {
@@ -213,6 +228,9 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	}
 	return r.dropOrphans(ctx, cur)
 }
+
+// errSectionFull stops a section that met more cameras than its limit.
+var errSectionFull = errors.New("retention: more cameras than one section holds")
 
 // stopped ends a run that err stopped before the section of the cameras
 // from done. A cancel after some sections leaves their cameras' index rows,
@@ -331,7 +349,10 @@ func (r *embeddedRun) boundary(ctx context.Context, j *Job, camera string, oldes
 // A camera before resolveFrom was resolved by an earlier section: its
 // policy and hold are read again only if it has rows before the boundary
 // it got then (an old image created since).
-func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool) error {
+//
+// A section with a limit above 0 fails with errSectionFull, committing
+// nothing, once it meets more cameras than that.
+func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
 	err := r.purger.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
 		j, _, err := r.e.jobs.get(ctx, r.id)
 		if err != nil {
@@ -363,6 +384,9 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 				oldest, any := t.Oldest()
 				if !any {
 					return nil
+				}
+				if limit > 0 && len(seen) >= limit {
+					return errSectionFull
 				}
 				bnd, known := r.surveyed[t.PartitionKey]
 				switch {
