@@ -11,26 +11,40 @@
 # clients, with a health-check ceiling at the same concurrency. It prints
 # each figure and its ratio to PostgreSQL, and removes everything it made.
 #
-# Then purges: PostgreSQL's DELETE ... WHERE captured_at < cutoff of 200,000
-# rows spread over 1,000 minutes and over 40, then 4,000 cameras (one recent
-# row per camera kept, the table checkpointed first), timed by psql, against
-# metadatad's purge of the same layout on its embedded store
-# (BenchmarkPurgeAgainstPostgres in store/retention, from the time the job
-# starts to its end).
+# Then purges, in three cases: 200,000 expired rows over 40 cameras, 200,000
+# over 4,000 and 100,000 over 10,000, each case's rows spread evenly over
+# 1,000 minutes a month before one recent row per camera, kept. PostgreSQL
+# gets each case loaded into a table of the same shape (autovacuum off on it),
+# then VACUUM ANALYZE and CHECKPOINT (settled data, as rows a month old are);
+# psql times DELETE ... WHERE captured_at < cutoff and then, right after it
+# in the same session, a VACUUM of the table: "DEL+VAC" is the sum of the two
+# (so the DELETE figure is that run's own). The rows each DELETE reports must
+# be the case's expired rows and the rows left its cameras, or the script
+# fails. Metadatad's figure is BenchmarkPurgeAgainstPostgres in
+# store/retention (from the time the job starts to its end) on its embedded
+# store, subtests rows=R/cameras=C/settled (rows flushed and compacted first)
+# and rows=R/cameras=C/memtable (rows still in the memtable), at
+# -test.benchtime 1x. Each figure is the median of PURGE_RUNS runs (a fresh
+# load each). It prints one table of seconds per case and build, and the
+# ratios of PostgreSQL's DELETE seconds to metadatad's (above 1: metadatad is
+# faster).
 #
 # usage: bench/postgres-compare.sh [BUILD_DIR ...]
 #   BUILD_DIR holds metadatad and metadata-load binaries (and retention.test,
-#   `go test -c ./store/retention`, for the purge); give two (before, after)
-#   to compare builds in one run. Without one, it builds this tree.
+#   `go test -c ./store/retention`, for the purge; without it, the build's
+#   purge columns show "-"); give two (before, after) to compare builds in
+#   one run. Without one, it builds this tree.
 # environment: DURATION (default 20s) per measurement; PG_CLIENTS (16);
 #   CLIENTS ("16 64"); LOG_LEVEL of the daemon (info: one line per call);
-#   PARTS ("creates purge") to run one part only.
+#   PARTS ("creates purge") to run one part only; PURGE_RUNS (3) runs per
+#   purge figure, the median taken.
 set -euo pipefail
 
 DURATION=${DURATION:-20s}
 PG_CLIENTS=${PG_CLIENTS:-16}
 CLIENTS=${CLIENTS:-16 64}
 PARTS=${PARTS:-creates purge}
+PURGE_RUNS=${PURGE_RUNS:-3}
 LOG_LEVEL=${LOG_LEVEL:-info}
 PG_PORT=${PG_PORT:-55432}
 GRPC_PORT=${GRPC_PORT:-50971}
@@ -133,41 +147,95 @@ if [[ " $PARTS " == *" creates "* ]]; then
 fi
 
 if [[ " $PARTS " == *" purge "* ]]; then
+	if ! [[ $PURGE_RUNS =~ ^[1-9][0-9]*$ ]]; then echo "PURGE_RUNS must be a positive integer, not \"$PURGE_RUNS\"" >&2; exit 1; fi
 	if [[ -z $pg_started ]]; then
 		as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
 			-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
 		pg_started=1
 	fi
-	printf '\n%-28s %8s %10s %12s %10s\n' purge cameras seconds rows/s "vs pg"
-	declare -A pg_rate
-	for cams in 40 4000; do
-		"${psql[@]}" -d bench >/dev/null <<SQL
+	# median of numbers, to 6 decimals (plain notation, for bc).
+	median() {
+		printf '%s\n' "$@" | sort -g |
+			awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+	}
+	# expired rows:cameras, as BenchmarkPurgeAgainstPostgres's subtests.
+	purge_cases=(200000:40 200000:4000 100000:10000)
+	# psql without -q: it prints DELETE's row count.
+	psql_tags=(as_postgres psql -X -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1 -d bench)
+	declare -A pg_delete pg_vacuum
+	for c in "${purge_cases[@]}"; do
+		rows=${c%:*} cams=${c#*:}
+		step_us=$((60000000000 / rows)) # 1,000 minutes over the expired rows
+		deletes=() sums=()
+		for _ in $(seq "$PURGE_RUNS"); do
+			"${psql[@]}" -d bench >/dev/null <<SQL
+set client_min_messages = warning;
 drop table if exists purge_images;
-create table purge_images (like single_image_metadata including all);
-insert into purge_images select 'cam-' || (i % $cams), timestamptz '2026-01-01' + i * interval '300 milliseconds',
+create table purge_images (like single_image_metadata including all) with (autovacuum_enabled = off);
+insert into purge_images select 'cam-' || lpad((i % $cams)::text, 5, '0'), timestamptz '2026-01-01' + i * interval '$step_us microseconds',
   'https://images.example/cam-' || (i % $cams) || '/' || i || '.jpg', 'image/jpeg', 350000, 1920, 1080, null
-  from generate_series(0, 199999) i;
-insert into purge_images select 'cam-' || c, timestamptz '2026-03-01' + c * interval '1 millisecond',
+  from generate_series(0, $rows - 1) i;
+insert into purge_images select 'cam-' || lpad(c::text, 5, '0'), timestamptz '2026-03-01' + c * interval '1 millisecond',
   'https://images.example/cam-' || c || '/recent.jpg', 'image/jpeg', 350000, 1920, 1080, null
   from generate_series(0, $cams - 1) c;
 vacuum analyze purge_images;
 checkpoint;
 SQL
-		ms=$("${psql[@]}" -d bench -c '\timing on' -c "delete from purge_images where captured_at < timestamptz '2026-02-01'" |
-			awk '/^Time: / {print $2; exit}')
-		pg_rate[$cams]=$(echo "200000 / ($ms / 1000)" | bc -l)
-		printf '%-28s %8d %10.3f %12.0f %10s\n' "postgresql 15 DELETE" "$cams" "$(echo "$ms / 1000" | bc -l)" "${pg_rate[$cams]}" 1.00
+			out=$("${psql_tags[@]}" -c '\timing on' -c "delete from purge_images where captured_at < timestamptz '2026-02-01'" \
+				-c 'vacuum purge_images')
+			read -r deleted delete_ms vacuum_ms < <(awk '/^DELETE [0-9]+$/ {n = $2} /^Time: / {t[++k] = $2}
+				END {print (n == "" ? "none" : n), (k >= 1 ? t[1] : "none"), (k >= 2 ? t[2] : "none")}' <<<"$out")
+			if [[ $deleted != "$rows" || $delete_ms == none || $vacuum_ms == none ]]; then
+				printf 'postgresql, %d rows over %d cameras: DELETE removed %s rows, want %d; psql said:\n%s\n' \
+					"$rows" "$cams" "$deleted" "$rows" "$out" >&2
+				exit 1
+			fi
+			left=$("${psql[@]}" -d bench -At -c "select count(*) from purge_images")
+			if [[ $left != "$cams" ]]; then
+				echo "postgresql, $rows rows over $cams cameras: $left rows left after the purge, want $cams" >&2
+				exit 1
+			fi
+			deletes+=("$(echo "$delete_ms / 1000" | bc -l)")
+			sums+=("$(echo "($delete_ms + $vacuum_ms) / 1000" | bc -l)")
+		done
+		pg_delete[$c]=$(median "${deletes[@]}")
+		pg_vacuum[$c]=$(median "${sums[@]}")
 	done
+	"${psql[@]}" -d bench -c "drop table purge_images" >/dev/null
 	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null
 	pg_started=
+
+	# seconds to 3 decimals, ratio to 2; "-" stays "-".
+	secs() { if [[ $1 == - ]]; then echo -; else printf '%.3f' "$1"; fi; }
+	ratio() { if [[ $2 == - ]]; then echo -; else printf '%.2f' "$(echo "$1 / $2" | bc -l)"; fi; }
+	printf '\npurge: seconds, median of %d runs; DEL+VAC is DELETE, then VACUUM of the table right after it, summed;\n' "$PURGE_RUNS"
+	printf '"x" is PostgreSQL DELETE seconds / metadatad seconds (above 1: metadatad is faster)\n'
+	printf '%-20s %7s %7s %10s %10s %10s %10s %10s %10s\n' build rows cameras "pg DELETE" "pg DEL+VAC" settled memtable \
+		"settled x" "memtable x"
 	for build in "${builds[@]}"; do
 		test_bin=$build/retention.test
-		if [[ ! -x $test_bin ]]; then echo "$build: no retention.test; skipping its purge" >&2; continue; fi
-		for cams in 40 4000; do
-			rate=$(cd "$root/store/retention" && "$test_bin" -test.run '^$' -test.bench "BenchmarkPurgeAgainstPostgres/cameras=$cams\$" \
-				-test.benchtime 1x -test.timeout 30m | awk '/^Benchmark/ {for (i = 1; i < NF; i++) if ($(i+1) == "rows/s") print $i}')
-			printf '%-28s %8d %10.3f %12.0f %10.2f\n' "$(basename "$build") purge" "$cams" "$(echo "200000 / $rate" | bc -l)" "$rate" \
-				"$(echo "$rate / ${pg_rate[$cams]}" | bc -l)"
+		if [[ ! -x $test_bin ]]; then echo "$build: no retention.test; skipping its purge" >&2; fi
+		for c in "${purge_cases[@]}"; do
+			rows=${c%:*} cams=${c#*:}
+			settled=- memtable=-
+			for mode in settled memtable; do
+				if [[ ! -x $test_bin ]]; then continue; fi
+				name=BenchmarkPurgeAgainstPostgres/rows=$rows/cameras=$cams/$mode
+				if ! out=$(cd "$root/store/retention" && "$test_bin" -test.run '^$' \
+					-test.bench "^BenchmarkPurgeAgainstPostgres\$/^rows=$rows\$/^cameras=$cams\$/^$mode\$" \
+					-test.benchtime 1x -test.count "$PURGE_RUNS" -test.timeout 30m 2>&1); then
+					printf '%s: %s failed:\n%s\n' "$build" "$name" "$out" >&2
+					exit 1
+				fi
+				mapfile -t rates < <(awk '/^Benchmark/ {for (i = 1; i < NF; i++) if ($(i+1) == "rows/s") print $i}' <<<"$out")
+				if [[ ${#rates[@]} == 0 ]]; then echo "$build: no rows/s from $name; is it this build's benchmark?" >&2; continue; fi
+				if [[ ${#rates[@]} != "$PURGE_RUNS" ]]; then echo "$build: $name: ${#rates[@]} runs, want $PURGE_RUNS" >&2; exit 1; fi
+				s=$(echo "$rows / $(median "${rates[@]}")" | bc -l)
+				if [[ $mode == settled ]]; then settled=$s; else memtable=$s; fi
+			done
+			printf '%-20s %7d %7d %10s %10s %10s %10s %10s %10s\n' "$(basename "$build")" "$rows" "$cams" \
+				"$(secs "${pg_delete[$c]}")" "$(secs "${pg_vacuum[$c]}")" "$(secs "$settled")" "$(secs "$memtable")" \
+				"$(ratio "${pg_delete[$c]}" "$settled")" "$(ratio "${pg_delete[$c]}" "$memtable")"
 		done
 	done
 fi
