@@ -61,35 +61,31 @@ type fixture struct {
 	azureEngine bool
 }
 
-// stores are the backends the engine is tested on; each test runs on each.
-var stores = []struct {
+// storeCase is a backend the engine is tested on.
+type storeCase struct {
 	name string
 	open func(t *testing.T, opts retention.Options) *fixture
-}{
-	{"pebble", newFixture},
-	{"azure", newAzureFixture},
 }
+
+// stores are the backends the engine is tested on, each with the engine
+// that runs on it in the daemon; queueStores those the Azure backend's
+// engine (queue, tasks, leases, visibility, the sweep) is tested on: the
+// embedded store with that engine, and Azure.
+var (
+	stores      = []storeCase{{"pebble", newFixture}, {"azure", newAzureFixture}}
+	queueStores = []storeCase{{"pebble-queue", newQueueFixture}, {"azure", newAzureFixture}}
+)
 
 func forEachStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
-	for _, s := range stores {
-		t.Run(s.name, func(t *testing.T) { test(t, s.open) })
-	}
+	forEachOf(t, stores, test)
 }
 
-// queueStores are the stores the Azure backend's engine is tested on: the
-// embedded store with that engine, and Azure.
-var queueStores = []struct {
-	name string
-	open func(t *testing.T, opts retention.Options) *fixture
-}{
-	{"pebble-queue", newQueueFixture},
-	{"azure", newAzureFixture},
-}
-
-// forEachQueueStore runs a test of the queue engine (tasks, leases,
-// visibility, the sweep) on each of queueStores.
 func forEachQueueStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
-	for _, s := range queueStores {
+	forEachOf(t, queueStores, test)
+}
+
+func forEachOf(t *testing.T, cases []storeCase, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
+	for _, s := range cases {
 		t.Run(s.name, func(t *testing.T) { test(t, s.open) })
 	}
 }
