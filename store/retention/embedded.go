@@ -29,6 +29,11 @@ import (
 //     cameras got since (a late old image), so no index row of a kept
 //     primary row goes, and no primary row is left without its index row.
 //
+// The index rows a purge deletes are counted as its primary rows: every
+// create writes one of each in one batch, and a row's index partition is
+// its capture minute. (An index row with no primary row, which only a copy
+// from Azure can bring, goes with the range deletion uncounted.)
+//
 // With policies, a camera kept (held, spared, or on a longer retention)
 // may have rows in the expired minutes: the index range deletion stops at
 // the oldest minute any kept camera has, and the index rows of purged rows
