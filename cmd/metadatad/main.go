@@ -147,7 +147,7 @@ func run(args []string) error {
 		// calls of the shutdown.
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
-		if err := serveMetrics(metricsCtx, cfg, obs.metrics, store, engine, log); err != nil {
+		if err := serveMetrics(metricsCtx, cfg, obs.metrics, store, engine, repos, log); err != nil {
 			return err
 		}
 	}

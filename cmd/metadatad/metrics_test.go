@@ -101,6 +101,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`metadatad_store_operation_duration_seconds_count{backend="embedded",operation="transact"}`,
 		`metadatad_store_operation_duration_seconds_count{backend="embedded",operation="purge"}`,
 		`metadatad_pebble_disk_usage_bytes`,
+		`metadatad_tally_complete{table="SingleImageMetadata"}`,
 		`metadatad_purge_last_success_timestamp_seconds{kind="single"}`,
 		`metadatad_purge_retention_seconds`,
 		`go_goroutines`,

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/metadatad/metadatad/internal/telemetry"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/instrument"
 	"github.com/metadatad/metadatad/store/queue"
 	"github.com/metadatad/metadatad/store/retention"
@@ -79,11 +81,20 @@ func (o observability) shutdown(timeout time.Duration, log *slog.Logger) {
 }
 
 // serveMetrics starts /metrics with the purge series; it stops when ctx ends.
-func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, b backend, engine *retention.Engine, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, b backend, engine *retention.Engine,
+	repos map[images.Kind]*images.Repository, log *slog.Logger) error {
 	depth, _ := b.queue.(telemetry.QueueDepth)
 	m.WatchPurges(engine, telemetry.PurgeOptions{
 		Queue: depth, Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Logger: log,
 	})
+	if b.embedded != nil {
+		var tallied []store.Table
+		for _, kind := range images.Kinds {
+			primary, _ := repos[kind].Tables()
+			tallied = append(tallied, primary)
+		}
+		m.WatchTallies(b.embedded, tallied)
+	}
 	lis, err := net.Listen("tcp", cfg.metricsListen)
 	if err != nil {
 		return err

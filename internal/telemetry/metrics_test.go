@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"crypto/x509"
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/metadatad/metadatad/internal/telemetry"
+	"github.com/metadatad/metadatad/store"
 )
 
 // TestCertificateExpiry follows the certificate in use: absent before
@@ -49,6 +51,47 @@ metadatad_azure_clock_fallback_total{source="date"} 3
 metadatad_azure_clock_fallback_total{source="local"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "metadatad_azure_clock_fallback_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+type tallies map[string]struct {
+	rows     int64
+	complete bool
+}
+
+func (t tallies) TallyProgress(tbl store.Table) (int64, bool, error) {
+	p, ok := t[tbl.Name()]
+	if !ok {
+		return 0, false, errors.New("not tallied")
+	}
+	return p.rows, p.complete, nil
+}
+
+type namedTable struct {
+	store.Table
+	name string
+}
+
+func (n namedTable) Name() string { return n.name }
+
+// TestTallyBackfill exposes each tallied table's backfill, and nothing of
+// a table not tallied.
+func TestTallyBackfill(t *testing.T) {
+	m := telemetry.NewMetrics()
+	m.WatchTallies(tallies{"Single": {rows: 1200, complete: true}, "Pano": {rows: 7}},
+		[]store.Table{namedTable{name: "Single"}, namedTable{name: "Pano"}, namedTable{name: "Untallied"}})
+	want := `
+# HELP metadatad_tally_backfill_rows_total Rows the backfill of a table's tally has counted since the process started.
+# TYPE metadatad_tally_backfill_rows_total counter
+metadatad_tally_backfill_rows_total{table="Pano"} 7
+metadatad_tally_backfill_rows_total{table="Single"} 1200
+# HELP metadatad_tally_complete 1 once a table's tally counts every row (purges wait for it), else 0.
+# TYPE metadatad_tally_complete gauge
+metadatad_tally_complete{table="Pano"} 0
+metadatad_tally_complete{table="Single"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "metadatad_tally_backfill_rows_total", "metadatad_tally_complete"); err != nil {
 		t.Error(err)
 	}
 }

@@ -3,6 +3,8 @@ package telemetry
 import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/metadatad/metadatad/store"
 )
 
 // PebbleMetrics is the embedded store's account of its own health;
@@ -47,4 +49,49 @@ func (c pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pebbleCacheMisses, prometheus.CounterValue, float64(m.BlockCache.Misses))
 	ch <- prometheus.MustNewConstMetric(pebbleCacheBytes, prometheus.GaugeValue, float64(m.BlockCache.Size))
 	ch <- prometheus.MustNewConstMetric(pebbleDisk, prometheus.GaugeValue, float64(m.DiskSpaceUsage()))
+}
+
+// TallyProgress is the embedded store's account of a table's tally
+// backfill; *pebble.DB has it.
+type TallyProgress interface {
+	TallyProgress(t store.Table) (rows int64, complete bool, err error)
+}
+
+// WatchTallies exposes the backfill of each table's tally (see
+// store.Purger): a store written before tallies gains them at its first
+// start, and its first purge waits for them.
+func (m *Metrics) WatchTallies(db TallyProgress, tables []store.Table) {
+	m.Registry.MustRegister(tallyCollector{db: db, tables: tables})
+}
+
+var (
+	tallyBackfillRows = prometheus.NewDesc("metadatad_tally_backfill_rows_total",
+		"Rows the backfill of a table's tally has counted since the process started.", []string{"table"}, nil)
+	tallyComplete = prometheus.NewDesc("metadatad_tally_complete",
+		"1 once a table's tally counts every row (purges wait for it), else 0.", []string{"table"}, nil)
+)
+
+type tallyCollector struct {
+	db     TallyProgress
+	tables []store.Table
+}
+
+func (c tallyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tallyBackfillRows
+	ch <- tallyComplete
+}
+
+func (c tallyCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.tables {
+		rows, complete, err := c.db.TallyProgress(t)
+		if err != nil {
+			continue // not tallied (yet): nothing to say
+		}
+		done := 0.0
+		if complete {
+			done = 1
+		}
+		ch <- prometheus.MustNewConstMetric(tallyBackfillRows, prometheus.CounterValue, float64(rows), t.Name())
+		ch <- prometheus.MustNewConstMetric(tallyComplete, prometheus.GaugeValue, done, t.Name())
+	}
 }
