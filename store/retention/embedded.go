@@ -85,8 +85,8 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	if p.Phase == phaseDone {
 		return nil
 	}
-	if j.CancelRequested {
-		return errCancelled
+	if j.CancelRequested && p.Phase != phaseOrphans && p.IndexBefore.IsZero() {
+		return errCancelled // nothing deleted yet
 	}
 	if p.Phase == phaseWork || p.Phase == phaseSweep {
 		if j, err = e.adoptQueueJob(ctx, j, kind); err != nil {
@@ -100,9 +100,16 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 		spanName = "purge.dry_run"
 	}
 	ctx, endSpan := e.startSpan(ctx, spanName)
-	if p.Phase == phaseOrphans {
-		err = r.dropOrphans(ctx, j)
-	} else {
+	switch {
+	case p.Phase == phaseOrphans:
+		if err = r.dropOrphans(ctx, j); err == nil && j.CancelRequested {
+			err = errCancelled
+		}
+	case j.CancelRequested:
+		// Cancelled after some sections, and stopped (a restart) before
+		// their orphans went.
+		err = r.stopped(ctx, j, "sections done", p.IndexBefore, errCancelled)
+	default:
 		err = r.run(ctx, j)
 	}
 	endSpan(err)
