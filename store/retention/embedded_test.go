@@ -310,3 +310,61 @@ func TestEmbeddedEngineAdoptsAQueuePurge(t *testing.T) {
 		t.Errorf("after the adopted purge %+v", got)
 	}
 }
+
+// TestEmbeddedCancelledThenRestartedDeletesItsOrphans: a purge is
+// cancelled after two of its sections and the process dies before its
+// orphans pass; the restarted engine ends it cancelled, with no index row
+// of a deleted row left.
+func TestEmbeddedCancelledThenRestartedDeletesItsOrphans(t *testing.T) {
+	opts := quickOptions()
+	opts.SectionCameras = 1
+	f := newFixture(t, opts)
+	const cameras = 5
+	f.seed(t, cameras)
+	var sections atomic.Int32
+	var dead atomic.Bool
+	var cancelErr error
+	var id atomic.Value
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(_, op string, _ []store.Key) error {
+		if dead.Load() {
+			return errDead
+		}
+		// The first batch is the try at one section; two sections follow.
+		if op == "exclusive" && sections.Add(1) == 4 {
+			_, cancelErr = f.engine.Cancel(context.Background(), id.Load().(string))
+			dead.Store(true)
+			return errDead
+		}
+		return nil
+	}})
+	f.run(t)
+	boundary := cutoff.Truncate(time.Minute)
+	before := f.census(t, images.Single, boundary)
+	started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Store(started.ID)
+	for deadline := time.Now().Add(patience); !dead.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the purge never reached its third section")
+		}
+	}
+	f.stop()
+	if cancelErr != nil {
+		t.Fatal(cancelErr)
+	}
+	f.openEngine(t, f.base)
+	f.run(t)
+	j := f.await(t, started.ID)
+	if j.State != retention.Cancelled {
+		t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+	}
+	after := f.census(t, images.Single, boundary)
+	if c := j.Totals(); c.MetadataRows != before.primaryOld-after.primaryOld || c.IndexRows != before.indexOld-after.indexOld {
+		t.Errorf("counts %+v; %d primary and %d index rows are gone", c, before.primaryOld-after.primaryOld, before.indexOld-after.indexOld)
+	}
+	if after.primaryOld != after.indexOld || after.primaryOld != (cameras-2)*expiredPerCamera {
+		t.Errorf("after the restart %+v: want three cameras left with both rows, no orphan", after)
+	}
+}
