@@ -162,10 +162,10 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 			return err
 		}
 	}
-	if !j.UsePolicies && !j.DryRun {
+	if !j.UsePolicies && !j.DryRun && r.e.paceStep(j) == math.MaxInt64 {
 		// Every camera has the job's boundary: a fleet that fits one section
 		// needs no survey. A larger one stops the section, which commits
-		// nothing, at its limit.
+		// nothing, at its limit. (A paced job surveys, to size its sections.)
 		err := r.section(ctx, "", "", "", r.through, true, r.e.opts.SectionCameras)
 		if !errors.Is(err, errSectionFull) {
 			return r.finishRun(ctx, j, "", r.through, err)

@@ -218,7 +218,15 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		e.purger = p
 		for _, r := range opts.Repositories {
 			primary, _ := r.Tables()
-			if err := p.Tally(ctx, primary); err != nil {
+			err := p.Tally(ctx, primary)
+			if errors.Is(err, store.ErrCorrupt) {
+				// A damaged file fails only the reads of its keys: the rest
+				// serves, and this kind's purges fail until it is restored.
+				opts.Logger.Error("purge: the tally of a table cannot be read; its purges fail until the damaged file is restored",
+					"table", primary.Name(), "err", err)
+				continue
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
