@@ -88,7 +88,7 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	if j.CancelRequested && p.Phase != phaseOrphans && p.IndexBefore.IsZero() {
 		return errCancelled // nothing deleted yet
 	}
-	if p.Phase == phaseWork || p.Phase == phaseSweep {
+	if p.Phase == phaseWork || p.Phase == phaseSweep || (p.Phase == phasePlan && !p.PlannedAt.IsZero()) {
 		if j, err = e.adoptQueueJob(ctx, j, kind); err != nil {
 			return err
 		}
@@ -117,7 +117,8 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 }
 
 // adoptQueueJob takes over a kind that the release before the tallies
-// left in the queue design's work or sweep: the counts become those of its
+// left in the queue design (planning, working or sweeping; its workers may
+// run tasks while it plans): the counts become those of its
 // tasks that ended, and the embedded purge deletes the rest. The index
 // rows of those tasks' rows, whatever of them a sweep had deleted, go by the
 // last section's range deletion: one per primary row, as every create
@@ -145,7 +146,8 @@ func (e *Engine) adoptQueueJob(ctx context.Context, j *Job, kind images.Kind) (*
 		"rows_so_far", sum.MetadataRows, "lower_bound", sum.MetadataRowsLowerBound)
 	return e.updateJob(ctx, j.ID, func(j *Job) error {
 		p := j.progress(kind)
-		p.Counts, p.Phase, p.Intent = sum, phasePlan, nil
+		// Adopted once: the sections' counts add to these from here.
+		p.Counts, p.Phase, p.Intent, p.PlannedAt = sum, phasePlan, nil, time.Time{}
 		return nil
 	})
 }
