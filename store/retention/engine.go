@@ -52,6 +52,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger gets job starts, ends and totals; nil means slog.Default.
 	Logger *slog.Logger
+	// The options from Workers to CameraMemory tune the queue design, the
+	// engine of a backend that is not a store.Purger (Azure); the embedded
+	// store's purge has no tasks, queue or sweep (see embedded.go).
+
 	// Workers is how many tasks run at once in this process; default 4.
 	Workers int
 	// GroupSize is how many cameras one task deletes; default 500. Each
