@@ -19,7 +19,15 @@ func partitionPrefix(table, partitionKey string) []byte {
 }
 
 func encodeKey(table, partitionKey, rowKey string) []byte {
-	return append(partitionPrefix(table, partitionKey), rowKey...)
+	return appendKey(make([]byte, 0, len(table)+len(partitionKey)+len(rowKey)+2), table, partitionKey, rowKey)
+}
+
+// appendKey appends the key of the row to dst; an empty rowKey gives the
+// partition's first key. (An empty rowKey in a range's To means the end
+// of the partition: see table.rowBounds.)
+func appendKey(dst []byte, table, partitionKey, rowKey string) []byte {
+	dst = append(append(append(dst, table...), sep), partitionKey...)
+	return append(append(dst, sep), rowKey...)
 }
 
 // decodeKey splits a key of the table into its partition and row keys.

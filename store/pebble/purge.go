@@ -25,7 +25,7 @@ func (d *DB) Exclusive(ctx context.Context, stage func(ctx context.Context, b st
 	}
 	d.gate.Lock()
 	defer d.gate.Unlock()
-	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}, rowRanges: map[string]time.Time{}}
+	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}, rowRanges: map[rowRange]time.Time{}}
 	defer b.batch.Close()
 	if err := stage(ctx, b); err != nil {
 		return err
@@ -65,7 +65,17 @@ type purgeBatch struct {
 	rowsBoundary time.Time
 	rows         store.Range
 	// rowRanges are the boundaries DeleteRowsBefore staged, by partition.
-	rowRanges map[string]time.Time
+	rowRanges map[rowRange]time.Time
+	// lower and upper are DeleteRowsBefore's key buffers.
+	lower, upper []byte
+	// lastTable is the table DeleteRowsBefore was last given, lastOwn its
+	// table and tallyTable the key of its tallies' (see talliedOnce).
+	lastTable  store.Table
+	lastOwn    *table
+	tallyTable string
+	// dayString is day formatted as a tally key's partition (see dayKey).
+	day       time.Time
+	dayString string
 }
 
 // tallied is t's table and tally, refused unless its tally is complete:
@@ -128,7 +138,7 @@ func (d *DB) scanTallies(ctx context.Context, own *table, partitions store.Range
 	var tally store.DayTally
 	var dec tallyDecoder
 	for valid := iter.First(); valid; {
-		day, pk, err := decodeKey(tt, iter.Key())
+		day, pk, err := dec.key(tt, iter.Key())
 		if err != nil {
 			return err
 		}
@@ -179,9 +189,11 @@ func checkRange(r store.Range) error {
 // DeleteRowsBefore stages one range deletion of the partition's rows
 // captured before boundary, a whole minute, and the tallies' rewrite: a day
 // wholly before boundary loses its key, boundary's day keeps the records
-// of its minutes from boundary on.
+// of its minutes from boundary on. A section calls it for every camera and
+// day it purges, so it builds its keys in reused buffers: the batch copies
+// what it is given.
 func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
-	own, err := b.tallied(t, "delete rows")
+	own, err := b.talliedOnce(t)
 	if err != nil {
 		return 0, err
 	}
@@ -210,37 +222,61 @@ func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary 
 		first := store.TimeFromTicks(0)
 		b.rowsBoundary, b.rows = boundary, store.InvertedTicksRows(&first, &boundary)
 	}
-	lower, upper := own.rowBounds(partition, b.rows)
-	rangeKey := string(partitionPrefix(own.key, partition))
-	if staged, ok := b.rowRanges[rangeKey]; ok && staged.Equal(boundary) {
-		lower = upper // staged already: a caller that visits a camera's days one by one
-	} else {
-		b.rowRanges[rangeKey] = boundary
-	}
-	if bytes.Compare(lower, upper) < 0 {
-		if err := b.batch.DeleteRange(lower, upper, nil); err != nil {
-			return 0, fmt.Errorf("pebble: delete range: %w", err)
+	staged := rowRange{own.key, partition}
+	if at, ok := b.rowRanges[staged]; !ok || !at.Equal(boundary) { // else staged already: a caller visiting a camera's days one by one
+		b.rowRanges[staged] = boundary
+		b.lower = appendKey(b.lower[:0], own.key, partition, b.rows.From)
+		b.upper = appendKey(b.upper[:0], own.key, partition, b.rows.To)
+		if bytes.Compare(b.lower, b.upper) < 0 {
+			if err := b.batch.DeleteRange(b.lower, b.upper, nil); err != nil {
+				return 0, fmt.Errorf("pebble: delete range: %w", err)
+			}
+			b.tombstones++
 		}
-		b.tombstones++
 	}
 	var n int64
 	for _, tl := range tallies {
 		n += tl.RowsBefore(boundary)
-		key := tallyKey(own.key, tl.Day.UTC(), partition)
+		b.lower = appendKey(b.lower[:0], b.tallyTable, b.dayKey(tl.Day), partition)
 		var rest []byte
 		if tl.Day.Equal(boundaryDay) {
 			rest = encodeRows(&tl, int(boundary.Sub(boundaryDay)/time.Minute))
 		}
 		if len(rest) == 0 {
-			err = b.batch.Delete(key, nil)
+			err = b.batch.Delete(b.lower, nil)
 		} else {
-			err = b.batch.Set(key, rest, nil)
+			err = b.batch.Set(b.lower, rest, nil)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("pebble: tally: %w", err)
 		}
 	}
 	return n, nil
+}
+
+// rowRange names a partition whose rows DeleteRowsBefore staged.
+type rowRange struct{ table, partition string }
+
+// talliedOnce is tallied for the table of the batch's last call: a section
+// gives every call the same.
+func (b *purgeBatch) talliedOnce(t store.Table) (*table, error) {
+	if t != b.lastTable || b.lastOwn == nil {
+		own, err := b.tallied(t, "delete rows")
+		if err != nil {
+			return nil, err
+		}
+		b.lastTable, b.lastOwn, b.tallyTable = t, own, tallyTable(own.key)
+	}
+	return b.lastOwn, nil
+}
+
+// dayKey is day as a tally key's partition, formatted once per day: tallies
+// come day by day.
+func (b *purgeBatch) dayKey(day time.Time) string {
+	if !day.Equal(b.day) || b.dayString == "" {
+		b.day, b.dayString = day, day.UTC().Format(dayLayout)
+	}
+	return b.dayString
 }
 
 // DeletePartitions stages one range deletion of t's partitions in

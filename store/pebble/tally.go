@@ -88,16 +88,39 @@ func rowTally(tableKey, partitionKey, rowKey string, removed bool) (key, record 
 type tallyDecoder struct {
 	rows    [store.MinutesPerDay]int32
 	touched []int
+	// day is the day of the last key, and at its midnight or a parse
+	// error: keys come day by day, so most keys parse none.
+	day   string
+	at    time.Time
+	atErr error
+}
+
+// key splits a tally key of table tt into its day and partition; the day
+// string is shared with the key before when it is the same day.
+func (dec *tallyDecoder) key(tt string, key []byte) (day, partitionKey string, err error) {
+	rest := key[len(tt)+1:]
+	i := bytes.IndexByte(rest, sep)
+	if i < 0 {
+		return "", "", fmt.Errorf("%w: key %q", errCorrupt, key)
+	}
+	if string(rest[:i]) != dec.day {
+		dec.day = string(rest[:i])
+		dec.at, dec.atErr = time.Parse(dayLayout, dec.day)
+	}
+	return dec.day, string(rest[i+1:]), nil
 }
 
 // decode folds a tally key's records into t, which it overwrites, reusing
-// t.Minutes.
+// t.Minutes. day is the one key last gave.
 func (dec *tallyDecoder) decode(t *store.DayTally, day, partitionKey string, value []byte) error {
-	d, err := time.Parse(dayLayout, day)
-	if err != nil || len(value)%2 != 0 {
+	if day != dec.day {
+		dec.day = day
+		dec.at, dec.atErr = time.Parse(dayLayout, day)
+	}
+	if dec.atErr != nil || len(value)%2 != 0 {
 		return fmt.Errorf("%w: tally of %s on %q", errCorrupt, partitionKey, day)
 	}
-	t.PartitionKey, t.Day, t.Minutes = partitionKey, d, t.Minutes[:0]
+	t.PartitionKey, t.Day, t.Minutes = partitionKey, dec.at, t.Minutes[:0]
 	dec.touched = dec.touched[:0]
 	for i := 0; i < len(value); i += 2 {
 		r := binary.BigEndian.Uint16(value[i:])
