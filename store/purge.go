@@ -29,12 +29,22 @@ type Purger interface {
 	// Tallies is PurgeBatch.Tallies as the store stands while writes go on:
 	// what a dry run or a plan reads.
 	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(*DayTally) error) error
-	// Exclusive runs stage while no other write of the backend runs, then
-	// commits what stage put in its batch atomically and durably. A stage
-	// that fails commits nothing; its error is returned. Stages see the
-	// store as it is, and nothing changes it until the commit, so what a
-	// stage reads (tallies, rows, a job's record) holds when it commits.
-	Exclusive(ctx context.Context, stage func(ctx context.Context, b PurgeBatch) error) error
+	// MinuteKeyed declares that t's partition keys start with the capture
+	// minute of their rows (MinutePartitionKey), as an index table's do,
+	// so that Exclusive need not hold off t's writes of later days.
+	MinuteKeyed(ctx context.Context, t Table) error
+	// Exclusive runs stage while no other write that it may touch runs,
+	// then commits what stage put in its batch atomically and durably. A
+	// stage that fails commits nothing; its error is returned. Stages see
+	// the store as it is, and nothing they may touch changes until the
+	// commit, so what a stage reads (tallies, rows, a job's record) holds
+	// when it commits. through bounds what it may touch: tallied tables'
+	// rows and tallies up to through's UTC day, minute-keyed tables'
+	// partitions before the next day, and any row of other tables; the
+	// batch refuses the rest. Writes whose every row lies after that day go
+	// on meanwhile: a camera's new images never wait for a purge of old
+	// ones. A zero through holds off every write.
+	Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b PurgeBatch) error) error
 }
 
 // PurgeBatch is what a Purger's Exclusive stage reads and writes. Writes

@@ -26,7 +26,7 @@ type pausingBackend struct {
 	paused     chan struct{}
 }
 
-func (b *pausingBackend) Exclusive(ctx context.Context, stage func(context.Context, store.PurgeBatch) error) error {
+func (b *pausingBackend) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
 	b.exclusives++ // one job: no other batch runs meanwhile
 	if b.exclusives == b.pauseAt {
 		close(b.paused)
@@ -35,7 +35,7 @@ func (b *pausingBackend) Exclusive(ctx context.Context, stage func(context.Conte
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return b.DB.Exclusive(ctx, stage)
+	return b.DB.Exclusive(ctx, through, stage)
 }
 
 func openEngine(t *testing.T, backend store.Backend) *retention.Engine {

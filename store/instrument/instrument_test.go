@@ -203,7 +203,7 @@ func TestForwardsPurger(t *testing.T) {
 		t.Fatal(err)
 	}
 	var total int64
-	err := p.Exclusive(ctx, func(ctx context.Context, pb store.PurgeBatch) error {
+	err := p.Exclusive(ctx, time.Time{}, func(ctx context.Context, pb store.PurgeBatch) error {
 		if err := pb.Tallies(ctx, images, store.Range{}, at, func(d *store.DayTally) error { total += d.Total(); return nil }); err != nil {
 			return err
 		}

@@ -58,6 +58,10 @@ func (p purging) Tally(ctx context.Context, t store.Table) error {
 	return p.inner.Tally(ctx, Unwrap(t))
 }
 
+func (p purging) MinuteKeyed(ctx context.Context, t store.Table) error {
+	return p.inner.MinuteKeyed(ctx, Unwrap(t))
+}
+
 func (p purging) AwaitTally(ctx context.Context, t store.Table) error {
 	return p.inner.AwaitTally(ctx, Unwrap(t))
 }
@@ -70,9 +74,9 @@ func (p purging) Tallies(ctx context.Context, t store.Table, partitions store.Ra
 
 // Exclusive is recorded as the operation "purge", the stage's reads and
 // writes within it.
-func (p purging) Exclusive(ctx context.Context, stage func(ctx context.Context, b store.PurgeBatch) error) error {
+func (p purging) Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b store.PurgeBatch) error) error {
 	return p.b.opts.call(ctx, "purge", "", func(ctx context.Context) error {
-		return p.inner.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error { return stage(ctx, purgeBatch{b}) })
+		return p.inner.Exclusive(ctx, through, func(ctx context.Context, b store.PurgeBatch) error { return stage(ctx, purgeBatch{b}) })
 	})
 }
 

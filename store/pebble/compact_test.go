@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/pebble"
@@ -39,7 +40,7 @@ func TestCompactReturnsTheSpaceOfDeletedRows(t *testing.T) {
 	if full < partitions*rows*500 {
 		t.Fatalf("%d bytes of data for %d rows of 500 random bytes", full, partitions*rows)
 	}
-	err := db.Exclusive(ctx, func(_ context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(_ context.Context, b store.PurgeBatch) error {
 		return b.DeletePartitions(tbl, store.Range{From: "p1"})
 	})
 	if err != nil {

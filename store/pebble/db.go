@@ -110,11 +110,19 @@ type DB struct {
 	// flushes follows the engine's flushes (see failstop.go).
 	flushes *flushWatch
 
-	// gate is held shared by every write from its first read to its
-	// commit, and exclusively by Exclusive and the tally backfill's
-	// sections, which then read and write with no other write in flight.
-	// It is taken before the lock stripes.
-	gate sync.RWMutex
+	// gate is held shared by the writes a running Exclusive may touch,
+	// from their first read to their commit, and exclusively by Exclusive
+	// and the tally backfill's sections, which then read and write with no
+	// such write in flight; entry is held by the writes that pass, and
+	// horizon says which pass (see gate.go). Both are taken before the
+	// lock stripes; exclusive orders the gate's exclusive holders.
+	gate      sync.RWMutex
+	entry     sync.RWMutex
+	horizon   atomic.Pointer[horizon]
+	exclusive sync.Mutex
+	// minuteKeyed are the tables whose partition keys are capture minutes
+	// (see MinuteKeyed), replaced whole under tallyMu.
+	minuteKeyed atomic.Pointer[map[string]bool]
 	// tallies are the tallied tables by table key, replaced whole under
 	// the exclusive gate and tallyMu (see tally.go).
 	tallies atomic.Pointer[map[string]*tallyState]
@@ -367,8 +375,7 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 	for i, w := range writes {
 		keys[i] = encodeKey(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey)
 	}
-	d.gate.RLock()
-	defer d.gate.RUnlock()
+	defer d.enter(writes)()
 	defer d.locks.lockKeys(keys)()
 
 	batch := d.db.NewBatch()

@@ -14,18 +14,22 @@ import (
 
 var _ store.Purger = (*DB)(nil)
 
-// Exclusive runs stage holding the gate exclusively, so no other write
-// runs from the stage's first read to its commit, and commits the stage's
-// batch synced (store.Purger). A stage reads through tables as it likes,
-// but writes only through b: a table's write waits for the gate this holds,
-// and would wait for good.
-func (d *DB) Exclusive(ctx context.Context, stage func(ctx context.Context, b store.PurgeBatch) error) error {
+// Exclusive runs stage while no write it may touch runs, from the stage's
+// first read to its commit, and commits the stage's batch synced
+// (store.Purger; gate.go says which writes wait). A stage reads through
+// tables as it likes, but writes only through b: a table's write may wait
+// for the stage, and would wait for good.
+func (d *DB) Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b store.PurgeBatch) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.gate.Lock()
-	defer d.gate.Unlock()
-	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}, rowRanges: map[rowRange]time.Time{}}
+	return d.exclusively(through, func() error { return d.stage(ctx, through, stage) })
+}
+
+// stage runs an Exclusive's stage and commits its batch.
+func (d *DB) stage(ctx context.Context, through time.Time, stage func(ctx context.Context, b store.PurgeBatch) error) error {
+	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{}, rowRanges: map[rowRange]time.Time{},
+		horizon: newHorizon(through)}
 	defer b.batch.Close()
 	if err := stage(ctx, b); err != nil {
 		return err
@@ -53,7 +57,10 @@ func (d *DB) Exclusive(ctx context.Context, stage func(ctx context.Context, b st
 // writes (true: the row is put) and ranges the partition ranges deleted,
 // so Delete answers for the batch as it will commit.
 type purgeBatch struct {
-	d          *DB
+	d *DB
+	// horizon is the stage's: it touches nothing from it on (see
+	// beyond), which lets the writes of later days go on meanwhile.
+	horizon    *horizon
 	batch      *pebbledb.Batch
 	now        time.Time
 	staged     map[string]bool
@@ -108,6 +115,27 @@ func (b *purgeBatch) untallied(t store.Table, op string) (*table, error) {
 	return own, nil
 }
 
+// beyond refuses what would touch own's rows from the stage's horizon on,
+// which writes of later days may write meanwhile: a minute-keyed table's
+// partitions from the horizon's minute on (end is the partition written,
+// or the exclusive end of a range, "" for none). (Tallies and
+// DeleteRowsBefore refuse a tallied table's rows and tallies from its day
+// on.)
+func (b *purgeBatch) beyond(own *table, op, end string, exclusiveEnd bool) error {
+	h := b.horizon
+	if h.from.IsZero() {
+		return nil
+	}
+	m := b.d.minuteKeyed.Load()
+	if m == nil || !(*m)[own.key] {
+		return nil
+	}
+	if end == "" || end > h.minute || (!exclusiveEnd && end == h.minute) {
+		return fmt.Errorf("pebble: %s of %s: partition %q reaches the section's horizon %s", op, own.name, end, h.minute)
+	}
+	return nil
+}
+
 // Tallies visits t's tallies of the partitions in partitions up to
 // through's UTC day. Keys are day first: it skips from a day's last
 // partition in range to the next day's first, so it reads the tallies in
@@ -116,6 +144,9 @@ func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions stor
 	own, err := b.tallied(t, "tallies")
 	if err != nil {
 		return err
+	}
+	if !b.horizon.from.IsZero() && !through.Before(b.horizon.from) {
+		return fmt.Errorf("pebble: tallies of %s: %s is past the section's horizon %s", own.name, through.Format(time.RFC3339), b.horizon.from.Format(time.RFC3339))
 	}
 	return b.d.scanTallies(ctx, own, partitions, through, visit)
 }
@@ -204,6 +235,9 @@ func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary 
 	if !boundary.Truncate(time.Minute).Equal(boundary) {
 		return 0, fmt.Errorf("pebble: delete rows of %s: boundary %s is not a whole minute, as tallies count", own.name, boundary.Format(time.RFC3339Nano))
 	}
+	if !b.horizon.from.IsZero() && !boundary.Before(b.horizon.from) {
+		return 0, fmt.Errorf("pebble: delete rows of %s: boundary %s is past the section's horizon %s", own.name, boundary.Format(time.RFC3339), b.horizon.from.Format(time.RFC3339))
+	}
 	boundaryDay := boundary.Truncate(24 * time.Hour)
 	for _, tl := range tallies {
 		switch {
@@ -289,6 +323,9 @@ func (b *purgeBatch) DeletePartitions(t store.Table, partitions store.Range) err
 	if err := checkRange(partitions); err != nil {
 		return err
 	}
+	if err := b.beyond(own, "delete partitions", partitions.To, true); err != nil {
+		return err
+	}
 	prefix := tablePrefix(own.key)
 	lower, upper := append(bytes.Clone(prefix), partitions.From...), prefixEnd(prefix)
 	if partitions.To != "" {
@@ -320,6 +357,9 @@ func (b *purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
 	if err := store.ValidateAddress(key.PartitionKey, key.RowKey); err != nil {
 		return false, err
 	}
+	if err := b.beyond(own, "delete", key.PartitionKey, false); err != nil {
+		return false, err
+	}
 	enc := encodeKey(own.key, key.PartitionKey, key.RowKey)
 	present, staged := b.staged[string(enc)]
 	if !staged {
@@ -349,6 +389,9 @@ func (b *purgeBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
 		return store.Entity{}, err
 	}
 	if err := store.ValidateEntity(e); err != nil {
+		return store.Entity{}, err
+	}
+	if err := b.beyond(own, "put", e.PartitionKey, false); err != nil {
 		return store.Entity{}, err
 	}
 	e = b.d.stamp(e, b.now)

@@ -55,7 +55,7 @@ func BenchmarkPurgeStage(b *testing.B) {
 			abort := errors.New("abort")
 			for b.Loop() {
 				var deleted int64
-				err := db.Exclusive(b.Context(), func(ctx context.Context, pb store.PurgeBatch) error {
+				err := db.Exclusive(b.Context(), boundary, func(ctx context.Context, pb store.PurgeBatch) error {
 					err := pb.Tallies(ctx, tbl, store.Range{}, boundary, func(t *store.DayTally) error {
 						n, err := pb.DeleteRowsBefore(tbl, t.PartitionKey, boundary, []store.DayTally{*t})
 						deleted += n

@@ -23,7 +23,7 @@ func TestRangeTombstonesFlushTheMemTable(t *testing.T) {
 	seed(t, tbl, "p", partitions, 2)
 	deletePartitions := func(from, to int) {
 		t.Helper()
-		err := db.Exclusive(ctx, func(_ context.Context, b store.PurgeBatch) error {
+		err := db.Exclusive(ctx, time.Time{}, func(_ context.Context, b store.PurgeBatch) error {
 			for i := from; i < to; i++ {
 				pk := fmt.Sprintf("p-%05d", i)
 				// A range of one partition: no key holds a control character.

@@ -233,10 +233,14 @@ func (d *DB) Tally(ctx context.Context, t store.Table) error {
 	if d.closing.Err() != nil {
 		return errors.New("pebble: tally: the store is closed")
 	}
-	// Registered under the exclusive gate, so that every write either sees
-	// the table untallied, and commits before, or tallied.
-	d.gate.Lock()
-	defer d.gate.Unlock()
+	// Registered with every write held off, so that each either sees the
+	// table untallied, and commits before, or tallied.
+	return d.exclusively(time.Time{}, func() error { return d.register(ctx, own) })
+}
+
+// register starts own's tally: complete if it holds no rows, else from the
+// backfill's record, resumed.
+func (d *DB) register(ctx context.Context, own *table) error {
 	s := &tallyState{key: own.key, name: own.name, done: make(chan struct{})}
 	meta, closer, err := d.db.Get(tallyMetaKey(own.key))
 	switch {
@@ -381,8 +385,15 @@ func (d *DB) backfill(s *tallyState) {
 // under the exclusive gate, and commits their records with the new cursor
 // in one batch: after a crash the tally and the cursor agree.
 func (d *DB) backfillSection(s *tallyState) (complete bool, err error) {
-	d.gate.Lock()
-	defer d.gate.Unlock()
+	err = d.exclusively(time.Time{}, func() error {
+		complete, err = d.tallySection(s)
+		return err
+	})
+	return complete, err
+}
+
+// tallySection is backfillSection's work, with every write held off.
+func (d *DB) tallySection(s *tallyState) (complete bool, err error) {
 	if err := d.closing.Err(); err != nil {
 		return false, err
 	}

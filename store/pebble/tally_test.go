@@ -65,7 +65,7 @@ func recount(t *testing.T, tbl store.Table) map[dayKey][store.MinutesPerDay]int3
 func readTallies(t *testing.T, db *pebble.DB, tbl store.Table) map[dayKey][store.MinutesPerDay]int32 {
 	t.Helper()
 	got := map[dayKey][store.MinutesPerDay]int32{}
-	err := db.Exclusive(t.Context(), func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(t.Context(), time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		return b.Tallies(ctx, tbl, store.Range{}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), func(d *store.DayTally) error {
 			got[dayKey{d.PartitionKey, d.Day}] = d.PerMinute()
 			return nil
@@ -193,7 +193,7 @@ func TestTallyEqualsRecount(t *testing.T) {
 	for _, tbl := range tables[:2] {
 		checkTally(t, db, tbl)
 	}
-	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		return b.Tallies(ctx, tables[2], store.Range{}, day0, func(*store.DayTally) error { return nil })
 	})
 	if err == nil {
@@ -353,7 +353,7 @@ func dayTallies(ctx context.Context, b store.PurgeBatch, tbl store.Table, partit
 // purgeBefore deletes a partition's rows before boundary in one Exclusive.
 func purgeBefore(db *pebble.DB, tbl store.Table, partition string, boundary time.Time) (int64, error) {
 	var n int64
-	err := db.Exclusive(context.Background(), func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(context.Background(), boundary, func(ctx context.Context, b store.PurgeBatch) error {
 		tallies, err := dayTallies(ctx, b, tbl, partition, boundary)
 		if err != nil {
 			return err
@@ -440,7 +440,7 @@ func TestDeleteRowsBeforeRefusesOtherTallies(t *testing.T) {
 		"later day":       {boundary, store.DayTally{PartitionKey: "cam1", Day: day0.Add(48 * time.Hour)}},
 		"inside a minute": {boundary.Add(time.Second), store.DayTally{PartitionKey: "cam1", Day: day0}},
 	} {
-		err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+		err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 			_, err := b.DeleteRowsBefore(images, "cam1", c.boundary, []store.DayTally{c.tally})
 			return err
 		})
@@ -469,7 +469,7 @@ func TestTalliesSkipScan(t *testing.T) {
 		}
 	}
 	var got []string
-	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		return b.Tallies(ctx, images, store.Range{From: "b", To: "d"}, day0.Add(2*24*time.Hour+23*time.Hour), func(d *store.DayTally) error {
 			got = append(got, d.Day.Format("0102")+d.PartitionKey)
 			return nil
@@ -480,7 +480,7 @@ func TestTalliesSkipScan(t *testing.T) {
 		t.Fatalf("visited %v, %v; want %v", got, err, want)
 	}
 	got = nil
-	err = db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	err = db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		return b.Tallies(ctx, images, store.Range{From: "d"}, day0, func(d *store.DayTally) error {
 			got = append(got, d.Day.Format("0102")+d.PartitionKey)
 			return nil
@@ -506,7 +506,7 @@ func TestFailingStageCommitsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	failure := errors.New("stage failed")
-	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		tallies, err := dayTallies(ctx, b, images, "cam0", day0.Add(72*time.Hour))
 		if err != nil {
 			return err
@@ -549,7 +549,7 @@ func TestWritesWaitForExclusive(t *testing.T) {
 	}
 	late := store.Entity{PartitionKey: "cam0", RowKey: store.InvertedTicksRowKey(day0.Add(time.Minute))}
 	wrote := make(chan error, 1)
-	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		go func() { _, err := images.Insert(ctx, late); wrote <- err }()
 		select {
 		case err := <-wrote:
@@ -584,6 +584,104 @@ func TestWritesWaitForExclusive(t *testing.T) {
 	checkTally(t, db, images)
 }
 
+// TestLaterDaysPassExclusive: during a stage bounded by through, a write
+// whose rows all lie after through's day (a tallied table's rows captured
+// then, a minute-keyed table's partitions of then) commits; any other
+// write waits for the stage: an old image, one of through's own day, a
+// batch mixing the two, a row of a table neither tallied nor minute-keyed.
+// The stage is refused what would reach past its day.
+func TestLaterDaysPassExclusive(t *testing.T) {
+	db := openMem(t, vfs.NewMem())
+	defer db.Close()
+	ctx := t.Context()
+	images, _ := db.Table(ctx, "Images")
+	index, _ := db.Table(ctx, "ImagesIndex")
+	jobs, _ := db.Table(ctx, "Jobs")
+	if err := db.Tally(ctx, images); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MinuteKeyed(ctx, index); err != nil {
+		t.Fatal(err)
+	}
+	through := day0.Add(12 * time.Hour)
+	create := func(at time.Time, indexAt time.Time) func() error {
+		return func() error {
+			return db.Transact(ctx, []store.TableOp{
+				{Table: images, Op: store.Op{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: "cam0", RowKey: store.InvertedTicksRowKey(at)}}},
+				{Table: index, Op: store.Op{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: store.MinutePartitionKey(indexAt), RowKey: "cam0_" + store.InvertedTicksRowKey(at)}}},
+			})
+		}
+	}
+	tomorrow := day0.Add(24 * time.Hour)
+	passing := map[string]func() error{
+		"a create of the next day": create(tomorrow, tomorrow),
+		"an index row of the next day": func() error {
+			_, err := index.Insert(ctx, store.Entity{PartitionKey: store.MinutePartitionKey(tomorrow.Add(time.Hour)), RowKey: "x"})
+			return err
+		},
+	}
+	waiting := map[string]func() error{
+		"an old create":                  create(day0.Add(time.Minute), day0.Add(time.Minute)),
+		"a create of through's own day":  create(day0.Add(20*time.Hour), day0.Add(20*time.Hour)),
+		"a young row with an old index":  create(tomorrow.Add(time.Minute), day0.Add(time.Hour)),
+		"a row no horizon says anything": func() error { _, err := jobs.Insert(ctx, store.Entity{PartitionKey: "j", RowKey: "1"}); return err },
+	}
+	done := map[string]chan error{}
+	var wg sync.WaitGroup
+	defer wg.Wait() // before the store closes, whatever failed
+	start := func(ws map[string]func() error) {
+		for name, w := range ws {
+			c := make(chan error, 1)
+			done[name] = c
+			wg.Go(func() { c <- w() })
+		}
+	}
+	err := db.Exclusive(ctx, through, func(ctx context.Context, b store.PurgeBatch) error {
+		start(waiting)
+		start(passing)
+		for name := range passing {
+			select {
+			case err := <-done[name]:
+				if err != nil {
+					return fmt.Errorf("%s: %v", name, err)
+				}
+			case <-time.After(10 * time.Second):
+				return fmt.Errorf("%s waited for the stage", name)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the waiting writes had their chance to slip through
+		for name := range waiting {
+			select {
+			case err := <-done[name]:
+				return fmt.Errorf("%s committed during the stage: %v", name, err)
+			default:
+			}
+		}
+		if _, err := dayTallies(ctx, b, images, "cam0", tomorrow); err == nil {
+			return errors.New("the stage read the tallies of a day past its own")
+		}
+		if _, err := b.DeleteRowsBefore(images, "cam0", tomorrow, nil); err == nil {
+			return errors.New("the stage deleted rows up to a day past its own")
+		}
+		if err := b.DeletePartitions(index, store.Range{}); err == nil {
+			return errors.New("the stage deleted every index partition")
+		}
+		if _, err := b.Delete(index, store.Key{PartitionKey: store.MinutePartitionKey(tomorrow), RowKey: "x"}); err == nil {
+			return errors.New("the stage deleted an index row of a day past its own")
+		}
+		return b.DeletePartitions(index, store.Range{To: store.MinutePartitionKey(through)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range waiting {
+		if err := <-done[name]; err != nil {
+			t.Errorf("%s, after the stage: %v", name, err)
+		}
+	}
+	checkTally(t, db, images)
+}
+
 // TestExclusiveSurvivesCrash: what Exclusive committed is there after a
 // power loss; what a stage staged before the loss is not.
 func TestExclusiveSurvivesCrash(t *testing.T) {
@@ -602,7 +700,7 @@ func TestExclusiveSurvivesCrash(t *testing.T) {
 	}
 	after := fs.CrashClone(vfs.CrashCloneCfg{})
 	var during *vfs.MemFS
-	err := db.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
 		tallies, err := dayTallies(ctx, b, images, "cam1", boundary)
 		if err != nil {
 			return err
@@ -661,7 +759,7 @@ func TestTalliedTablesRefuseOtherDeletes(t *testing.T) {
 			return err
 		},
 	} {
-		err := db.Exclusive(ctx, func(_ context.Context, b store.PurgeBatch) error { return stage(b) })
+		err := db.Exclusive(ctx, time.Time{}, func(_ context.Context, b store.PurgeBatch) error { return stage(b) })
 		if !errors.Is(err, pebble.ErrTallied) {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -690,7 +788,7 @@ func TestBatchDeletesAndPuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var put store.Entity
-	err := db.Exclusive(ctx, func(_ context.Context, b store.PurgeBatch) error {
+	err := db.Exclusive(ctx, time.Time{}, func(_ context.Context, b store.PurgeBatch) error {
 		check := func(key store.Key, want bool) error {
 			if got, err := b.Delete(jobs, key); err != nil || got != want {
 				return fmt.Errorf("Delete(%v) = %v, %v; want %v", key, got, err, want)

@@ -367,7 +367,8 @@ func (r *embeddedRun) boundary(ctx context.Context, j *Job, camera string, oldes
 // A section with a limit above 0 fails with errSectionFull, committing
 // nothing, once it meets more cameras than that.
 func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
-	err := r.purger.Exclusive(ctx, func(ctx context.Context, b store.PurgeBatch) error {
+	ended := false
+	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
 		j, _, err := r.e.jobs.get(ctx, r.id)
 		if err != nil {
 			return err
@@ -466,6 +467,14 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			if err := b.DeletePartitions(r.index, images.ExpiredIndex(ranged)); err != nil {
 				return err
 			}
+			if ended = r.endsJob(j); ended {
+				// The job's end and its marker's drop ride in this batch: two
+				// synced writes fewer (finish sees it ended).
+				r.e.end(j, nil)
+				if _, err := b.Delete(r.e.jobs.table, store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
+					return err
+				}
+			}
 		}
 		e, err := jobEntity(j)
 		if err != nil {
@@ -474,10 +483,21 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		_, err = b.Put(r.e.jobs.table, e)
 		return err
 	})
-	if err == nil {
-		r.e.notify() // the job's record changed: wake its watchers
+	if err == nil && !ended {
+		r.e.notify() // the job's record changed: wake its watchers (finish wakes them to its end)
 	}
 	return err
+}
+
+// endsJob reports whether a last section that leaves this kind done ends
+// j: every other kind is done too.
+func (r *embeddedRun) endsJob(j *Job) bool {
+	for _, p := range j.Kinds {
+		if p.Phase != phaseDone {
+			return false
+		}
+	}
+	return !j.DryRun
 }
 
 // deleteIndexRows deletes, by their derived keys, the index rows of a

@@ -221,7 +221,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if p, ok := opts.Backend.(store.Purger); ok {
 		e.purger = p
 		for _, r := range opts.Repositories {
-			primary, _ := r.Tables()
+			primary, index := r.Tables()
+			if err := p.MinuteKeyed(ctx, index); err != nil {
+				return nil, err
+			}
 			err := p.Tally(ctx, primary)
 			if errors.Is(err, store.ErrCorrupt) {
 				// A damaged file fails only the reads of its keys: the rest
@@ -601,29 +604,45 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 	}
 }
 
+// errEnded stops finish for a job that has ended already: the last
+// section of an embedded purge ends it in its own batch.
+var errEnded = errors.New("retention: job ended already")
+
+// end sets j's end: its state and message from cause and its counts.
+func (e *Engine) end(j *Job, cause error) {
+	j.Ended = e.opts.Now().UTC()
+	totals := j.Totals()
+	var running *RunningError
+	switch {
+	case errors.Is(cause, errCancelled):
+		j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
+	case errors.As(cause, &running):
+		j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
+	case errors.Is(cause, errTaskLost):
+		j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
+	case cause != nil:
+		j.State, j.Error = Failed, "storage error; see the server log"
+	case totals.DevicesFailed > 0:
+		j.State, j.Error = Failed, fmt.Sprintf("%d cameras could not be purged; the next purge retries them", totals.DevicesFailed)
+	default:
+		j.State = Succeeded
+	}
+}
+
 // finish ends a job: failed with cause, or by its counts.
 func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	// The stats count the job before watchers are woken to its end.
 	j, err := e.jobs.update(ctx, id, func(j *Job) error {
-		j.Ended = e.opts.Now().UTC()
-		totals := j.Totals()
-		var running *RunningError
-		switch {
-		case errors.Is(cause, errCancelled):
-			j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
-		case errors.As(cause, &running):
-			j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
-		case errors.Is(cause, errTaskLost):
-			j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
-		case cause != nil:
-			j.State, j.Error = Failed, "storage error; see the server log"
-		case totals.DevicesFailed > 0:
-			j.State, j.Error = Failed, fmt.Sprintf("%d cameras could not be purged; the next purge retries them", totals.DevicesFailed)
-		default:
-			j.State = Succeeded
+		if j.State.Terminal() {
+			return errEnded
 		}
+		e.end(j, cause)
 		return nil
 	})
+	endedBefore := errors.Is(err, errEnded)
+	if endedBefore { // by its last section, with its marker
+		j, _, err = e.jobs.get(ctx, id)
+	}
 	if errors.Is(err, errLeaseLost) {
 		e.leaseEnded(ctx, id, err)
 		return
@@ -635,7 +654,9 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	e.countEnded(j)
 	e.forgetLimiter(id)
 	e.notify()
-	e.dropMarker(ctx, id)
+	if !endedBefore {
+		e.dropMarker(ctx, id)
+	}
 	// The job holds its final counts; its tasks (one per GroupSize cameras,
 	// every purge) would otherwise pile up forever.
 	if err := e.tasks.deleteAll(ctx, id); err != nil {

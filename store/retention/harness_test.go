@@ -466,13 +466,17 @@ func (b purgingBackend) Tallies(ctx context.Context, t store.Table, partitions s
 	return b.purger().Tallies(ctx, unhooked(t), partitions, through, visit)
 }
 
-func (b purgingBackend) Exclusive(ctx context.Context, stage func(context.Context, store.PurgeBatch) error) error {
+func (b purgingBackend) MinuteKeyed(ctx context.Context, t store.Table) error {
+	return b.purger().MinuteKeyed(ctx, unhooked(t))
+}
+
+func (b purgingBackend) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
 	if b.before != nil {
 		if err := b.before("", "exclusive", nil); err != nil {
 			return err
 		}
 	}
-	return b.replied(b.purger().Exclusive(ctx, func(ctx context.Context, pb store.PurgeBatch) error {
+	return b.replied(b.purger().Exclusive(ctx, through, func(ctx context.Context, pb store.PurgeBatch) error {
 		return stage(ctx, unhookedBatch{pb})
 	}))
 }
