@@ -48,7 +48,10 @@ func (d *DB) stage(ctx context.Context, through time.Time, stage func(ctx contex
 	if err := b.batch.Commit(pebbledb.Sync); err != nil {
 		return fmt.Errorf("pebble: commit: %w", err)
 	}
-	d.flushRangeDels(b.tombstones)
+	if b.tombstones > 0 {
+		d.warmRangeDels()
+		d.flushRangeDels(b.tombstones)
+	}
 	return nil
 }
 

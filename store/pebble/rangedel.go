@@ -1,5 +1,7 @@
 package pebble
 
+import pebbledb "github.com/cockroachdb/pebble/v2"
+
 // memTableRangeDels is how many range tombstones the memtable may collect
 // before it is flushed. Every read that follows a new range tombstone makes
 // Pebble re-fragment all of the memtable's tombstones into a fresh list
@@ -26,3 +28,22 @@ func (d *DB) flushRangeDels(n int64) {
 		d.log.Warn("pebble: flushing a memtable full of range tombstones", "err", err)
 	}
 }
+
+// warmRangeDels builds the memtable's fragments of its range tombstones
+// right after a commit of new ones. The first read of any key after such a
+// commit builds them otherwise, and every read meanwhile waits for it: 0.5
+// to 1.5 ms for a few thousand tombstones. So the purge pays it, not a
+// client's read.
+func (d *DB) warmRangeDels() {
+	iter, err := d.db.NewIter(&pebbledb.IterOptions{LowerBound: warmKeys[0], UpperBound: warmKeys[1]})
+	if err != nil {
+		return // a read that fails fails again, where it is reported
+	}
+	iter.First()
+	_ = iter.Close()
+}
+
+// warmKeys bound a range of one key, "\x00", which no table or mark
+// writes: the read finds nothing and only builds the fragments.
+var warmKeys = [2][]byte{{0}, {0, 0}}
+
