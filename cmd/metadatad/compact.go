@@ -18,13 +18,15 @@ import (
 // back to the filesystem at once rather than as the engine's own
 // compactions get to it.
 func runCompact(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("metadatad compact", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "data directory of a stopped metadatad (required)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("metadatad compact")
+	var f compactFlags
+	f.register(fs)
+	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
+	dataDir := &f.dataDir
 	if *dataDir == "" {
-		return errors.New("compact: -data-dir is required")
+		return usagef(fs, "-data-dir is required")
 	}
 	// Opening a missing directory would create an empty store there.
 	if _, err := os.Stat(*dataDir); err != nil {
@@ -47,4 +49,11 @@ func runCompact(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "compacted %s: data %d bytes before, %d after, in %s\n", *dataDir, before, after, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// compactFlags are the flags of `metadatad compact`.
+type compactFlags struct{ dataDir string }
+
+func (f *compactFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dataDir, "data-dir", "", "data directory of a stopped metadatad (required)")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -21,25 +22,24 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "metadatad:", err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout), os.Stderr))
 }
 
-func run(args []string) error {
-	if ran, err := runCommand(args); ran {
-		return err
-	}
-	cfg, err := parseConfig(args)
+// serve is the daemon: `metadatad [serve] -flags`.
+func serve(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parseConfig(args, out)
 	if err != nil {
-		return err
+		return asUsage("metadatad", err)
+	}
+	if cfg.version {
+		fmt.Fprintln(out, readBuildInfo())
+		return nil
 	}
 	log := cfg.logger()
 	for _, w := range cfg.warnings {
 		log.Warn(w)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	store, err := openBackend(ctx, cfg, log)
