@@ -76,7 +76,7 @@ func backupDataDir(ctx context.Context, dataDir, to string) (backup.Manifest, er
 		return backup.Manifest{}, fmt.Errorf("backup: %w", err)
 	}
 	if err != nil {
-		return backup.Manifest{}, fmt.Errorf("backup: cannot open the store in %s for itself alone (%w); if a metadatad serves it, back it up with -server ADDR", dataDir, err)
+		return backup.Manifest{}, fmt.Errorf("backup: %w", notAlone(dataDir, err, "if a metadatad serves it, back it up with -server ADDR"))
 	}
 	defer db.Close()
 	snap, err := backup.NewSource(db, dataDir, nil).Take(ctx)

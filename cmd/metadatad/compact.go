@@ -37,7 +37,7 @@ func runCompact(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("compact: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("compact: cannot open the store in %s for itself alone (%w); stop the metadatad that serves it first", *dataDir, err)
+		return fmt.Errorf("compact: %w", notAlone(*dataDir, err, "stop the metadatad that serves it first"))
 	}
 	start, before := time.Now(), db.DataBytes()
 	if err := db.Compact(ctx); err != nil {

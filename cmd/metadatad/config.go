@@ -39,6 +39,7 @@ type config struct {
 	store             string
 	dataDir           string
 	azure             azureConfig
+	azureStartTimeout time.Duration
 	indexShards       int
 	createTimeout     time.Duration
 	landingMargin     time.Duration
@@ -148,6 +149,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded store")
 	c.azure.register(fs, "with -store azure")
 	fs.StringVar(&c.azure.queueURL, "azure-queue-url", "", "with -azure-table-url: the queue endpoint, e.g. https://ACCOUNT.queue.core.windows.net")
+	fs.DurationVar(&c.azureStartTimeout, "azure-start-timeout", time.Minute, "with -store azure: how long the start waits for Azure Storage to answer, logging every 5s while it waits")
 	fs.StringVar(&c.azure.queue, "purge-queue", "metadatad-purge", "with -store azure: the queue purge tasks go through; its poison queue is <name>-poison")
 	fs.IntVar(&c.indexShards, "index-shards", 1, "index partitions per capture minute, yyyyMMddHHmm_<n>; 1 writes the .NET system's exact keys")
 	fs.DurationVar(&c.createTimeout, "create-timeout", images.DefaultCreateTimeout, "with -store azure: a create gives up its primary row this long after it started, so that purges know when an index row's primary row can no longer appear")
@@ -298,6 +300,11 @@ func (c *config) checkStore() error {
 			return errors.New("give a connection string or endpoint URLs, not both")
 		case a.tableURL != "" && a.queueURL == "":
 			return errors.New("-azure-table-url needs -azure-queue-url")
+		case c.azureStartTimeout <= 0:
+			return fmt.Errorf("-azure-start-timeout must be positive, not %s", c.azureStartTimeout)
+		}
+		if err := checkEndpoints(a.connectionString); err != nil {
+			return err
 		}
 		if c.replicaID == "" {
 			host, _ := os.Hostname()
@@ -311,6 +318,29 @@ func (c *config) checkStore() error {
 	}
 	if c.indexShards < 1 || c.indexShards > 1000 {
 		return fmt.Errorf("-index-shards must be 1 to 1000, not %d", c.indexShards)
+	}
+	return nil
+}
+
+// checkEndpoints refuses a connection string that names one of the table
+// and queue endpoints and not the other: the SDK would derive the missing
+// one from AccountName, a public host name that an emulator's or a
+// private endpoint's account does not answer on. Without either, both
+// derive from AccountName and EndpointSuffix, as Azure's own strings do.
+func checkEndpoints(connectionString string) error {
+	if connectionString == "" {
+		return nil
+	}
+	keys := map[string]bool{}
+	for part := range strings.SplitSeq(connectionString, ";") {
+		key, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+		keys[key] = true
+	}
+	switch {
+	case keys["TableEndpoint"] && !keys["QueueEndpoint"]:
+		return errors.New("the connection string has a TableEndpoint and no QueueEndpoint, which purges need: add QueueEndpoint=... (the SDK would otherwise derive a public host name from AccountName)")
+	case keys["QueueEndpoint"] && !keys["TableEndpoint"]:
+		return errors.New("the connection string has a QueueEndpoint and no TableEndpoint: add TableEndpoint=... (the SDK would otherwise derive a public host name from AccountName)")
 	}
 	return nil
 }
