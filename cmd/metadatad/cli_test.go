@@ -10,6 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 )
 
 // metadatadRun runs `metadatad args...` with the extra variables env and
@@ -117,5 +123,58 @@ func TestServeWord(t *testing.T) {
 	stop(t, d)
 	if _, err := os.Stat(dataDir); err != nil {
 		t.Fatalf("served not in -data-dir: %v", err)
+	}
+}
+
+// TestAccessLog: by default the daemon logs the calls that fail and not
+// those that succeed; -access-log all logs both.
+func TestAccessLog(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		successes bool
+	}{
+		{"default", nil, false},
+		{"all", []string{"-access-log", "all"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDaemon(t, t.TempDir(), tc.args...)
+			client := d.client(t)
+			if _, err := client.CreateSingleImageMetadata(t.Context(), &metadatav1.CreateSingleImageMetadataRequest{
+				Metadata: &metadatav1.SingleImageMetadata{CameraId: "cam-1", CapturedAt: timestamppb.Now()}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := client.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "nobody"})
+			if status.Code(err) != codes.NotFound {
+				t.Fatalf("latest of an unknown camera: %v, want NOT_FOUND", err)
+			}
+			var created bool
+			deadline := time.After(10 * time.Second)
+			for {
+				select {
+				case line := <-d.logs:
+					created = created || strings.Contains(line, "grpc.method=CreateSingleImageMetadata")
+					if !strings.Contains(line, "grpc.code=NotFound") {
+						continue
+					}
+					// The create's line, when written, came first.
+					if created != tc.successes {
+						t.Errorf("the successful create logged: %v, want %v", created, tc.successes)
+					}
+					return
+				case <-deadline:
+					t.Fatal("no log line of the call that failed")
+				}
+			}
+		})
+	}
+}
+
+// TestJSONLogDurations: durations in JSON logs are strings, not nanoseconds.
+func TestJSONLogDurations(t *testing.T) {
+	var logs strings.Builder
+	config{logFormat: "json"}.logger(&logs).Info("purge finished", "duration", 1500*time.Millisecond)
+	if !strings.Contains(logs.String(), `"duration":"1.5s"`) {
+		t.Errorf("JSON log %s, want the duration as 1.5s", logs.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,7 @@ type config struct {
 	purgeWorkers      int
 	logLevel          slog.Level
 	logFormat         string
+	accessLog         accessLog
 	shutdownTimeout   time.Duration
 	purgeLease        time.Duration
 	purgeRowsPerSec   float64
@@ -166,6 +168,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.Var(&c.accessLog, "access-log", "which successful calls get a log line: off, all, or a fraction such as 0.01; calls that fail always get one, at the level of their code")
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
 	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
@@ -181,6 +184,37 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	c.security.register(fs)
 	c.limits.register(fs)
 	return applyTables
+}
+
+// accessLog is -access-log, the fraction of successful calls logged:
+// off (0, the default), all (1), or a fraction between.
+type accessLog float64
+
+func (a *accessLog) String() string {
+	switch *a {
+	case 0:
+		return "off"
+	case 1:
+		return "all"
+	}
+	return strconv.FormatFloat(float64(*a), 'g', -1, 64)
+}
+
+func (a *accessLog) Set(s string) error {
+	switch s {
+	case "off":
+		*a = 0
+		return nil
+	case "all":
+		*a = 1
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1 {
+		return fmt.Errorf("want off, all or a fraction from 0 to 1, not %q", s)
+	}
+	*a = accessLog(f)
+	return nil
 }
 
 // byteSize is a flag of a size in bytes, written with binary units: 256MiB,
@@ -345,10 +379,20 @@ func checkEndpoints(connectionString string) error {
 	return nil
 }
 
-func (c config) logger() *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.logLevel}
+// logger is the daemon's logger, writing to w.
+func (c config) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.logLevel, ReplaceAttr: durationString}
 	if c.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString writes a duration as its string, 1.5s, rather than the
+// nanoseconds JSON would print.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

@@ -35,7 +35,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out, readBuildInfo())
 		return nil
 	}
-	log := cfg.logger()
+	log := cfg.logger(os.Stderr)
 	for _, w := range cfg.warnings {
 		log.Warn(w)
 	}
@@ -116,7 +116,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	}
 	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
-		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: schedule, Logger: log,
+		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: schedule, Logger: log, AccessLog: float64(cfg.accessLog),
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
