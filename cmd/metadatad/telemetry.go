@@ -40,6 +40,8 @@ func observe(ctx context.Context, cfg config, b *backend) (observability, error)
 	}
 	if cfg.metricsListen != "" {
 		o.metrics = telemetry.NewMetrics()
+		build := readBuildInfo()
+		o.metrics.SetBuildInfo(build.Version, build.Revision, build.GoVersion)
 	}
 	if o.metrics == nil && o.tracing == nil {
 		return o, nil
