@@ -29,6 +29,11 @@ func envName(flagName string) string {
 // must not turn the daemon into a command that prints and exits.
 var noEnv = map[string]bool{"version": true}
 
+// notFlags are the METADATAD_ variables of the repository's own tools,
+// which name no flag: a developer's shell exports them for the tests
+// (internal/azurite).
+var notFlags = map[string]bool{"METADATAD_AZURITE_CONNECTION_STRING": true}
+
 // usageError is a command line metadatad cannot run: an unknown word,
 // flag or variable, a value out of range. It exits 2 with its message and
 // a pointer to the command's help, not the whole help.
@@ -145,7 +150,7 @@ func checkEnvironment(fs *flag.FlagSet, environ []string) error {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		flagName, ok := strings.CutPrefix(name, envPrefix)
-		if !ok {
+		if !ok || notFlags[name] {
 			continue
 		}
 		flagName = strings.ToLower(strings.ReplaceAll(flagName, "_", "-"))

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/azurite"
 )
 
 // metadatadRun runs `metadatad args...` with the extra variables env and
@@ -113,6 +114,18 @@ func TestCommandLine(t *testing.T) {
 				t.Fatalf("the data directory was created: %v", err)
 			}
 		})
+	}
+}
+
+// TestHarnessVariableIsNoFlag: the variable naming the tests' emulator,
+// which developers export, is not refused as a misspelt flag.
+func TestHarnessVariableIsNoFlag(t *testing.T) {
+	if !notFlags[azurite.EnvConnectionString] {
+		t.Fatalf("%s is not among the variables that name no flag", azurite.EnvConnectionString)
+	}
+	code, _, stderr := metadatadRun(t, []string{azurite.EnvConnectionString + "=x"}, "version")
+	if code != 0 {
+		t.Fatalf("exit status %d with $%s set:\n%s", code, azurite.EnvConnectionString, stderr)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,15 +32,8 @@ func TestMain(m *testing.M) {
 	os.Exit(azurite.Main(m))
 }
 
-// daemonEnviron is the environment of a metadatad the tests start: theirs
-// with daemonEnv, less the harness's own METADATAD_ variable, which names
-// no flag.
-func daemonEnviron() []string {
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, azurite.EnvConnectionString+"=")
-	})
-	return append(env, daemonEnv+"=1")
-}
+// daemonEnviron is the environment of a metadatad the tests start.
+func daemonEnviron() []string { return append(os.Environ(), daemonEnv+"=1") }
 
 // daemon is a metadatad process started by a test.
 type daemon struct {
