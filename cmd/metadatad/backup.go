@@ -27,28 +27,27 @@ func runBackup(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
-	dataDir, client, to := &f.dataDir, f.client, &f.to
 	switch {
-	case *to == "":
+	case f.to == "":
 		return usagef(fs, "-to is required")
-	case (*dataDir == "") == (client.Addr == ""):
+	case (f.dataDir == "") == (f.client.Addr == ""):
 		return usagef(fs, "give -server ADDR (a running metadatad) or -data-dir DIR (a stopped one), not both")
-	case client.Addr == "" && (client.Secure() || client.SendsToken()):
+	case f.client.Addr == "" && (f.client.Secure() || f.client.SendsToken()):
 		return usagef(fs, "the TLS and token flags go with -server")
 	}
 	start := time.Now()
 	var m backup.Manifest
 	var err error
-	if client.Addr != "" {
-		m, err = backupServer(ctx, client, *to)
+	if f.client.Addr != "" {
+		m, err = backupServer(ctx, f.client, f.to)
 	} else {
-		m, err = backupDataDir(ctx, *dataDir, *to)
+		m, err = backupDataDir(ctx, f.dataDir, f.to)
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "backup of %s written to %s: %d tables, %d files, %d bytes, in %s\n",
-		m.Created.Format(time.RFC3339), *to, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
+		m.Created.Format(time.RFC3339), f.to, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

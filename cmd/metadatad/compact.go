@@ -24,20 +24,19 @@ func runCompact(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
-	dataDir := &f.dataDir
-	if *dataDir == "" {
+	if f.dataDir == "" {
 		return usagef(fs, "-data-dir is required")
 	}
 	// Opening a missing directory would create an empty store there.
-	if _, err := os.Stat(*dataDir); err != nil {
+	if _, err := os.Stat(f.dataDir); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
-	db, err := pebble.Open(pebble.Options{Dir: *dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	db, err := pebble.Open(pebble.Options{Dir: f.dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if errors.Is(err, pebble.ErrUnfinished) {
 		return fmt.Errorf("compact: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("compact: %w", notAlone(*dataDir, err, "stop the metadatad that serves it first"))
+		return fmt.Errorf("compact: %w", notAlone(f.dataDir, err, "stop the metadatad that serves it first"))
 	}
 	start, before := time.Now(), db.DataBytes()
 	if err := db.Compact(ctx); err != nil {
@@ -47,7 +46,7 @@ func runCompact(ctx context.Context, args []string, out io.Writer) error {
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
-	fmt.Fprintf(out, "compacted %s: data %d bytes before, %d after, in %s\n", *dataDir, before, after, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "compacted %s: data %d bytes before, %d after, in %s\n", f.dataDir, before, after, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

@@ -35,8 +35,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	applyTables()
-	c, from, to, restart := f.config, &f.from, &f.to, &f.restart
-	warnings, err := c.azure.resolve(fs)
+	warnings, err := f.config.azure.resolve(fs)
 	if err != nil {
 		return usagef(fs, "%v", err)
 	}
@@ -44,26 +43,26 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(os.Stderr, "metadatad copy: warning:", w)
 	}
 	switch {
-	case *from == "" || *to == "":
+	case f.from == "" || f.to == "":
 		return usagef(fs, "-from and -to are required")
-	case *from == "azure" && *to == "azure":
+	case f.from == "azure" && f.to == "azure":
 		return usagef(fs, "from Azure to Azure is not supported: the Azure flags name one account")
-	case *from == *to || (strings.HasPrefix(*from, "embedded:") && strings.HasPrefix(*to, "embedded:") &&
-		filepath.Clean(strings.TrimPrefix(*from, "embedded:")) == filepath.Clean(strings.TrimPrefix(*to, "embedded:"))):
+	case f.from == f.to || (strings.HasPrefix(f.from, "embedded:") && strings.HasPrefix(f.to, "embedded:") &&
+		filepath.Clean(strings.TrimPrefix(f.from, "embedded:")) == filepath.Clean(strings.TrimPrefix(f.to, "embedded:"))):
 		return usagef(fs, "-from and -to are the same store")
 	}
-	src, err := openCopyEnd(ctx, *from, c.azure, nil)
+	src, err := openCopyEnd(ctx, f.from, f.config.azure, nil)
 	if err != nil {
 		return fmt.Errorf("copy: -from: %w", err)
 	}
 	defer src.close()
-	dst, err := openCopyEnd(ctx, *to, c.azure, copyRerun(fs))
+	dst, err := openCopyEnd(ctx, f.to, f.config.azure, copyRerun(fs))
 	if err != nil {
 		return fmt.Errorf("copy: -to: %w", err)
 	}
 	defer dst.close()
 
-	opts := transfer.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(c), Restart: *restart}
+	opts := transfer.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(f.config), Restart: f.restart}
 	if bar := copyProgress(); bar != nil {
 		defer bar.Finish()
 		var table string
@@ -79,7 +78,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	}
 	report, err := transfer.Run(ctx, opts)
 	if report != nil {
-		printCopyReport(out, *from, *to, report)
+		printCopyReport(out, f.from, f.to, report)
 	}
 	if err != nil {
 		return fmt.Errorf("copy: %w; run the same command again to resume", err)

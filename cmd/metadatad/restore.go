@@ -25,18 +25,17 @@ func runRestore(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
-	from, dataDir := &f.from, &f.dataDir
-	if *from == "" || *dataDir == "" {
+	if f.from == "" || f.dataDir == "" {
 		return usagef(fs, "-from and -data-dir are required")
 	}
 	start := time.Now()
-	m, err := backup.Restore(ctx, *from, *dataDir)
+	m, err := backup.Restore(ctx, f.from, f.dataDir)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	fmt.Fprintf(out, "restored the backup of %s into %s: %d tables, %d files, %d bytes, every file checked, in %s\n",
-		m.Created.Format(time.RFC3339), *dataDir, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
-	jobs, err := unfinishedPurges(ctx, *dataDir)
+		m.Created.Format(time.RFC3339), f.dataDir, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
+	jobs, err := unfinishedPurges(ctx, f.dataDir)
 	if err != nil {
 		return fmt.Errorf("restore: the store is restored, but listing its purges failed: %w", err)
 	}
