@@ -57,7 +57,7 @@ func startAdmissionServer(t *testing.T, limits Limits) *admissionServer {
 		return guard.Authorize(ctx)
 	}
 	limits.fill()
-	s.srv = grpc.NewServer(interceptorChain(slog.New(slog.DiscardHandler), counted, newCallLimits(limits))...)
+	s.srv = grpc.NewServer(interceptorChain(callLog{log: slog.New(slog.DiscardHandler)}, counted, newCallLimits(limits))...)
 	s.srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "admissiontest.Echo",
 		HandlerType: (*any)(nil),

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -15,9 +17,11 @@ import (
 )
 
 // callLog writes one line per finished call but health checks (probes
-// would drown the log), at the level its code
-// deserves (logging.DefaultServerCodeToLevel: OK and client errors at info,
-// refusals at warn, server faults at error), naming the principal.
+// would drown the log) and the successful calls its sample leaves out, at
+// the level its code deserves (logging.DefaultServerCodeToLevel: OK and
+// client errors at info, refusals at warn, server faults at error), naming
+// the principal. A call that fails always has its line: at a thousand
+// creates a second, a line for each success is gigabytes a day.
 //
 // It replaces go-grpc-middleware's logging interceptor on the hot path,
 // which builds its fields (a dozen small allocations and a formatted start
@@ -25,6 +29,8 @@ import (
 // whose line the level drops costs one clock read and nothing else.
 type callLog struct {
 	log *slog.Logger
+	// successes is the fraction of successful calls logged, 0 to 1.
+	successes float64
 }
 
 func (c callLog) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -57,6 +63,9 @@ func (c callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 // finished logs the call's line if the logger keeps its level.
 func (c callLog) finished(ctx context.Context, fullMethod, kind string, start time.Time, err error) {
 	code := status.Code(err)
+	if code == codes.OK && (c.successes <= 0 || c.successes < 1 && rand.Float64() >= c.successes) {
+		return
+	}
 	level := slog.Level(logging.DefaultServerCodeToLevel(code))
 	if !c.log.Enabled(ctx, level) {
 		return

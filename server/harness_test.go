@@ -226,6 +226,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 		Devices:     control.devices,
 		Acquisition: control.acquisition,
 		Logger:      logger,
+		AccessLog:   1, // tests read the lines of successful calls
 
 		MinRetentionDays: o.minRetentionDays, RetentionSchedule: o.schedule,
 		TracerProvider: o.tracerProvider,

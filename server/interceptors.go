@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"runtime/debug"
 
 	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
@@ -40,10 +39,10 @@ import (
 // Health is exempt from 3 and 5, so probes answer under load. The chain
 // also installs the codec whose failed decodes are refused, and, ahead of
 // admission, drops the codec's note of a request refused before 6.
-func interceptorChain(log *slog.Logger, authorize grpcauth.AuthFunc, limits *callLimits) []grpc.ServerOption {
+func interceptorChain(calls callLog, authorize grpcauth.AuthFunc, limits *callLimits) []grpc.ServerOption {
+	log := calls.log
 	authorize = limits.authorize(authorize)
 	codec := newRequestCodec()
-	calls := callLog{log: log}
 	notHealth := selector.MatchFunc(func(_ context.Context, call interceptors.CallMeta) bool {
 		return call.Service != healthpb.Health_ServiceDesc.ServiceName
 	})

@@ -71,9 +71,14 @@ type Options struct {
 	WriteCheck func() error
 	// HealthInterval is how often the checks run; 0 means 5 s.
 	HealthInterval time.Duration
-	// Logger receives one line per call, naming its principal, and the
-	// detail of internal errors; nil means slog.Default.
+	// Logger receives a line per call that fails, and per successful call
+	// AccessLog samples, naming its principal, and the detail of internal
+	// errors; nil means slog.Default.
 	Logger *slog.Logger
+	// AccessLog is the fraction of successful calls that get a log line,
+	// 0 (none) to 1 (every one); calls that fail always get one, health
+	// checks never.
+	AccessLog float64
 	// Auth authenticates callers, who then need the scope each method
 	// declares. Nil lets anyone call anything as the principal "anonymous",
 	// for development on a loopback address.
@@ -115,6 +120,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if opts.Single == nil || opts.Pano == nil || opts.PreStitch == nil {
 		return nil, errors.New("server: Options needs the Single, Pano and PreStitch repositories")
+	}
+	if opts.AccessLog < 0 || opts.AccessLog > 1 {
+		return nil, fmt.Errorf("server: Options.AccessLog is a fraction, 0 to 1, not %g", opts.AccessLog)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -170,7 +178,7 @@ func New(opts Options) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.ChainUnaryInterceptor(opts.Metrics.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(opts.Metrics.StreamServerInterceptor()))
 	}
-	serverOpts = append(serverOpts, interceptorChain(log, auth.NewGuard(opts.Auth, scopes).Authorize, newCallLimits(opts.Limits))...)
+	serverOpts = append(serverOpts, interceptorChain(callLog{log: log, successes: opts.AccessLog}, auth.NewGuard(opts.Auth, scopes).Authorize, newCallLimits(opts.Limits))...)
 	serverOpts = append(serverOpts, opts.Limits.serverOptions()...)
 	// A fixed pool of goroutines serves the calls instead of a new goroutine
 	// per call, whose stack grows anew each time. A call that finds every

@@ -21,37 +21,47 @@ import (
 // from a running server through AdminService.Backup, or from a data
 // directory no server holds.
 func runBackup(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("metadatad backup", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "back up the embedded store in this directory, which no running metadatad may hold (offline)")
-	var client grpcclient.Config
-	fs.StringVar(&client.Addr, "server", "", "back up the store of the metadatad serving at this address (online), e.g. localhost:50051; the token needs scope metadata.admin")
-	client.RegisterFlags(fs)
-	to := fs.String("to", "", "directory to write the backup into: new or empty (required)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("metadatad backup")
+	var f backupFlags
+	f.register(fs)
+	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
 	switch {
-	case *to == "":
-		return errors.New("backup: -to is required")
-	case (*dataDir == "") == (client.Addr == ""):
-		return errors.New("backup: give -server ADDR (a running metadatad) or -data-dir DIR (a stopped one), not both")
-	case client.Addr == "" && (client.Secure() || client.SendsToken()):
-		return errors.New("backup: the TLS and token flags go with -server")
+	case f.to == "":
+		return usagef(fs, "-to is required")
+	case (f.dataDir == "") == (f.client.Addr == ""):
+		return usagef(fs, "give -server ADDR (a running metadatad) or -data-dir DIR (a stopped one), not both")
+	case f.client.Addr == "" && (f.client.Secure() || f.client.SendsToken()):
+		return usagef(fs, "the TLS and token flags go with -server")
 	}
 	start := time.Now()
 	var m backup.Manifest
 	var err error
-	if client.Addr != "" {
-		m, err = backupServer(ctx, client, *to)
+	if f.client.Addr != "" {
+		m, err = backupServer(ctx, f.client, f.to)
 	} else {
-		m, err = backupDataDir(ctx, *dataDir, *to)
+		m, err = backupDataDir(ctx, f.dataDir, f.to)
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "backup of %s written to %s: %d tables, %d files, %d bytes, in %s\n",
-		m.Created.Format(time.RFC3339), *to, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
+		m.Created.Format(time.RFC3339), f.to, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// backupFlags are the flags of `metadatad backup`.
+type backupFlags struct {
+	dataDir, to string
+	client      grpcclient.Config
+}
+
+func (f *backupFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dataDir, "data-dir", "", "back up the embedded store in this directory, which no running metadatad may hold (offline)")
+	fs.StringVar(&f.client.Addr, "server", "", "back up the store of the metadatad serving at this address (online), e.g. localhost:50051; the token needs scope metadata.admin")
+	f.client.RegisterFlags(fs)
+	fs.StringVar(&f.to, "to", "", "directory to write the backup into: new or empty (required)")
 }
 
 // backupDataDir opens the store in dataDir, which fails while a server holds
@@ -65,7 +75,7 @@ func backupDataDir(ctx context.Context, dataDir, to string) (backup.Manifest, er
 		return backup.Manifest{}, fmt.Errorf("backup: %w", err)
 	}
 	if err != nil {
-		return backup.Manifest{}, fmt.Errorf("backup: cannot open the store in %s for itself alone (%w); if a metadatad serves it, back it up with -server ADDR", dataDir, err)
+		return backup.Manifest{}, fmt.Errorf("backup: %w", notAlone(dataDir, err, "if a metadatad serves it, back it up with -server ADDR"))
 	}
 	defer db.Close()
 	snap, err := backup.NewSource(db, dataDir, nil).Take(ctx)

@@ -18,24 +18,25 @@ import (
 // back to the filesystem at once rather than as the engine's own
 // compactions get to it.
 func runCompact(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("metadatad compact", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "data directory of a stopped metadatad (required)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("metadatad compact")
+	var f compactFlags
+	f.register(fs)
+	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
-	if *dataDir == "" {
-		return errors.New("compact: -data-dir is required")
+	if f.dataDir == "" {
+		return usagef(fs, "-data-dir is required")
 	}
 	// Opening a missing directory would create an empty store there.
-	if _, err := os.Stat(*dataDir); err != nil {
+	if _, err := os.Stat(f.dataDir); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
-	db, err := pebble.Open(pebble.Options{Dir: *dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	db, err := pebble.Open(pebble.Options{Dir: f.dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if errors.Is(err, pebble.ErrUnfinished) {
 		return fmt.Errorf("compact: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("compact: cannot open the store in %s for itself alone (%w); stop the metadatad that serves it first", *dataDir, err)
+		return fmt.Errorf("compact: %w", notAlone(f.dataDir, err, "stop the metadatad that serves it first"))
 	}
 	start, before := time.Now(), db.DataBytes()
 	if err := db.Compact(ctx); err != nil {
@@ -45,6 +46,13 @@ func runCompact(ctx context.Context, args []string, out io.Writer) error {
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("compact: %w", err)
 	}
-	fmt.Fprintf(out, "compacted %s: data %d bytes before, %d after, in %s\n", *dataDir, before, after, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "compacted %s: data %d bytes before, %d after, in %s\n", f.dataDir, before, after, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// compactFlags are the flags of `metadatad compact`.
+type compactFlags struct{ dataDir string }
+
+func (f *compactFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dataDir, "data-dir", "", "data directory of a stopped metadatad (required)")
 }

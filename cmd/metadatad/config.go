@@ -4,9 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +40,7 @@ type config struct {
 	store             string
 	dataDir           string
 	azure             azureConfig
+	azureStartTimeout time.Duration
 	indexShards       int
 	createTimeout     time.Duration
 	landingMargin     time.Duration
@@ -53,6 +56,7 @@ type config struct {
 	purgeWorkers      int
 	logLevel          slog.Level
 	logFormat         string
+	accessLog         accessLog
 	shutdownTimeout   time.Duration
 	purgeLease        time.Duration
 	purgeRowsPerSec   float64
@@ -69,67 +73,24 @@ type config struct {
 	healthListen      string
 	security          securityConfig
 	limits            limitsConfig
+	// version is -version: print it and exit.
+	version bool
 	// warnings are what parsing found unwise but not wrong, for the log.
 	warnings []string
 }
 
-func parseConfig(args []string) (config, error) {
+// parseConfig parses the daemon's command line and variables; -h prints
+// the help on out and returns flag.ErrHelp.
+func parseConfig(args []string, out io.Writer) (config, error) {
 	c := config{tables: map[images.Kind]string{}}
-	fs := flag.NewFlagSet("metadatad", flag.ContinueOnError)
-	fs.StringVar(&c.listen, "listen", "localhost:50051", "gRPC listen address")
-	fs.StringVar(&c.store, "store", "embedded", "where data lives: embedded (Pebble in -data-dir) or azure (Azure Table and Queue Storage)")
-	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded store")
-	c.azure.register(fs)
-	fs.StringVar(&c.azure.queueURL, "azure-queue-url", "", "with -azure-table-url: the queue endpoint, e.g. https://ACCOUNT.queue.core.windows.net")
-	fs.StringVar(&c.azure.queue, "purge-queue", "metadatad-purge", "with -store azure: the queue purge tasks go through; its poison queue is <name>-poison")
-	fs.IntVar(&c.indexShards, "index-shards", 1, "index partitions per capture minute, yyyyMMddHHmm_<n>; 1 writes the .NET system's exact keys")
-	fs.DurationVar(&c.createTimeout, "create-timeout", images.DefaultCreateTimeout, "with -store azure: a create gives up its primary row this long after it started, so that purges know when an index row's primary row can no longer appear")
-	fs.DurationVar(&c.landingMargin, "create-landing-margin", images.DefaultLandingMargin, "with -store azure: how long a write sent before -create-timeout may still land; purges leave index rows younger than the sum to the next purge")
-	fs.StringVar(&c.replicaID, "replica-id", "", "this process's name among replicas sharing one store (default: hostname and process id; embedded: \"embedded\")")
-	applyTables := c.registerTables(fs)
-	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
-	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
-	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
-	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
-	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
-	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
-	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
-	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
-	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
-	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
-	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
-	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
-	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica reads the new images of the cameras its Watch calls watch (the create may land on any replica): their primary partitions, or the index for many cameras; with no Watch open it reads nothing")
-	fs.DurationVar(&c.watchWindow, "watch-window", feed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
-	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", feed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")
-	fs.IntVar(&c.watchBuffer, "watch-buffer", feed.DefaultBuffer, "new images a Watch stream holds for a client that does not read; past it the stream ends with RESOURCE_EXHAUSTED and a resume token")
-	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
-	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")
-	fs.StringVar(&c.healthListen, "health-listen", "", "address serving only grpc.health.v1.Health, plaintext and unauthenticated, for Kubernetes' native gRPC probes, e.g. :8086 (off when empty)")
-	c.security.register(fs)
-	c.limits.register(fs)
-
-	set := map[string]bool{}
-	err := fs.Parse(args)
+	fs := newFlagSet("metadatad")
+	applyTables := c.register(fs)
+	set, err := parseFlags(fs, args, out)
 	if err != nil {
 		return config{}, err
 	}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "METADATAD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !set[f.Name] && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s: %w", env, err)
-			}
-			set[f.Name] = true
-		}
-	})
-	if envErr != nil {
-		return config{}, envErr
+	if c.version {
+		return c, nil
 	}
 	if c.store == "embedded" && !set["purge-rows-per-second"] {
 		// The embedded store deletes expired rows by range: a purge's cost
@@ -178,6 +139,84 @@ func parseConfig(args []string) (config, error) {
 	return c, nil
 }
 
+// register defines the daemon's flags on fs; the returned function,
+// called once they are parsed, fills in c.tables.
+func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
+	if c.tables == nil {
+		c.tables = map[images.Kind]string{}
+	}
+	fs.BoolVar(&c.version, "version", false, "print the module version, VCS revision and Go version, and exit")
+	fs.StringVar(&c.listen, "listen", "localhost:50051", "gRPC listen address")
+	fs.StringVar(&c.store, "store", "embedded", "where data lives: embedded (Pebble in -data-dir) or azure (Azure Table and Queue Storage)")
+	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded store")
+	c.azure.register(fs, "with -store azure")
+	fs.StringVar(&c.azure.queueURL, "azure-queue-url", "", "with -azure-table-url: the queue endpoint, e.g. https://ACCOUNT.queue.core.windows.net")
+	fs.DurationVar(&c.azureStartTimeout, "azure-start-timeout", time.Minute, "with -store azure: how long the start waits for Azure Storage to answer, logging every 5s while it waits")
+	fs.StringVar(&c.azure.queue, "purge-queue", "metadatad-purge", "with -store azure: the queue purge tasks go through; its poison queue is <name>-poison")
+	fs.IntVar(&c.indexShards, "index-shards", 1, "index partitions per capture minute, yyyyMMddHHmm_<n>; 1 writes the .NET system's exact keys")
+	fs.DurationVar(&c.createTimeout, "create-timeout", images.DefaultCreateTimeout, "with -store azure: a create gives up its primary row this long after it started, so that purges know when an index row's primary row can no longer appear")
+	fs.DurationVar(&c.landingMargin, "create-landing-margin", images.DefaultLandingMargin, "with -store azure: how long a write sent before -create-timeout may still land; purges leave index rows younger than the sum to the next purge")
+	fs.StringVar(&c.replicaID, "replica-id", "", "this process's name among replicas sharing one store (default: hostname and process id; embedded: \"embedded\")")
+	applyTables = c.registerTables(fs)
+	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
+	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
+	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
+	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
+	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
+	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
+	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
+	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.Var(&c.accessLog, "access-log", "which successful calls get a log line: off, all, or a fraction such as 0.01; calls that fail always get one, at the level of their code")
+	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
+	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
+	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
+	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
+	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica reads the new images of the cameras its Watch calls watch (the create may land on any replica): their primary partitions, or the index for many cameras; with no Watch open it reads nothing")
+	fs.DurationVar(&c.watchWindow, "watch-window", feed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
+	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", feed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")
+	fs.IntVar(&c.watchBuffer, "watch-buffer", feed.DefaultBuffer, "new images a Watch stream holds for a client that does not read; past it the stream ends with RESOURCE_EXHAUSTED and a resume token")
+	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")
+	fs.StringVar(&c.healthListen, "health-listen", "", "address serving only grpc.health.v1.Health, plaintext and unauthenticated, for Kubernetes' native gRPC probes, e.g. :8086 (off when empty)")
+	c.security.register(fs)
+	c.limits.register(fs)
+	return applyTables
+}
+
+// accessLog is -access-log, the fraction of successful calls logged:
+// off (0, the default), all (1), or a fraction between.
+type accessLog float64
+
+func (a *accessLog) String() string {
+	switch *a {
+	case 0:
+		return "off"
+	case 1:
+		return "all"
+	}
+	return strconv.FormatFloat(float64(*a), 'g', -1, 64)
+}
+
+func (a *accessLog) Set(s string) error {
+	switch s {
+	case "off":
+		*a = 0
+		return nil
+	case "all":
+		*a = 1
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1 {
+		return fmt.Errorf("want off, all or a fraction from 0 to 1, not %q", s)
+	}
+	*a = accessLog(f)
+	return nil
+}
+
 // byteSize is a flag of a size in bytes, written with binary units: 256MiB,
 // 64m, 1g (bare numbers are bytes).
 type byteSize int64
@@ -211,16 +250,18 @@ type azureConfig struct {
 const connectionStringFlag = "azure-connection-string"
 
 // register adds the flags that reach Azure Table Storage, as the daemon
-// and `metadatad copy` take them.
-func (a *azureConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.connectionString, connectionStringFlag, "", "with -store azure: the storage account's full connection string; rather set $METADATAD_AZURE_CONNECTION_STRING or $AZURE_STORAGE_CONNECTION_STRING, or give -azure-connection-string-file: on the command line the account key is visible to every user of the machine (ps)")
-	fs.StringVar(&a.connectionStringFile, "azure-connection-string-file", "", "with -store azure: a file holding the storage account's connection string, e.g. a mounted Secret (instead of $AZURE_STORAGE_CONNECTION_STRING)")
-	fs.StringVar(&a.tableURL, "azure-table-url", "", "with -store azure and no connection string: the table endpoint, e.g. https://ACCOUNT.table.core.windows.net, reached with DefaultAzureCredential")
-	fs.StringVar(&a.tablePrefix, "azure-table-prefix", "", "with -store azure: prefix of every table name, to share an account between deployments")
+// and `metadatad copy` take them; when says when they apply, e.g. "with
+// -store azure".
+func (a *azureConfig) register(fs *flag.FlagSet, when string) {
+	fs.StringVar(&a.connectionString, connectionStringFlag, "", when+": the storage account's full connection string; rather set $METADATAD_AZURE_CONNECTION_STRING or $AZURE_STORAGE_CONNECTION_STRING, or give -azure-connection-string-file: on the command line the account key is visible to every user of the machine (ps)")
+	fs.StringVar(&a.connectionStringFile, "azure-connection-string-file", "", when+": a file holding the storage account's connection string, e.g. a mounted Secret (instead of $AZURE_STORAGE_CONNECTION_STRING)")
+	fs.StringVar(&a.tableURL, "azure-table-url", "", when+" and no connection string: the table endpoint, e.g. https://ACCOUNT.table.core.windows.net, reached with DefaultAzureCredential")
+	fs.StringVar(&a.tablePrefix, "azure-table-prefix", "", when+": prefix of every table name, to share an account between deployments")
 }
 
-// resolve fills in the connection string once fs is parsed: from
-// -azure-connection-string or $METADATAD_AZURE_CONNECTION_STRING, else
+// resolve fills in the connection string once fs is parsed (with its
+// variables): from -azure-connection-string or
+// $METADATAD_AZURE_CONNECTION_STRING, else
 // from -azure-connection-string-file, else from
 // $AZURE_STORAGE_CONNECTION_STRING. It warns of the flag given on the
 // command line, where the account key is in every process listing.
@@ -231,11 +272,6 @@ func (a *azureConfig) resolve(fs *flag.FlagSet) (warnings []string, err error) {
 				"set $METADATAD_AZURE_CONNECTION_STRING or $AZURE_STORAGE_CONNECTION_STRING, or give -azure-connection-string-file, instead")
 		}
 	})
-	if a.connectionString == "" {
-		// The daemon has read it already, as every METADATAD_ variable;
-		// `metadatad copy` reads only this one.
-		a.connectionString = os.Getenv("METADATAD_AZURE_CONNECTION_STRING")
-	}
 	if a.connectionStringFile != "" {
 		if a.connectionString != "" {
 			return nil, errors.New("give -azure-connection-string-file or a connection string (-azure-connection-string, $METADATAD_AZURE_CONNECTION_STRING), not both")
@@ -298,6 +334,11 @@ func (c *config) checkStore() error {
 			return errors.New("give a connection string or endpoint URLs, not both")
 		case a.tableURL != "" && a.queueURL == "":
 			return errors.New("-azure-table-url needs -azure-queue-url")
+		case c.azureStartTimeout <= 0:
+			return fmt.Errorf("-azure-start-timeout must be positive, not %s", c.azureStartTimeout)
+		}
+		if err := checkEndpoints(a.connectionString); err != nil {
+			return err
 		}
 		if c.replicaID == "" {
 			host, _ := os.Hostname()
@@ -315,10 +356,43 @@ func (c *config) checkStore() error {
 	return nil
 }
 
-func (c config) logger() *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.logLevel}
-	if c.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+// checkEndpoints refuses a connection string that names one of the table
+// and queue endpoints and not the other: the SDK would derive the missing
+// one from AccountName, a public host name that an emulator's or a
+// private endpoint's account does not answer on. Without either, both
+// derive from AccountName and EndpointSuffix, as Azure's own strings do.
+func checkEndpoints(connectionString string) error {
+	if connectionString == "" {
+		return nil
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	keys := map[string]bool{}
+	for part := range strings.SplitSeq(connectionString, ";") {
+		key, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+		keys[key] = true
+	}
+	switch {
+	case keys["TableEndpoint"] && !keys["QueueEndpoint"]:
+		return errors.New("the connection string has a TableEndpoint and no QueueEndpoint, which purges need: add QueueEndpoint=... (the SDK would otherwise derive a public host name from AccountName)")
+	case keys["QueueEndpoint"] && !keys["TableEndpoint"]:
+		return errors.New("the connection string has a QueueEndpoint and no TableEndpoint: add TableEndpoint=... (the SDK would otherwise derive a public host name from AccountName)")
+	}
+	return nil
+}
+
+// logger is the daemon's logger, writing to w.
+func (c config) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.logLevel, ReplaceAttr: durationString}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString writes a duration as its string, 1.5s, rather than the
+// nanoseconds JSON would print.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

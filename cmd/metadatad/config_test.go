@@ -22,7 +22,7 @@ func TestParseConfigControlPlaneTables(t *testing.T) {
 		{"flags win", []string{"-video-table", "Videos", "-acquisition-instance-table", "Runs"}, "Videos", "DeviceStates", "Runs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +51,7 @@ func TestParseConfigEngineMemory(t *testing.T) {
 		{"no floor, any memtable", []string{"-memtable-size", "1GiB", "-min-free-mib", "0"}, 256 << 20, 1 << 30, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args, io.Discard)
 			if tc.bad {
 				if err == nil {
 					t.Fatalf("parseConfig(%q) accepted it", tc.args)
@@ -84,7 +84,7 @@ func TestParseConfigPurgeControl(t *testing.T) {
 		{"zero retention refused", []string{"-purge-job-retention", "0s"}, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args, io.Discard)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("parseConfig(%q) accepted", tc.args)
@@ -117,7 +117,7 @@ func TestParseConfigSchedule(t *testing.T) {
 		{"interval alone refused", []string{"-retention-interval", "1h"}, 0, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args, io.Discard)
 			if tc.bad {
 				if err == nil {
 					t.Fatalf("parseConfig(%q) accepted it", tc.args)
@@ -175,7 +175,7 @@ func TestAzureConnectionStringSources(t *testing.T) {
 					os.Unsetenv(name)
 				}
 			}
-			c, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args, io.Discard)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("parseConfig: %v, want an error naming %q", err, tc.err)

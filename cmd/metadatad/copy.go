@@ -28,45 +28,41 @@ import (
 // runCopy is `metadatad copy`: every table of a deployment from one backend
 // to another, resumable, verified at the end.
 func runCopy(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("metadatad copy", flag.ContinueOnError)
-	from := fs.String("from", "", "source: embedded:DIR (a store no metadatad holds) or azure (required)")
-	to := fs.String("to", "", "target: embedded:DIR or azure (required)")
-	restart := fs.Bool("restart", false, "copy every table again from its start, ignoring the progress the target recorded")
-	c := config{tables: map[images.Kind]string{}}
-	applyTables := c.registerTables(fs)
-	c.azure.register(fs)
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("metadatad copy")
+	var f copyFlags
+	applyTables := f.register(fs)
+	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
 	applyTables()
-	warnings, err := c.azure.resolve(fs)
+	warnings, err := f.config.azure.resolve(fs)
 	if err != nil {
-		return fmt.Errorf("copy: %w", err)
+		return usagef(fs, "%v", err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(os.Stderr, "metadatad copy: warning:", w)
 	}
 	switch {
-	case *from == "" || *to == "":
-		return errors.New("copy: -from and -to are required")
-	case *from == "azure" && *to == "azure":
-		return errors.New("copy: from Azure to Azure is not supported: the Azure flags name one account")
-	case *from == *to || (strings.HasPrefix(*from, "embedded:") && strings.HasPrefix(*to, "embedded:") &&
-		filepath.Clean(strings.TrimPrefix(*from, "embedded:")) == filepath.Clean(strings.TrimPrefix(*to, "embedded:"))):
-		return errors.New("copy: -from and -to are the same store")
+	case f.from == "" || f.to == "":
+		return usagef(fs, "-from and -to are required")
+	case f.from == "azure" && f.to == "azure":
+		return usagef(fs, "from Azure to Azure is not supported: the Azure flags name one account")
+	case f.from == f.to || (strings.HasPrefix(f.from, "embedded:") && strings.HasPrefix(f.to, "embedded:") &&
+		filepath.Clean(strings.TrimPrefix(f.from, "embedded:")) == filepath.Clean(strings.TrimPrefix(f.to, "embedded:"))):
+		return usagef(fs, "-from and -to are the same store")
 	}
-	src, err := openCopyEnd(ctx, *from, c.azure, nil)
+	src, err := openCopyEnd(ctx, f.from, f.config.azure, nil)
 	if err != nil {
 		return fmt.Errorf("copy: -from: %w", err)
 	}
 	defer src.close()
-	dst, err := openCopyEnd(ctx, *to, c.azure, copyRerun(fs))
+	dst, err := openCopyEnd(ctx, f.to, f.config.azure, copyRerun(fs))
 	if err != nil {
 		return fmt.Errorf("copy: -to: %w", err)
 	}
 	defer dst.close()
 
-	opts := transfer.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(c), Restart: *restart}
+	opts := transfer.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(f.config), Restart: f.restart}
 	if bar := copyProgress(); bar != nil {
 		defer bar.Finish()
 		var table string
@@ -82,12 +78,32 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	}
 	report, err := transfer.Run(ctx, opts)
 	if report != nil {
-		printCopyReport(out, *from, *to, report)
+		printCopyReport(out, f.from, f.to, report)
 	}
 	if err != nil {
 		return fmt.Errorf("copy: %w; run the same command again to resume", err)
 	}
 	return dst.finish()
+}
+
+// copyFlags are the flags of `metadatad copy`.
+type copyFlags struct {
+	from, to string
+	restart  bool
+	// config holds the table names and the Azure settings, as the daemon's.
+	config config
+}
+
+// register defines the flags on fs; the returned function, called once
+// they are parsed, fills in the table names.
+func (f *copyFlags) register(fs *flag.FlagSet) (applyTables func()) {
+	fs.StringVar(&f.from, "from", "", "source: embedded:DIR (a store no metadatad holds) or azure (required)")
+	fs.StringVar(&f.to, "to", "", "target: embedded:DIR or azure (required)")
+	fs.BoolVar(&f.restart, "restart", false, "copy every table again from its start, ignoring the progress the target recorded")
+	f.config.tables = map[images.Kind]string{}
+	applyTables = f.config.registerTables(fs)
+	f.config.azure.register(fs, "with azure as -from or -to")
+	return applyTables
 }
 
 // copyCommand names copies in the unfinished marker of an embedded target.

@@ -295,7 +295,7 @@ func requireRefusedAsDamaged(t *testing.T, dataDir string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-listen", "127.0.0.1:0", "-data-dir", dataDir)
-	cmd.Env = append(os.Environ(), daemonEnv+"=1")
+	cmd.Env = daemonEnviron()
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {

@@ -6,4 +6,9 @@
 // data in ./data) or on Azure Table and Queue Storage (-store azure) for many
 // replicas. main only wires: flags -> options -> store -> engine -> server ->
 // run -> stop.
+//
+// Its commands (commands.go) share one command line (cli.go): each flag
+// has a METADATAD_ variable; help and version exit 0, a usage error exits
+// 2 with the closest match, any other failure 1. The daemon refuses what
+// it cannot serve safely (refusals.go) before it creates anything.
 package main

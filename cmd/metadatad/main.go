@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -21,27 +22,33 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "metadatad:", err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout), os.Stderr))
 }
 
-func run(args []string) error {
-	if ran, err := runCommand(args); ran {
-		return err
-	}
-	cfg, err := parseConfig(args)
+// serve is the daemon: `metadatad [serve] -flags`.
+func serve(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parseConfig(args, out)
 	if err != nil {
-		return err
+		return asUsage("metadatad", err)
 	}
-	log := cfg.logger()
+	if cfg.version {
+		fmt.Fprintln(out, readBuildInfo())
+		return nil
+	}
+	log := cfg.logger(os.Stderr)
 	for _, w := range cfg.warnings {
 		log.Warn(w)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// Every address is bound before the store is opened: a taken port
+	// fails the start before anything is created.
+	lis, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer lis.close()
 	store, err := openBackend(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -109,7 +116,7 @@ func run(args []string) error {
 	}
 	serverOpts := server.Options{
 		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
-		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: schedule, Logger: log,
+		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: schedule, Logger: log, AccessLog: float64(cfg.accessLog),
 		Video: videos, Devices: deviceStates, Acquisition: acquisitions, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
 		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
@@ -147,31 +154,22 @@ func run(args []string) error {
 		// calls of the shutdown.
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
-		if err := serveMetrics(metricsCtx, cfg, obs.metrics, store, engine, repos, log); err != nil {
-			return err
-		}
+		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, engine, repos, log)
 	}
 
-	if cfg.healthListen != "" {
-		probes, err := net.Listen("tcp", cfg.healthListen)
-		if err != nil {
-			return err
-		}
-		log.Info("serving health probes", "addr", probes.Addr().String())
+	if lis.health != nil {
+		log.Info("serving health probes", "addr", lis.health.Addr().String())
 		go func() {
-			if err := srv.ServeHealth(probes); err != nil {
+			if err := srv.ServeHealth(lis.health); err != nil {
 				log.Error("health probe listener stopped", "err", err)
 			}
 		}()
 	}
-	lis, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return err
-	}
-	cfg.security.warnUnauthenticated(ctx, log, lis.Addr().String())
-	log.Info("serving", append([]any{"addr", lis.Addr().String(), "replica", cfg.replicaID, "auth", authn != nil, "tls", creds != nil, "mtls", cfg.security.tlsClientCA != ""}, store.describe...)...)
+	addr := lis.grpc.Addr().String()
+	cfg.security.warnUnauthenticated(ctx, log, addr)
+	log.Info("serving", append([]any{"addr", addr, "replica", cfg.replicaID, "auth", authn != nil, "tls", creds != nil, "mtls", cfg.security.tlsClientCA != ""}, store.describe...)...)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
+	go func() { served <- srv.Serve(lis.grpc) }()
 
 	select {
 	case err = <-served:
@@ -197,4 +195,42 @@ func run(args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// listeners are the daemon's bound addresses; health and metrics are nil
+// when off.
+type listeners struct {
+	grpc, health, metrics net.Listener
+}
+
+// listen binds -listen, -health-listen and -metrics-listen.
+func listen(cfg config) (listeners, error) {
+	var l listeners
+	var err error
+	if l.grpc, err = net.Listen("tcp", cfg.listen); err != nil {
+		return listeners{}, fmt.Errorf("-listen: %w", err)
+	}
+	if cfg.healthListen != "" {
+		if l.health, err = net.Listen("tcp", cfg.healthListen); err != nil {
+			l.close()
+			return listeners{}, fmt.Errorf("-health-listen: %w", err)
+		}
+	}
+	if cfg.metricsListen != "" {
+		if l.metrics, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			l.close()
+			return listeners{}, fmt.Errorf("-metrics-listen: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// close closes the listeners; those the servers closed already only
+// report that, which close ignores.
+func (l listeners) close() {
+	for _, lis := range []net.Listener{l.grpc, l.health, l.metrics} {
+		if lis != nil {
+			_ = lis.Close()
+		}
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -22,19 +21,19 @@ import (
 
 // The test binary doubles as the daemon: started with this variable set it
 // runs main's run() instead of the tests, so the tests can kill a real
-// process without building a binary first.
-const daemonEnv = "METADATAD_TEST_RUN_DAEMON"
+// process without building a binary first. Its name is no METADATAD_
+// variable, which the daemon would refuse as naming no flag.
+const daemonEnv = "TEST_RUN_METADATAD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(daemonEnv) == "1" {
-		if err := run(os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "metadatad:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(exitCode(run(os.Args[1:], os.Stdout), os.Stderr))
 	}
 	os.Exit(azurite.Main(m))
 }
+
+// daemonEnviron is the environment of a metadatad the tests start.
+func daemonEnviron() []string { return append(os.Environ(), daemonEnv+"=1") }
 
 // daemon is a metadatad process started by a test.
 type daemon struct {
@@ -54,8 +53,14 @@ var (
 
 func startDaemon(t *testing.T, dataDir string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-listen", "127.0.0.1:0", "-data-dir", dataDir}, args...)...)
-	cmd.Env = append(os.Environ(), daemonEnv+"=1")
+	return startProcess(t, append([]string{"-listen", "127.0.0.1:0", "-data-dir", dataDir}, args...)...)
+}
+
+// startProcess starts `metadatad args...` and waits for it to serve.
+func startProcess(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = daemonEnviron()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

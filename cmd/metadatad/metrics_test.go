@@ -85,6 +85,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`grpc_server_handling_seconds_count{` + create + `,grpc_type="unary"}`:                                                                        4,
 		`metadatad_purge_jobs_ended_total{state="succeeded"}`:                                                                                         1,
 		`metadatad_purge_jobs_ended_total{state="failed"}`:                                                                                            0,
+		`metadatad_purge_jobs_ended_total{state="cancelled"}`:                                                                                         0,
 		`metadatad_purge_rows_deleted_total{table="SingleImageMetadata"}`:                                                                             2,
 		`metadatad_purge_rows_deleted_total{table="SingleImageMetadataIndex"}`:                                                                        2,
 		`metadatad_purge_devices_failed_total`:                                                                                                        0,
@@ -92,6 +93,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		`metadatad_purge_status_up`:                                                                                                                   1,
 		`metadatad_purge_oldest_row_past_cutoff_seconds{kind="pre-stitch"}`:                                                                           0,
 	}
+	build := readBuildInfo()
+	exact[fmt.Sprintf(`metadatad_build_info{goversion=%q,revision=%q,version=%q}`, build.GoVersion, build.Revision, build.Version)] = 1
 	for series, want := range exact {
 		if got, ok := families[series]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)

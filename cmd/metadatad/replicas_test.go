@@ -110,7 +110,7 @@ func TestAzureConfigurationErrorsKeepSecrets(t *testing.T) {
 		{"table URL without queue URL", []string{"-store", "azure", "-azure-table-url", "https://a.table.core.windows.net"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := run(append(tc.args, "-listen", "127.0.0.1:0", "-data-dir", t.TempDir(), "-log-level", "error"))
+			err := run(append(tc.args, "-listen", "127.0.0.1:0", "-data-dir", t.TempDir(), "-log-level", "error"), io.Discard)
 			if err == nil {
 				t.Fatal("started")
 			}

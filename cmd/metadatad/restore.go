@@ -19,23 +19,23 @@ import (
 // runRestore is `metadatad restore`: a backup, checked file by file, copied
 // into a new data directory, then the purges it holds unfinished named.
 func runRestore(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("metadatad restore", flag.ContinueOnError)
-	from := fs.String("from", "", "directory of the backup, as `metadatad backup` wrote it (required)")
-	dataDir := fs.String("data-dir", "", "data directory to restore into: new or empty (required)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("metadatad restore")
+	var f restoreFlags
+	f.register(fs)
+	if _, err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
-	if *from == "" || *dataDir == "" {
-		return errors.New("restore: -from and -data-dir are required")
+	if f.from == "" || f.dataDir == "" {
+		return usagef(fs, "-from and -data-dir are required")
 	}
 	start := time.Now()
-	m, err := backup.Restore(ctx, *from, *dataDir)
+	m, err := backup.Restore(ctx, f.from, f.dataDir)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	fmt.Fprintf(out, "restored the backup of %s into %s: %d tables, %d files, %d bytes, every file checked, in %s\n",
-		m.Created.Format(time.RFC3339), *dataDir, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
-	jobs, err := unfinishedPurges(ctx, *dataDir)
+		m.Created.Format(time.RFC3339), f.dataDir, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
+	jobs, err := unfinishedPurges(ctx, f.dataDir)
 	if err != nil {
 		return fmt.Errorf("restore: the store is restored, but listing its purges failed: %w", err)
 	}
@@ -47,6 +47,16 @@ func runRestore(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "purge %s (%s, cutoff %s) %s\n", j.ID, j.State, j.Cutoff.Format(time.RFC3339), what)
 	}
 	return nil
+}
+
+// restoreFlags are the flags of `metadatad restore`.
+type restoreFlags struct{ from, dataDir string }
+
+func (f *restoreFlags) register(fs *flag.FlagSet) {
+	// No back quotes around `metadatad backup`: the flag package would
+	// take the words for the name of the value.
+	fs.StringVar(&f.from, "from", "", "directory of the backup, as metadatad backup wrote it (required)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "data directory to restore into: new or empty (required)")
 }
 
 // unfinishedPurges lists the purge jobs of the store in dataDir that had

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func TestSecurityFlagErrors(t *testing.T) {
 		{"client CA without TLS", []string{"-tls-client-ca", "ca.crt"}, "-tls-client-ca needs -tls-cert"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := parseConfig(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := parseConfig(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("parseConfig: %v, want an error naming %s", err, tc.want)
 			}
 		})
@@ -53,7 +54,7 @@ func TestPlaintextAllowed(t *testing.T) {
 		{"-listen", ":50051", "-insecure", "-auth-token-file", "tokens"},
 		{"-listen", ":50051", "-tls-cert", "server.crt", "-tls-key", "server.key", "-auth-token-file", "tokens"},
 	} {
-		if _, err := parseConfig(args); err != nil {
+		if _, err := parseConfig(args, io.Discard); err != nil {
 			t.Errorf("parseConfig(%q): %v", args, err)
 		}
 	}
@@ -85,7 +86,7 @@ func TestUnauthenticatedOffLoopback(t *testing.T) {
 		{"loopback", []string{"-listen", "localhost:50051"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseConfig(tc.args)
+			_, err := parseConfig(tc.args, io.Discard)
 			switch {
 			case tc.refused == nil && err != nil:
 				t.Fatalf("parseConfig: %v, want the server to start", err)
@@ -222,7 +223,7 @@ func TestDaemonWithTokenFile(t *testing.T) {
 }
 
 func TestLimitFlags(t *testing.T) {
-	c, err := parseConfig([]string{"-max-request-bytes", "1024", "-rate-limit", "5", "-rate-burst", "10", "-max-in-flight", "7", "-max-watches", "2", "-max-feeds", "3", "-default-deadline", "5s"})
+	c, err := parseConfig([]string{"-max-request-bytes", "1024", "-rate-limit", "5", "-rate-burst", "10", "-max-in-flight", "7", "-max-watches", "2", "-max-feeds", "3", "-default-deadline", "5s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
@@ -38,9 +39,15 @@ type backend struct {
 
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, error) {
 	if cfg.store == "embedded" {
+		if err := refuseBackup(cfg.dataDir); err != nil {
+			return backend{}, err
+		}
 		guard := diskspace.New(diskspace.Options{Dir: cfg.dataDir, MinFree: cfg.minFreeMiB << 20, Logger: log})
 		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log, AdmitWrite: guard.Admit,
 			CacheSize: int64(cfg.cacheSize), MemTableSize: uint64(cfg.memTableSize)})
+		if locked(err) {
+			return backend{}, notAlone(cfg.dataDir, err, "another metadatad serves it: stop that one, or give this one another -data-dir")
+		}
 		if err != nil {
 			return backend{}, err
 		}
@@ -58,7 +65,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 	a := cfg.azure
 	tableOpts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: log}
 	queueOpts := azqueue.Options{ConnectionString: a.connectionString, Name: a.queue}
-	endpoint := "connection string"
+	endpoint := accountOf(a.connectionString)
 	if a.connectionString == "" {
 		cred, err := azidentity.NewDefaultAzureCredential(nil)
 		if err != nil {
@@ -68,16 +75,50 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		queueOpts.ServiceURL, queueOpts.Credential = a.queueURL, cred
 		endpoint = a.tableURL
 	}
-	tables, err := aztable.Open(ctx, tableOpts)
-	if err != nil {
-		return backend{}, err
-	}
-	queue, err := azqueue.Open(ctx, queueOpts)
+	var tables *aztable.Backend
+	var queue *azqueue.Queue
+	err := waitForAzure(ctx, cfg.azureStartTimeout, azureStartLogInterval, log, endpoint, func(ctx context.Context) error {
+		var err error
+		if tables, err = aztable.Open(ctx, tableOpts); err != nil {
+			return err
+		}
+		queue, err = azqueue.Open(ctx, queueOpts)
+		return err
+	})
 	if err != nil {
 		return backend{}, err
 	}
 	return backend{tables: tables, azure: tables, queue: queue, close: func() error { return nil },
 		describe: []any{"store", "azure", "endpoint", endpoint, "queue", a.queue}}, nil
+}
+
+// azureStartLogInterval is how often the start says it still waits for
+// Azure Storage.
+const azureStartLogInterval = 5 * time.Second
+
+// waitForAzure runs open, the first calls to Azure Storage, within
+// timeout, logging that it waits at the start and every interval, so
+// that an unreachable endpoint is neither silent nor waited for forever.
+func waitForAzure(ctx context.Context, timeout, interval time.Duration, log *slog.Logger, endpoint string, open func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	log.Info("connecting to Azure Storage", "endpoint", endpoint, "timeout", timeout)
+	done := make(chan error, 1)
+	go func() { done <- open(ctx) }()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("azure storage at %s did not answer within -azure-start-timeout %s: %w; check the endpoint, the network and the credentials", endpoint, timeout, err)
+			}
+			return err
+		case <-tick.C:
+			log.Warn("still waiting for Azure Storage", "endpoint", endpoint, "waited", time.Since(start).Round(time.Second), "timeout", timeout)
+		}
+	}
 }
 
 // reachable reads one row of table: a store that answers, even "not

@@ -40,6 +40,8 @@ func observe(ctx context.Context, cfg config, b *backend) (observability, error)
 	}
 	if cfg.metricsListen != "" {
 		o.metrics = telemetry.NewMetrics()
+		build := readBuildInfo()
+		o.metrics.SetBuildInfo(build.Version, build.Revision, build.GoVersion)
 	}
 	if o.metrics == nil && o.tracing == nil {
 		return o, nil
@@ -80,9 +82,9 @@ func (o observability) shutdown(timeout time.Duration, log *slog.Logger) {
 	}
 }
 
-// serveMetrics starts /metrics with the purge series; it stops when ctx ends.
-func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, b backend, engine *retention.Engine,
-	repos map[images.Kind]*images.Repository, log *slog.Logger) error {
+// serveMetrics serves /metrics on lis with the purge series; it stops when ctx ends.
+func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, lis net.Listener, b backend, engine *retention.Engine,
+	repos map[images.Kind]*images.Repository, log *slog.Logger) {
 	depth, _ := b.queue.(telemetry.QueueDepth)
 	m.WatchPurges(engine, telemetry.PurgeOptions{
 		Queue: depth, Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Logger: log,
@@ -95,15 +97,10 @@ func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, b backe
 		}
 		m.WatchTallies(b.embedded, tallied)
 	}
-	lis, err := net.Listen("tcp", cfg.metricsListen)
-	if err != nil {
-		return err
-	}
 	log.Info("serving metrics", "addr", lis.Addr().String())
 	go func() {
 		if err := m.Serve(ctx, lis, log); err != nil {
 			log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
-	return nil
 }

@@ -82,7 +82,7 @@ func requireSameRows(t *testing.T, wantDir, gotDir string, rows int) {
 // command runs `metadatad args...` as a child process.
 func command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), daemonEnv+"=1")
+	cmd.Env = daemonEnviron()
 	return cmd
 }
 

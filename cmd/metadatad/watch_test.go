@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func TestParseConfigWatchResumeMaxAge(t *testing.T) {
 		{"zero refused", []string{"-watch-resume-max-age", "0s"}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args)
+			c, err := parseConfig(tc.args, io.Discard)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("parseConfig(%q) accepted", tc.args)

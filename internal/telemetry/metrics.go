@@ -57,6 +57,16 @@ func (m *Metrics) WatchCertificate(name string, current func() *x509.Certificate
 	}})
 }
 
+// SetBuildInfo exposes metadatad_build_info{version,revision,goversion},
+// always 1, so that dashboards can tell which build each replica runs.
+func (m *Metrics) SetBuildInfo(version, revision, goVersion string) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "metadatad_build_info",
+		Help:        "Always 1; its labels are the module version, VCS revision and Go version of the binary.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+	}, func() float64 { return 1 }))
+}
+
 // collectorFunc is a collector of one series computed at scrape time.
 type collectorFunc struct {
 	desc    *prometheus.Desc

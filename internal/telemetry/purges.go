@@ -55,7 +55,7 @@ var (
 	purgeRunning = prometheus.NewDesc("metadatad_purge_jobs_running",
 		"Purge jobs this process is running.", nil, nil)
 	purgeEnded = prometheus.NewDesc("metadatad_purge_jobs_ended_total",
-		"Purge jobs this process ended, by final state (succeeded, failed), dry runs included.", []string{"state"}, nil)
+		"Purge jobs this process ended, by final state (succeeded, failed, cancelled), dry runs included.", []string{"state"}, nil)
 	purgeRows = prometheus.NewDesc("metadatad_purge_rows_deleted_total",
 		"Rows the purges this process ended deleted, by table; counted when a job ends.", []string{"table"}, nil)
 	purgeDevicesFailed = prometheus.NewDesc("metadatad_purge_devices_failed_total",
@@ -88,7 +88,9 @@ func (c *purgeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *purgeCollector) Collect(ch chan<- prometheus.Metric) {
 	stats := c.purges.Stats()
 	ch <- prometheus.MustNewConstMetric(purgeRunning, prometheus.GaugeValue, float64(stats.Running))
-	for _, state := range []retention.State{retention.Succeeded, retention.Failed} {
+	// Every final state, each from 0: a rate over a series that appears
+	// only at its first job would miss that job.
+	for _, state := range []retention.State{retention.Succeeded, retention.Failed, retention.Cancelled} {
 		ch <- prometheus.MustNewConstMetric(purgeEnded, prometheus.CounterValue, float64(stats.Ended[state]), string(state))
 	}
 	for table, n := range stats.RowsDeleted {

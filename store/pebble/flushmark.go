@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -79,10 +80,16 @@ type flushMarks struct {
 	next, recorded, floor uint64
 	// disabled stops the chain for this run (see unreadable).
 	disabled bool
+	// now, failed and failLogged keep a failing record of the mark (a
+	// full disk, where every flush retry wakes the goroutine) to one log
+	// line a minute, with the count of failures since the last.
+	now        func() time.Time
+	failed     int
+	failLogged time.Time
 }
 
 func newFlushMarks(opts Options) *flushMarks {
-	return &flushMarks{fs: opts.FS, dir: opts.Dir, log: opts.Logger, admit: opts.AdmitWrite,
+	return &flushMarks{fs: opts.FS, dir: opts.Dir, log: opts.Logger, admit: opts.AdmitWrite, now: opts.Now,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -209,9 +216,15 @@ func (m *flushMarks) advance() {
 		}
 		if err := m.writeFile(durable, floor); err != nil {
 			// The file keeps the older mark, which the store keeps too.
-			m.log.Warn("pebble: recording the flush mark", "file", m.fs.PathJoin(m.dir, markFileName), "err", err)
+			m.failed++
+			if now := m.now(); m.failLogged.IsZero() || now.Sub(m.failLogged) >= time.Minute {
+				m.log.Warn("pebble: recording the flush mark", "file", m.fs.PathJoin(m.dir, markFileName), "err", err,
+					"failures_since_last_line", m.failed)
+				m.failed, m.failLogged = 0, now
+			}
 			return
 		}
+		m.failed, m.failLogged = 0, time.Time{}
 		// Older marks are no longer needed once the file names this one.
 		// They go markTrim at a time: a tombstone of a key in an older table
 		// file raises that file's compaction score, and Pebble would

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// The command line keeps the standard flag package: what a library such as
+// ff/v4 would add, the METADATAD_ variable of each flag, is the few lines
+// of parseFlags, while the checks that make it fail safe (a variable that
+// names no flag of any command, a stray word) are metadatad's own either
+// way; and the help keeps the format the deploy tests and operators read.
+
+// envPrefix begins the environment variable of every flag.
+const envPrefix = "METADATAD_"
+
+// envName is the environment variable of a flag: -data-dir is
+// METADATAD_DATA_DIR.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// noEnv are the flags no variable sets: a variable left in an environment
+// must not turn the daemon into a command that prints and exits.
+var noEnv = map[string]bool{"version": true}
+
+// notFlags are the METADATAD_ variables of the repository's own tools,
+// which name no flag: a developer's shell exports them for the tests
+// (internal/azurite).
+var notFlags = map[string]bool{"METADATAD_AZURITE_CONNECTION_STRING": true}
+
+// usageError is a command line metadatad cannot run: an unknown word,
+// flag or variable, a value out of range. It exits 2 with its message and
+// a pointer to the command's help, not the whole help.
+type usageError struct {
+	// command is the command whose help explains it, e.g. "metadatad backup".
+	command string
+	err     error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef is a usage error of the command fs parses.
+func usagef(fs *flag.FlagSet, format string, args ...any) error {
+	return &usageError{command: fs.Name(), err: fmt.Errorf(format, args...)}
+}
+
+// asUsage makes err a usage error of command, unless it is one already
+// or the help was asked for.
+func asUsage(command string, err error) error {
+	var u *usageError
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.As(err, &u) {
+		return err
+	}
+	return &usageError{command: command, err: err}
+}
+
+// exitCode reports err on stderr and returns the process's exit status:
+// 0 for success or help, 2 for a usage error, 1 for any other failure.
+func exitCode(err error, stderr io.Writer) int {
+	var u *usageError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &u):
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", u.command, u.err, u.command)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "metadatad:", err)
+		return 1
+	}
+}
+
+// newFlagSet is the flag set of a command, "metadatad" or "metadatad NAME",
+// which reports its errors to the caller instead of printing the usage.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args into fs, then sets each flag not given from its
+// METADATAD_ variable; a flag on the command line wins. It returns the
+// names of the flags set either way. -h prints the command's help on out
+// and returns flag.ErrHelp. An unknown flag, a positional argument or a
+// METADATAD_ variable that names no flag of any command is a usage error
+// naming the closest flag.
+func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) (set map[string]bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(out, fs)
+			return nil, err
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return nil, usagef(fs, "unknown flag -%s%s", name, didYouMean("-", name, flagNames(fs)))
+		}
+		return nil, usagef(fs, "%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, strayArgument(fs, fs.Arg(0))
+	}
+	if err := checkEnvironment(fs, os.Environ()); err != nil {
+		return nil, err
+	}
+	set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || noEnv[f.Name] || envErr != nil {
+			return
+		}
+		// f.Value.Set, not fs.Set: fs.Visit keeps listing the command
+		// line alone, as the warning of a key in it and copy's rerun read it.
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				envErr = usagef(fs, "$%s: %v", envName(f.Name), err)
+			}
+			set[f.Name] = true
+		}
+	})
+	return set, envErr
+}
+
+// strayArgument is the usage error of a word where flags were expected.
+func strayArgument(fs *flag.FlagSet, arg string) error {
+	if _, ok := lookupCommand(arg); ok && fs.Name() == "metadatad" {
+		return usagef(fs, "unexpected argument %q: a command comes first, as in metadatad %s -flags", arg, arg)
+	}
+	return usagef(fs, "unexpected argument %q: %s takes flags only", arg, fs.Name())
+}
+
+// checkEnvironment refuses a METADATAD_ variable of environ that names no
+// flag of any command: a misspelt one would otherwise be ignored. A
+// variable of another command's flag is left alone (the daemon's
+// environment is inherited by the commands run beside it).
+func checkEnvironment(fs *flag.FlagSet, environ []string) error {
+	known := allFlagNames()
+	var names []string
+	for name := range known {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		flagName, ok := strings.CutPrefix(name, envPrefix)
+		if !ok || notFlags[name] {
+			continue
+		}
+		flagName = strings.ToLower(strings.ReplaceAll(flagName, "_", "-"))
+		if !known[flagName] || noEnv[flagName] {
+			return usagef(fs, "$%s names no flag of metadatad%s", name, didYouMean("$"+envPrefix, flagName, names))
+		}
+	}
+	return nil
+}
+
+// allFlagNames are the flags of every command.
+func allFlagNames() map[string]bool {
+	names := map[string]bool{}
+	for _, c := range commandList() {
+		if c.flags == nil {
+			continue
+		}
+		fs := newFlagSet(c.name)
+		c.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	}
+	return names
+}
+
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// didYouMean is " (did you mean -listen?)" for the candidate closest to
+// word, written with prefix, or "" when none is close. A flag name is
+// matched as written (-data-dir), a variable's as its flag's.
+func didYouMean(prefix, word string, candidates []string) string {
+	best, bestDistance := "", len(word)/3+2
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestDistance {
+			best, bestDistance = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	if strings.HasPrefix(prefix, "$") {
+		return fmt.Sprintf(" (did you mean $%s, of -%s?)", envName(best), best)
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// printHelp prints the help of the command fs parses: its synopsis, for
+// the daemon the commands, then each flag with its variable.
+func printHelp(w io.Writer, fs *flag.FlagSet) {
+	name := strings.TrimPrefix(fs.Name(), "metadatad ")
+	if c, ok := lookupCommand(name); ok && fs.Name() != "metadatad" {
+		fmt.Fprintf(w, "Usage: metadatad %s [flags]\n\n%s.\n\nFlags:\n", c.name, c.summary)
+	} else {
+		fmt.Fprint(w, "Usage: metadatad [serve] [flags]\n       metadatad COMMAND [flags]\n\n"+
+			"metadatad serves camera image metadata over gRPC; without a command it serves.\n\nCommands:\n")
+		for _, c := range commandList() {
+			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		}
+		fmt.Fprint(w, "\nRun 'metadatad COMMAND -h' for a command's flags.\n\nFlags of serve:\n")
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !noEnv[f.Name] {
+			f.Usage += " ($" + envName(f.Name) + ")"
+		}
+	})
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\nEnvironment:\n  Each flag has the variable shown, METADATAD_ and its name in upper snake case, read by every\n"+
+		"  command that has the flag; a flag on the command line wins. A METADATAD_ variable that\n"+
+		"  names no flag of any command is an error.\n")
+}
