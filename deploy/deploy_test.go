@@ -14,6 +14,8 @@ import (
 
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
+
+	"github.com/metadatad/metadatad/internal/azurite"
 )
 
 // binary is metadatad built as the Dockerfile builds it.
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 	if err := buildStatic(binary); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
-		code = m.Run()
+		code = azurite.Main(m)
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -101,7 +103,7 @@ func TestDockerfileBuildsAsTested(t *testing.T) {
 const digest = `(@sha256:[0-9a-f]{64})?`
 
 // TestPortsExposed: the image exposes the ports the metadatad containers
-// of the manifests declare, gRPC, health and metrics.
+// of the manifests and compose.yaml declare, gRPC, health and metrics.
 func TestPortsExposed(t *testing.T) {
 	raw, err := os.ReadFile("Dockerfile")
 	if err != nil {
@@ -122,6 +124,14 @@ func TestPortsExposed(t *testing.T) {
 		if !slices.Equal(ports, exposed) {
 			t.Errorf("%s declares ports %v, the image exposes %v", workload, ports, exposed)
 		}
+	}
+	var published []string
+	for _, p := range loadCompose(t).Services["metadatad"].Ports {
+		published = append(published, p[strings.LastIndex(p, ":")+1:])
+	}
+	slices.Sort(published)
+	if !slices.Equal(published, exposed) {
+		t.Errorf("compose.yaml publishes ports %v, the image exposes %v", published, exposed)
 	}
 }
 
