@@ -7,6 +7,7 @@
 // CronJob's grpcurl command against a server started with the
 // StatefulSet's own arguments, parse the rules as promtool does and every
 // dashboard query with the PromQL parser against the series a running
-// daemon serves, and run the Compose file's metadatad command against
-// Azurite. Docker itself is never needed.
+// daemon serves, run the Compose file's metadatad command against Azurite,
+// and run the README's secured-deployment examples. Docker itself is never
+// needed.
 package deploy
