@@ -129,7 +129,16 @@ func TestCronJobStartsAPurge(t *testing.T) {
 // startServer runs the binary with args and returns its gRPC address.
 func startServer(t *testing.T, args []string) string {
 	t.Helper()
+	return startDaemon(t, args, nil)["serving"]
+}
+
+// startDaemon runs the binary with args and env (added to the test's), and
+// returns the addresses its JSON log gave by the time it was serving gRPC,
+// by message: "serving", "serving metrics", "serving health probes".
+func startDaemon(t *testing.T, args, env []string) map[string]string {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +163,7 @@ func startServer(t *testing.T, args []string) string {
 	}()
 	deadline := time.After(30 * time.Second)
 	var log []string
+	addrs := map[string]string{}
 	for {
 		select {
 		case line, ok := <-lines:
@@ -162,8 +172,11 @@ func startServer(t *testing.T, args []string) string {
 			}
 			log = append(log, line)
 			var entry struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "serving" {
-				return entry.Addr
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Addr != "" {
+				addrs[entry.Msg] = entry.Addr
+				if entry.Msg == "serving" {
+					return addrs
+				}
 			}
 		case <-deadline:
 			t.Fatalf("metadatad not serving after 30s:\n%s", strings.Join(log, "\n"))

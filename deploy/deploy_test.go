@@ -8,8 +8,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
+
+	"github.com/metadatad/metadatad/internal/azurite"
 )
 
 // binary is metadatad built as the Dockerfile builds it.
@@ -26,7 +32,7 @@ func TestMain(m *testing.M) {
 	if err := buildStatic(binary); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
-		code = m.Run()
+		code = azurite.Main(m)
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -70,7 +76,6 @@ func TestDockerfileBuildsAsTested(t *testing.T) {
 	d := string(raw)
 	for _, want := range []string{
 		"RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/metadatad ./cmd/metadatad",
-		"FROM gcr.io/distroless/static-debian12:nonroot",
 		"USER 65532:65532",
 		`ENTRYPOINT ["/metadatad"]`,
 	} {
@@ -83,8 +88,106 @@ func TestDockerfileBuildsAsTested(t *testing.T) {
 		t.Fatal(err)
 	}
 	version := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(goMod)
-	if version == nil || !strings.Contains(d, "FROM golang:"+string(version[1])+" AS build") {
+	if version == nil {
+		t.Fatal("go.mod names no go version")
+	}
+	if !regexp.MustCompile(`(?m)^FROM golang:` + regexp.QuoteMeta(string(version[1])) + digest + ` AS build$`).MatchString(d) {
 		t.Errorf("the build stage is not golang:%s, the go.mod version", version[1])
+	}
+	if !regexp.MustCompile(`(?m)^FROM gcr\.io/distroless/static-debian12:nonroot` + digest + `$`).MatchString(d) {
+		t.Error("the image is not built on gcr.io/distroless/static-debian12:nonroot")
+	}
+}
+
+// digest is an optional image digest after a tag, as docker parses it.
+const digest = `(@sha256:[0-9a-f]{64})?`
+
+// TestPortsExposed: the image exposes the ports the metadatad containers
+// of the manifests and compose.yaml declare, gRPC, health and metrics.
+func TestPortsExposed(t *testing.T) {
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^EXPOSE (.+)$`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("the Dockerfile exposes no port")
+	}
+	exposed := strings.Fields(string(m[1]))
+	slices.Sort(exposed)
+	for workload, c := range metadatadContainers(t, loadManifests(t)) {
+		var ports []string
+		for _, p := range c.Ports {
+			ports = append(ports, strconv.Itoa(p.ContainerPort))
+		}
+		slices.Sort(ports)
+		if !slices.Equal(ports, exposed) {
+			t.Errorf("%s declares ports %v, the image exposes %v", workload, ports, exposed)
+		}
+	}
+	var published []string
+	for _, p := range loadCompose(t).Services["metadatad"].Ports {
+		published = append(published, p[strings.LastIndex(p, ":")+1:])
+	}
+	slices.Sort(published)
+	if !slices.Equal(published, exposed) {
+		t.Errorf("compose.yaml publishes ports %v, the image exposes %v", published, exposed)
+	}
+}
+
+// TestDockerignore reads .dockerignore as docker does: the build context
+// leaves out the Node packages, a data directory and .git, and keeps every
+// file `go build ./cmd/metadatad` reads.
+func TestDockerignore(t *testing.T) {
+	f, err := os.Open("../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	patterns, err := ignorefile.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignore, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := func(path string) bool {
+		t.Helper()
+		ok, err := ignore.MatchesOrParentMatches(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for _, path := range []string{".git/HEAD", "tools/azurite/node_modules/azurite/package.json", "data/MANIFEST-000001", "metadatad", "deploy/deploy.test"} {
+		if !ignored(path) {
+			t.Errorf("the build context holds %s", path)
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{$dir := .Dir}}{{range .GoFiles}}{{$dir}}/{{.}}
+{{end}}{{range .EmbedFiles}}{{$dir}}/{{.}}
+{{end}}{{end}}`, "../cmd/metadatad").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	needed := []string{"go.mod", "go.sum"}
+	for _, path := range strings.Fields(string(out)) {
+		if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
+			needed = append(needed, filepath.ToSlash(rel))
+		}
+	}
+	if len(needed) < 10 {
+		t.Fatalf("go list found only %v in the module", needed)
+	}
+	for _, path := range needed {
+		if ignored(path) {
+			t.Errorf(".dockerignore leaves out %s, which the build needs", path)
+		}
 	}
 }
 
@@ -157,6 +260,27 @@ func TestManifestsAuthenticate(t *testing.T) {
 		}
 		if !authenticates {
 			t.Errorf("%s configures no authentication (-auth-token-file, -auth-jwks-url or -auth-jwks-file)", workload)
+		}
+	}
+}
+
+// TestManifestsLimitGoMemory: each metadatad container has a memory limit
+// and gives it to the Go runtime as GOMEMLIMIT, through the downward API.
+func TestManifestsLimitGoMemory(t *testing.T) {
+	for workload, c := range metadatadContainers(t, loadManifests(t)) {
+		if c.Resources.Limits["memory"] == "" {
+			t.Errorf("%s has no memory limit", workload)
+		}
+		i := slices.IndexFunc(c.Env, func(e envVar) bool { return e.Name == "GOMEMLIMIT" })
+		if i < 0 {
+			t.Errorf("%s sets no GOMEMLIMIT", workload)
+			continue
+		}
+		ref := c.Env[i].ValueFrom
+		if ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" ||
+			(ref.ResourceFieldRef.ContainerName != "" && ref.ResourceFieldRef.ContainerName != c.Name) ||
+			ref.ResourceFieldRef.Divisor != "" {
+			t.Errorf("%s: GOMEMLIMIT is not its own limits.memory in bytes (resourceFieldRef, no divisor)", workload)
 		}
 	}
 }

@@ -89,10 +89,17 @@ func podSpec(o object) object {
 
 // container is one container of a pod spec.
 type container struct {
-	Name         string
-	Image        string
-	Args         []string
-	Env          []envVar
+	Name  string
+	Image string
+	Args  []string
+	Env   []envVar
+	Ports []struct {
+		Name          string
+		ContainerPort int `json:"containerPort"`
+	}
+	Resources struct {
+		Limits map[string]string
+	}
 	VolumeMounts []struct {
 		Name      string
 		MountPath string `json:"mountPath"`
@@ -107,6 +114,11 @@ type envVar struct {
 		FieldRef     *struct {
 			FieldPath string `json:"fieldPath"`
 		} `json:"fieldRef"`
+		ResourceFieldRef *struct {
+			ContainerName string `json:"containerName"`
+			Resource      string
+			Divisor       string
+		} `json:"resourceFieldRef"`
 	} `json:"valueFrom"`
 }
 

@@ -24,7 +24,7 @@ const (
 
 var (
 	once    sync.Once
-	started *exec.Cmd
+	started *child
 	connStr string
 	why     string
 )
@@ -47,8 +47,7 @@ func Require(t testing.TB) string {
 func Main(m *testing.M) int {
 	code := m.Run()
 	if started != nil {
-		_ = started.Process.Kill()
-		_ = started.Wait()
+		started.stop()
 	}
 	return code
 }
@@ -71,7 +70,7 @@ func start() {
 		connStr = s
 		return
 	}
-	bin := filepath.Join(moduleRoot(), "tools", "azurite", "node_modules", ".bin", "azurite")
+	bin := binPath()
 	if _, err := os.Stat(bin); err != nil {
 		why = "tools/azurite/node_modules is not installed"
 		return
@@ -80,19 +79,27 @@ func start() {
 		"--blobHost", "127.0.0.1", "--blobPort", "0",
 		"--queueHost", "127.0.0.1", "--queuePort", "0",
 		"--tableHost", "127.0.0.1", "--tablePort", "0")
-	out, err := cmd.StdoutPipe()
+	// A pipe of our own rather than StdoutPipe: Wait runs on the launching
+	// goroutine while this one still reads.
+	out, w, err := os.Pipe()
 	if err != nil {
 		why = err.Error()
 		return
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	c, err := launch(cmd)
+	if err != nil {
+		w.Close()
+		out.Close()
 		why = "starting azurite: " + err.Error()
 		return
 	}
+	w.Close()
 	urls := map[string]string{}
 	found, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited) // its output ended: it exited, or will print no more
+		defer out.Close()
 		scanner := bufio.NewScanner(out)
 		for scanner.Scan() {
 			if m := listening.FindStringSubmatch(scanner.Text()); m != nil {
@@ -105,16 +112,20 @@ func start() {
 	}()
 	select {
 	case <-found:
-		started = cmd
+		started = c
 		connStr = ConnectionString(urls["Table"], urls["Queue"])
 	case <-exited:
-		_ = cmd.Wait()
+		<-c.exited
 		why = "azurite exited before it was listening"
 	case <-time.After(startTimeout):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		c.stop()
 		why = fmt.Sprintf("azurite did not start listening within %v", startTimeout)
 	}
+}
+
+// binPath is the emulator `npm ci --prefix tools/azurite` installs.
+func binPath() string {
+	return filepath.Join(moduleRoot(), "tools", "azurite", "node_modules", ".bin", "azurite")
 }
 
 // moduleRoot is the repository root, two folders above this file.

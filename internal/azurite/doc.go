@@ -7,4 +7,11 @@
 // `npm ci --prefix tools/azurite`), on free loopback ports, in memory.
 // Without either, the test is skipped with a message saying how to run it,
 // except under CI=true, where it fails: CI never skips these suites.
+//
+// An emulator it starts dies with the test process. Main stops it after
+// the tests; on Linux a parent-death signal also kills it when the test
+// process dies without cleaning up (the go command's -timeout, SIGKILL),
+// where it would otherwise live on under init. Other systems have no such
+// signal: there only Main, or a Ctrl-C reaching the test's process group,
+// stops it.
 package azurite

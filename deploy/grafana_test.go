@@ -1,0 +1,84 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// dashboardVariables stand in for what Grafana substitutes in a query.
+var dashboardVariables = strings.NewReplacer(
+	"$__rate_interval", "5m",
+	"$job", "metadatad",
+	"$instance", "10.0.0.1:9464",
+)
+
+// TestDashboard parses the Grafana dashboard and every query of its
+// panels and variables, checks each series they select is one metadatad
+// exports, and that its rows cover what an operator looks for.
+func TestDashboard(t *testing.T) {
+	raw, err := os.ReadFile("grafana/metadatad.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dashboard struct {
+		Title, UID string
+		Panels     []struct {
+			ID      int
+			Type    string
+			Title   string
+			Targets []struct {
+				RefID string `json:"refId"`
+				Expr  string
+			}
+		}
+		Templating struct {
+			List []struct {
+				Name, Type string
+				Definition string
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &dashboard); err != nil {
+		t.Fatalf("metadatad.json: %v", err)
+	}
+	if dashboard.Title == "" || dashboard.UID == "" {
+		t.Error("the dashboard has no title or uid")
+	}
+	ids := map[int]bool{}
+	var rows []string
+	for _, p := range dashboard.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d is used twice", p.ID)
+		}
+		ids[p.ID] = true
+		if p.Type == "row" {
+			rows = append(rows, p.Title)
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, target := range p.Targets {
+			checkQuery(t, "panel "+p.Title, dashboardVariables.Replace(target.Expr))
+		}
+	}
+	for _, v := range dashboard.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		// label_values(selector, label): the selector is a query of its own.
+		selector, ok := strings.CutPrefix(v.Definition, "label_values(")
+		i := strings.LastIndex(selector, ",")
+		if !ok || i < 0 {
+			t.Errorf("variable %s: %q is not label_values(selector, label)", v.Name, v.Definition)
+			continue
+		}
+		checkQuery(t, "variable "+v.Name, dashboardVariables.Replace(selector[:i]))
+	}
+	want := []string{"RPCs", "Purges", "Store", "Disk and memory"}
+	if strings.Join(rows, ",") != strings.Join(want, ",") {
+		t.Errorf("the dashboard's rows are %q, want %q", rows, want)
+	}
+}
