@@ -34,7 +34,7 @@
 // orphans pass that deletes, conditionally, the index rows whose primary
 // rows went. A store from before the tallies waits for their backfill.
 //
-// # On Azure (plan.go, work.go, janitor.go)
+// # On Azure (plan.go, work.go, indexdelete.go, janitor.go)
 //
 // Azure has no transaction across partitions, so the seeds' design stays,
 // each step resumable because its progress lives in tables:
@@ -50,8 +50,9 @@
 //     index row each, is fixed first, so a redelivery that finds rows gone
 //     keeps it exact; primary rows go first, so a crash leaves index rows
 //     without primary rows, never the reverse; the range is read until
-//     empty, so a row a retried create rewrote goes too. A task's last
-//     delivery gives up the cameras it cannot purge;
+//     empty, so a row a retried create rewrote goes too (one whose primary
+//     write lands after that read stays unindexed till a later purge).
+//     A task's last delivery gives up the cameras it cannot purge;
 //  3. janitor: then a scan of the expired index partitions deletes, at the
 //     ETag it read, each index row without its primary row and older than
 //     images.Repository.IndexLag (a younger one may still get it). It

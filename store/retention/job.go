@@ -94,8 +94,9 @@ type KindProgress struct {
 	// Intent is a sweep chunk a job of the release before the janitor may
 	// have left announced; the janitor clears it.
 	Intent json.RawMessage `json:"intent,omitempty"`
-	// PlannedAt is when the plan of a job of the release before the janitor
-	// began; read only to adopt such a job on the embedded store.
+	// PlannedAt is when the plan began, by the planner's clock: tasks may
+	// exist from then on, which an engine adopting the job must count
+	// (embedded.go).
 	PlannedAt time.Time `json:"plannedAt,omitzero"`
 	// Buckets is how many buckets the plan splits cameras into (0 for
 	// one), Bucket the next one to plan; BucketsSeq is the first task made

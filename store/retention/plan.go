@@ -70,6 +70,19 @@ func (s *cameraSet) full() bool { return s.bytes > s.limit }
 // again at the start, since their first message may never have left.
 func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	p := j.progress(kind)
+	if p.PlannedAt.IsZero() {
+		// Before the first task: an engine that adopts the job
+		// (embedded.go) knows from it that tasks may have run.
+		planned := e.opts.Now().UTC()
+		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+			if q := j.progress(kind); q.PlannedAt.IsZero() {
+				q.PlannedAt = planned
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
 	seq := 0
 	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		seq++
