@@ -94,7 +94,7 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				f := newFixture(t, quickOptions())
 				primary, index := f.repo(images.Single).Tables()
-				indexDeletes := 0
+				var indexDeletes atomic.Int64 // workers delete index rows at once
 				late := images.Image{CameraID: "cam-000", CapturedAt: base.Add(10 * time.Second)}
 				// The job is updated by the purge and by its lease renewal at once.
 				var lateWritten atomic.Bool
@@ -131,7 +131,7 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 						if _, err := primary.Get(t.Context(), device, rk); !errors.Is(err, store.ErrNotFound) {
 							t.Errorf("index row %s/%s deleted while its primary row %s/%s exists (%v)", k.PartitionKey, k.RowKey, device, rk, err)
 						}
-						indexDeletes++
+						indexDeletes.Add(1)
 					}
 					return nil
 				}}
@@ -139,8 +139,8 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 				f.seed(t, cameras)
 				f.run(t)
 				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-				if j.State != retention.Succeeded || indexDeletes != cameras*expiredPerCamera {
-					t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes, cameras*expiredPerCamera)
+				if j.State != retention.Succeeded || indexDeletes.Load() != cameras*expiredPerCamera {
+					t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes.Load(), cameras*expiredPerCamera)
 				}
 				if !lateWritten.Load() {
 					t.Fatal("the late image was never written")
