@@ -51,8 +51,7 @@ const benchSpan = 1000 * time.Minute
 
 // benchAge is how old the expired images are. The store's clock is set back
 // by as much while seeding, so rows look written when they were captured, as
-// in life: the sweep trusts index rows written long before their camera was
-// counted and checks younger ones one by one (Options.IndexGrace).
+// in life: the janitor leaves index rows younger than IndexLag.
 const benchAge = 30 * 24 * time.Hour
 
 // benchRetention puts the cutoff between the expired images and the recent ones.

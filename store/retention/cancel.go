@@ -24,9 +24,8 @@ var errCancelled = errors.New("retention: purge cancelled")
 // unknown job, ErrJobEnded for one that has ended.
 //
 // Each phase stops at its own boundary: planning after the task it is
-// recording, the work when every task that began has ended, the sweep
-// before its next chunk (a chunk announced runs to its end, with its
-// count).
+// recording, the work when every task that began has ended; a janitor
+// pass begun, which counts nothing, runs to its end.
 func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 	j, err := e.updateJob(ctx, id, func(j *Job) error {
 		if j.State.Terminal() {

@@ -34,26 +34,30 @@
 // orphans pass that deletes, conditionally, the index rows whose primary
 // rows went. A store from before the tallies waits for their backfill.
 //
-// # On Azure (plan.go, work.go, sweep.go)
+// # On Azure (plan.go, work.go, indexdelete.go, janitor.go)
 //
 // Azure has no transaction across partitions, so the seeds' design stays,
 // each step resumable because its progress lives in tables:
 //
 //  1. plan: one range scan over the expired index partitions, by keys alone
-//     (either key form: ours and the fleet's), finds the cameras with
-//     expired rows and records them in tasks of Options.GroupSize cameras,
-//     sent through the queue; its cost follows the expired volume;
+//     (ours and the fleet's), finds the cameras with expired rows and sends
+//     tasks of Options.GroupSize cameras through the queue, so its cost
+//     follows the expired volume;
 //  2. work: workers on every replica take tasks (at-least-once, hidden
 //     while they run), count each camera's expired rows, record the count,
-//     then delete the rows in batches of 100; counting first keeps a count
-//     exact when a redelivery finds rows gone. A task's last delivery gives
-//     up the cameras it still cannot purge (counted failed);
-//  3. sweep: once every task is done, a second scan of the expired index
-//     partitions deletes the index rows whose primary rows are gone, each
-//     at the ETag it read, announcing each chunk on the job first (an
-//     intent) so a crash neither loses nor doubles its count. Index rows
-//     younger than images.Repository.IndexLag may still get their primary
-//     row and stay for the next purge.
+//     then delete them in batches of 100, each batch's index rows after it
+//     by derived key (either form). The count, of primary rows and one
+//     index row each, is fixed first, so a redelivery that finds rows gone
+//     keeps it exact; primary rows go first, so a crash leaves index rows
+//     without primary rows, never the reverse; the range is read until
+//     empty, so a row a retried create rewrote goes too (one whose primary
+//     write lands after that read stays unindexed till a later purge).
+//     A task's last delivery gives up the cameras it cannot purge;
+//  3. janitor: then a scan of the expired index partitions deletes, at the
+//     ETag it read, each index row without its primary row and older than
+//     images.Repository.IndexLag (a younger one may still get it). It
+//     counts nothing: its rows were counted with their primary rows (a
+//     crash left them) or never had one (a create that gave up).
 //
 // A job's lease passes to another replica when its owner stops renewing it;
 // the owner's every write of the job and its tasks holds only at its lease

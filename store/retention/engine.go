@@ -54,7 +54,7 @@ type Options struct {
 	Logger *slog.Logger
 	// The options from Workers to CameraMemory tune the queue design, the
 	// engine of a backend that is not a store.Purger (Azure); the embedded
-	// store's purge has no tasks, queue or sweep (see embedded.go).
+	// store's purge has no tasks, queue or janitor (see embedded.go).
 
 	// Workers is how many tasks run at once in this process; default 4.
 	Workers int
@@ -74,17 +74,10 @@ type Options struct {
 	// PollInterval is how often idle workers and waiting jobs look for work
 	// another process may have made; default 250 ms.
 	PollInterval time.Duration
-	// IndexGrace covers clock skew between writers: index rows written this
-	// close to their camera's count get their primary row checked one by
-	// one before they go; default 5 minutes.
-	IndexGrace time.Duration
-	// SweepChunk is how many index rows one sweep intent covers; default 10,000.
-	SweepChunk int
 	// CameraMemory bounds the camera ids a purge holds at once, in bytes,
 	// counted as cameraBytes does: planning splits the expired cameras into
 	// as many buckets, one index scan each, as it takes for one bucket's to
-	// fit, and the sweep keeps every index row of the purge if the cameras
-	// that failed do not fit. Default 8 MiB, about 100,000 cameras.
+	// fit. Default 8 MiB, about 100,000 cameras.
 	CameraMemory int
 	// ReplicaID names this engine among the engines sharing the store;
 	// default a random id.
@@ -130,12 +123,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 250 * time.Millisecond
-	}
-	if o.IndexGrace <= 0 {
-		o.IndexGrace = 5 * time.Minute
-	}
-	if o.SweepChunk <= 0 {
-		o.SweepChunk = 10_000
 	}
 	if o.CameraMemory <= 0 {
 		o.CameraMemory = 8 << 20
@@ -190,8 +177,8 @@ type Engine struct {
 	stats   Stats
 	wg      sync.WaitGroup
 	tracer  trace.Tracer
-	// sweepHook, set by tests only, runs at every step of a sweep.
-	sweepHook func(sweepStep, store.Range)
+	// janitorHook, set by tests only, runs as a janitor pass begins.
+	janitorHook func(job string, kind images.Kind)
 	// limiter paces this process's deletes, nil without
 	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
 	limiter     *rate.Limiter
@@ -495,7 +482,7 @@ func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) err
 	return j, err
 }
 
-// runKind takes one kind through plan, work and sweep, from wherever a
+// runKind takes one kind through plan, work and janitor, from wherever a
 // previous run left it.
 func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error {
 	if e.purger != nil {
@@ -525,9 +512,9 @@ func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error
 		case phase == phasePlan:
 			err, next = e.plan(phaseCtx, j, kind), phaseWork
 		case phase == phaseWork:
-			err, next = e.awaitTasks(phaseCtx, j, kind), phaseSweep
-		case phase == phaseSweep:
-			err, next = e.sweep(phaseCtx, j, kind), phaseDone
+			err, next = e.awaitTasks(phaseCtx, j, kind), phaseJanitor
+		case phase == phaseJanitor || phase == phaseSweep:
+			err, next = e.janitor(phaseCtx, j, kind), phaseDone
 		}
 		endSpan(err)
 		if err != nil {

@@ -1,24 +1,32 @@
 package retention
 
 import (
+	"context"
+	"encoding/json"
+
 	"golang.org/x/time/rate"
 
-	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
 )
 
-// SweepSteps are the names of the sweep's steps, in the order a chunk meets them.
-func SweepSteps() []string {
-	names := make([]string, len(sweepSteps))
-	for i, s := range sweepSteps {
-		names[i] = string(s)
-	}
-	return names
-}
+// SetJanitorHook makes e call hook as each janitor pass begins, once the
+// kind's tasks are done.
+func SetJanitorHook(e *Engine, hook func(job string, kind images.Kind)) { e.janitorHook = hook }
 
-// SetSweepHook makes e call hook at every step of its sweeps, with the
-// index partitions the step concerns (From empty when not yet known).
-func SetSweepHook(e *Engine, hook func(step string, partitions store.Range)) {
-	e.sweepHook = func(s sweepStep, partitions store.Range) { hook(string(s), partitions) }
+// LeaveInSweep rewrites a job as the release before the janitor left it,
+// in the sweep phase with a chunk announced and rows counted, so that a
+// test sees how it resumes.
+func LeaveInSweep(ctx context.Context, e *Engine, id string, counts Counts) error {
+	_, err := e.jobs.update(ctx, id, func(j *Job) error {
+		j.State, j.Unconfirmed = Running, false
+		for _, p := range j.Kinds {
+			p.Phase, p.Counts = phaseSweep, counts
+			p.PlannedAt = j.Created
+			p.Intent = json.RawMessage(`{"from":"","to":"209901010000","rows":3}`)
+		}
+		return nil
+	})
+	return err
 }
 
 // DefaultGroupSize is how many cameras a task holds by default.

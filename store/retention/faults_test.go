@@ -197,7 +197,7 @@ func richImage(kind images.Kind, camera string, i int) images.Image {
 // twenty-five does. A row cannot be removed twice while nothing writes it
 // again, and nothing does during the purge. What would do harm is a removal
 // counted twice, which the exact counts rule out (counts are fixed before
-// the deletes, and each sweep chunk is committed once), or a delete landing
+// the deletes, and index rows are counted with them), or a delete landing
 // on a row it should not touch, which the deletes sent (expired rows only)
 // and the final contents (every young row, its properties intact) rule out.
 func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
@@ -332,16 +332,20 @@ func checkDeletesSent(t *testing.T, a *faultyAzure, created map[images.Kind][]im
 	for _, kind := range images.Kinds {
 		primary, index := a.direct.repo(kind).Tables()
 		expired := map[string]map[store.Key]bool{primary.Name(): {}, index.Name(): {}}
+		// A worker may try an index row's key in the fleet's form too,
+		// which no row has here: a delete that finds nothing.
+		fleetForm := map[store.Key]bool{}
 		for _, img := range created[kind] {
 			if img.CapturedAt.Before(boundary) {
 				expired[primary.Name()][store.Key{PartitionKey: img.CameraID, RowKey: img.RowKey}] = true
 				expired[index.Name()][store.Key{PartitionKey: images.IndexPartitionKey(img.CapturedAt, img.CameraID, 0),
 					RowKey: images.IndexRowKey(img.RowKey, img.CameraID)}] = true
+				fleetForm[store.Key{PartitionKey: store.MinutePartitionKey(img.CapturedAt), RowKey: img.CameraID + "_" + img.RowKey}] = true
 			}
 		}
 		for table, keys := range expired {
 			for k, n := range a.deletes.sent[table] {
-				if !keys[k] {
+				if !keys[k] && !(table == index.Name() && fleetForm[k]) {
 					t.Errorf("%s: a delete was sent for %s/%s, which is not expired", table, k.PartitionKey, k.RowKey)
 				}
 				if n > 1 {

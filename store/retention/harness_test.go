@@ -55,7 +55,7 @@ type fixture struct {
 	// reopen opens a fixture on the store as a restarted process finds it:
 	// for the embedded store, the filesystem crashed holds what was synced.
 	reopen func(t *testing.T, crashed *vfs.MemFS) *fixture
-	// azureEngine runs the Azure backend's engine (queue, tasks, sweep) on
+	// azureEngine runs the Azure backend's engine (queue, tasks, janitor) on
 	// the embedded store, hiding its transactions and purges, so that
 	// tests step that engine without Azurite.
 	azureEngine bool
@@ -69,7 +69,7 @@ type storeCase struct {
 
 // stores are the backends the engine is tested on, each with the engine
 // that runs on it in the daemon; queueStores those the Azure backend's
-// engine (queue, tasks, leases, visibility, the sweep) is tested on: the
+// engine (queue, tasks, leases, visibility, the janitor) is tested on: the
 // embedded store with that engine, and Azure.
 var (
 	stores      = []storeCase{{"pebble", newFixture}, {"azure", newAzureFixture}}
@@ -98,7 +98,6 @@ func quickOptions() retention.Options {
 		VisibilityTimeout: 50 * time.Millisecond,
 		PollInterval:      5 * time.Millisecond,
 		MaxAttempts:       3,
-		SweepChunk:        3,
 		// One identity across restarts, as the embedded daemon has: a
 		// restarted engine resumes its own jobs at once.
 		ReplicaID:     "embedded",
@@ -227,7 +226,7 @@ func imageOptions(kind images.Kind, shards int) images.Options {
 }
 
 // settle waits until the rows seed wrote are older than the index lag: a
-// purge's sweep leaves younger index rows whose primary row is missing to
+// purge's janitor leaves younger index rows whose primary row is missing to
 // the next purge, since without a transaction it might still land.
 func (f *fixture) settle() {
 	time.Sleep(time.Until(f.lastCreate.Add(testIndexLag)))

@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -44,7 +45,12 @@ type Counts struct {
 	// before its first delete, so an earlier delivery deleted them and
 	// stopped before recording what it removed (see deletedRows).
 	MetadataRowsLowerBound bool `json:"metadataRowsLowerBound,omitempty"`
-	// IndexRows counts deleted index rows (in a dry run: to delete).
+	// IndexRows counts deleted index rows (in a dry run: to delete). On
+	// the queue design it counts the index rows of the deleted primary
+	// rows, one per primary row, whichever pass deleted them (a worker, or
+	// the janitor after a crash between the two): it equals MetadataRows
+	// and is exact, or a lower bound, with it. Orphans of creates that
+	// never wrote their primary row are deleted uncounted (see janitor).
 	IndexRows int64 `json:"indexRows"`
 	// DevicesHeld counts the cameras of a purge with policies that a legal
 	// hold placed after planning spared: planned, never deleted.
@@ -63,8 +69,13 @@ func (c *Counts) add(o Counts) {
 
 // Phases of one kind's purge.
 const (
-	phasePlan  = "plan"
-	phaseWork  = "work"
+	phasePlan = "plan"
+	phaseWork = "work"
+	// phaseJanitor: the kind's tasks are done; its orphaned index rows go
+	// (see janitor.go).
+	phaseJanitor = "janitor"
+	// phaseSweep is the phase a job of the release before the janitor
+	// may be left in: it resumes as the janitor.
 	phaseSweep = "sweep"
 	// phaseOrphans, on the embedded store: the index rows left in
 	// KindProgress.Orphans by a purge cut short, or by a camera kept since
@@ -77,11 +88,15 @@ const (
 type KindProgress struct {
 	Kind   images.Kind `json:"kind"`
 	Counts Counts      `json:"counts"`
-	// Phase is where the kind's purge is: plan, work, sweep or done.
+	// Phase is where the kind's purge is: plan, work, janitor and done on
+	// the queue design (see embedded.go for the embedded store's).
 	Phase string `json:"phase"`
-	// Intent announces the sweep chunk being deleted; see sweep.go.
-	Intent *sweepIntent `json:"intent,omitempty"`
-	// PlannedAt is when the plan began, by the planner's clock.
+	// Intent is a sweep chunk a job of the release before the janitor may
+	// have left announced; the janitor clears it.
+	Intent json.RawMessage `json:"intent,omitempty"`
+	// PlannedAt is when the plan began, by the planner's clock: tasks may
+	// exist from then on, which an engine adopting the job must count
+	// (embedded.go).
 	PlannedAt time.Time `json:"plannedAt,omitzero"`
 	// Buckets is how many buckets the plan splits cameras into (0 for
 	// one), Bucket the next one to plan; BucketsSeq is the first task made

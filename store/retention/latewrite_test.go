@@ -11,70 +11,99 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestLateOldImageKeepsItsIndexRowAtEverySweepStep: at each step of the
-// sweep in turn, an image with an expired capture time is created for a
-// camera whose rows were just purged, in the index partition the sweep is
-// working on. Whether the sweep reads it, judges without it, or deletes
-// the partition's rows after it landed, the image keeps its index row, the counts are exactly the seeded
-// rows, and the next purge retires it.
-func TestLateOldImageKeepsItsIndexRowAtEverySweepStep(t *testing.T) {
+// TestLateOldImageIsWhollyPurgedOrWhollyKept: at each point of a purge in
+// turn (before a camera's first primary delete, between a batch's primary
+// and index deletes, as the janitor begins) an image with an expired
+// capture time is created for that camera. Either the purge takes it, both
+// rows deleted and counted, or it keeps both rows for the next purge,
+// which retires it: never its primary row without its index row.
+func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
+	points := []struct {
+		name string
+		// at says whether a write is the point, for the kind's tables.
+		at func(primary, index, table, op string) bool
+		// janitor: the point is the janitor's start, not a write.
+		janitor bool
+	}{
+		{"before a primary delete", func(primary, _, table, op string) bool { return table == primary && op == "batch-delete" }, false},
+		{"between primary and index deletes", func(_, index, table, op string) bool { return table == index && op == "batch-delete" }, false},
+		{"as the janitor begins", nil, true},
+	}
 	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		for _, step := range retention.SweepSteps() {
-			t.Run(step, func(t *testing.T) {
+		for _, point := range points {
+			t.Run(point.name, func(t *testing.T) {
 				f := newFixture(t, quickOptions())
+				primary, index := f.repo(images.Single).Tables()
+				direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+				if err != nil {
+					t.Fatal(err)
+				}
+				late := images.Image{CameraID: "cam-000", CapturedAt: base.Add(7 * time.Second)}
+				var written atomic.Bool
+				write := func() {
+					if !written.CompareAndSwap(false, true) {
+						return
+					}
+					if _, err := direct.Create(t.Context(), late); err != nil {
+						t.Errorf("late create: %v", err)
+					}
+				}
+				hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+					if point.at != nil && point.at(primary.Name(), index.Name(), table, op) && len(keys) > 0 &&
+						(keys[0].PartitionKey == late.CameraID || table == index.Name()) {
+						write()
+					}
+					return nil
+				}}
+				f.openEngine(t, hooked)
+				if point.janitor {
+					retention.SetJanitorHook(f.engine, func(string, images.Kind) { write() })
+				}
 				f.seed(t, cameras)
-				writer := f.seeders(t)[images.Single-1]
-				var late atomic.Pointer[images.Image]
-				retention.SetSweepHook(f.engine, func(at string, partitions store.Range) {
-					if at != step || late.Load() != nil {
-						return
-					}
-					minute := base
-					if p := partitions.From; len(p) >= 12 {
-						m, err := time.Parse("200601021504", p[:12])
-						if err != nil || !m.Before(base.Add(2*time.Minute)) {
-							return
-						}
-						minute = m
-					}
-					img, err := writer.Create(t.Context(), images.Image{CameraID: "cam-000", CapturedAt: minute.Add(7 * time.Second)})
-					if err != nil {
-						t.Errorf("late create at step %s: %v", at, err)
-						return
-					}
-					late.Store(&img)
-				})
 				f.run(t)
 
 				first := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-				img := late.Load()
-				if img == nil {
-					t.Fatalf("the sweep never reached step %s", step)
+				if !written.Load() {
+					t.Fatal("the late image was never written")
 				}
 				if first.State != retention.Succeeded {
 					t.Fatalf("first purge: %s (%s)", first.State, first.Error)
 				}
-				wantCounts(t, "first purge", first.Totals(), expiredCounts(1))
-				primary, index := f.repo(images.Single).Tables()
-				indexKey := store.Key{PartitionKey: store.MinutePartitionKey(img.CapturedAt), RowKey: images.IndexRowKey(img.RowKey, img.CameraID)}
-				if _, err := primary.Get(t.Context(), img.CameraID, img.RowKey); err != nil {
-					t.Fatalf("the late image's primary row: %v", err)
+				rk := store.InvertedTicksRowKey(late.CapturedAt)
+				indexKey := store.Key{PartitionKey: store.MinutePartitionKey(late.CapturedAt), RowKey: images.IndexRowKey(rk, late.CameraID)}
+				_, perr := primary.Get(t.Context(), late.CameraID, rk)
+				_, ierr := index.Get(t.Context(), indexKey.PartitionKey, indexKey.RowKey)
+				taken := errors.Is(perr, store.ErrNotFound)
+				switch {
+				case perr != nil && !taken:
+					t.Fatal(perr)
+				case taken && !errors.Is(ierr, store.ErrNotFound):
+					t.Fatalf("the late image's primary row went, its index row: %v", ierr)
+				case !taken && ierr != nil:
+					t.Fatalf("the late image's primary row stays, its index row: %v; it would never expire", ierr)
 				}
-				if _, err := index.Get(t.Context(), indexKey.PartitionKey, indexKey.RowKey); err != nil {
-					t.Fatalf("the late image's index row after the sweep: %v; its primary row would never expire", err)
+				want := expiredCounts(1)
+				if taken {
+					want.MetadataRows++
+					want.IndexRows++
+				}
+				wantCounts(t, "first purge", first.Totals(), want)
+				if point.janitor && taken {
+					t.Error("the janitor took a row younger than IndexLag")
 				}
 
-				time.Sleep(testIndexLag) // the late row settles, as the sweep requires
+				time.Sleep(testIndexLag) // the late row settles
 				second := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if second.State != retention.Succeeded {
 					t.Fatalf("second purge: %s (%s)", second.State, second.Error)
 				}
-				wantCounts(t, "second purge", second.Totals(), retention.Counts{DevicesTotal: 1, DevicesDone: 1, MetadataRows: 1, IndexRows: 1})
-				if _, err := primary.Get(t.Context(), img.CameraID, img.RowKey); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("the late image's primary row after the next purge: %v, want it expired", err)
+				want = retention.Counts{}
+				if !taken {
+					want = retention.Counts{DevicesTotal: 1, DevicesDone: 1, MetadataRows: 1, IndexRows: 1}
 				}
-				if _, err := index.Get(t.Context(), indexKey.PartitionKey, indexKey.RowKey); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("its index row after the next purge: %v, want it expired", err)
+				wantCounts(t, "second purge", second.Totals(), want)
+				if got := f.census(t, images.Single, first.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+					t.Errorf("expired rows left after the next purge: %+v", got)
 				}
 			})
 		}

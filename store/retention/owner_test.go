@@ -121,6 +121,14 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		case <-time.After(patience):
 			t.Fatal("replica a never reached its second task")
 		}
+		// a's first task ends first: the clock's step would otherwise show
+		// its message to b while a's worker still runs it, two deliveries
+		// at once, whose count is rightly flagged a lower bound.
+		for deadline := time.Now().Add(patience); !allTasksDone(t, a.base); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("replica a's first task never ended")
+			}
+		}
 
 		clock.step(2 * time.Hour)
 		bAtTask, bGo := make(chan struct{}), make(chan struct{})

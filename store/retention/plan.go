@@ -71,8 +71,8 @@ func (s *cameraSet) full() bool { return s.bytes > s.limit }
 func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	p := j.progress(kind)
 	if p.PlannedAt.IsZero() {
-		// Taken before the first scan: an index row written before it
-		// (less IndexGrace, for skew) is met by that scan.
+		// Before the first task: an engine that adopts the job
+		// (embedded.go) knows from it that tasks may have run.
 		planned := e.opts.Now().UTC()
 		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
 			if q := j.progress(kind); q.PlannedAt.IsZero() {
@@ -315,19 +315,7 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 		seen := newCameraBounds(e.opts.CameraMemory)
 		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.boundary(kind)), func(row images.IndexRow) error {
 			device := row.CameraID
-			if bucketOf(device, n) != bucket {
-				return nil
-			}
-			if device == "" {
-				if !j.UsePolicies {
-					c.IndexRows++ // as the sweep would, found no camera to keep it for
-				}
-				return nil
-			}
-			if b, ok := seen.of[device]; ok {
-				if !b.IsZero() && expiredFor(row, b) {
-					c.IndexRows++
-				}
+			if _, ok := seen.of[device]; ok || device == "" || bucketOf(device, n) != bucket {
 				return nil
 			}
 			b := j.Boundary()
@@ -348,7 +336,6 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			if b.IsZero() {
 				return nil
 			}
-			c.IndexRows++
 			count, err := countRows(ctx, primary, device, images.ExpiredRows(b))
 			if err != nil {
 				return err
@@ -356,6 +343,7 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			c.DevicesTotal++
 			c.DevicesDone++
 			c.MetadataRows += count
+			c.IndexRows += count // one per primary row, as a purge counts them
 			return nil
 		})
 		if errors.Is(err, errOutgrown) {

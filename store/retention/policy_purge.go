@@ -133,9 +133,9 @@ func expiredFor(row images.IndexRow, boundary time.Time) bool {
 }
 
 // The boundary each camera of a purge with policies got is recorded in
-// the job's task partition, one row per camera, so that the sweep deletes
-// index rows exactly where the work deleted primary rows, whatever the
-// policies became since.
+// the job's task partition, one row per camera, so that the janitor reads
+// the primary rows of index rows only where the work deleted primary rows,
+// whatever the policies became since: a kept camera's rows cost it nothing.
 const propBoundary = "Boundary"
 
 func boundaryRowKey(kind images.Kind, camera string) string {
@@ -196,7 +196,7 @@ func (c *cameraBounds) put(id string, b time.Time) {
 
 func (c *cameraBounds) full() bool { return c.bytes > c.limit }
 
-// boundaryCache is the sweep's memory of the cameras' recorded boundaries:
+// boundaryCache is the janitor's memory of the cameras' recorded boundaries:
 // at most Options.CameraMemory, forgotten whole when full, since a scan
 // meets the cameras of one minute after another.
 type boundaryCache struct {

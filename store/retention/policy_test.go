@@ -23,9 +23,7 @@ import (
 // images of the first policyDays-d days for the test's first half hour.
 // Every camera's image of a day lies in the same index partition, so a
 // camera kept there makes the partition only partly expired. The clock runs
-// ahead of the backend's by more than Options.IndexGrace, as a purge's does
-// of old rows: the sweep deletes the index rows of planned cameras without
-// reading their primary rows.
+// ahead of the backend's, as a purge's does of old rows.
 const policyDays = 5
 
 // policyOptions returns the options of a policy fixture and its clock's start.

@@ -56,10 +56,7 @@ type task struct {
 	Kind    images.Kind   `json:"kind"`
 	Seq     int           `json:"seq"`
 	Devices []*taskDevice `json:"devices"`
-	// CountedAt is when counting began, by this process's clock; index rows
-	// written after it may belong to primary rows the count did not see.
-	CountedAt time.Time `json:"countedAt,omitzero"`
-	Done      bool      `json:"done,omitempty"`
+	Done    bool          `json:"done,omitempty"`
 	// Closed marks a task its job's cancellation caught before it began:
 	// it never runs. See cancel.go.
 	Closed bool `json:"closed,omitempty"`
@@ -100,6 +97,7 @@ func (t *task) counts() Counts {
 		case deviceDone:
 			c.DevicesDone++
 			c.MetadataRows += d.Rows
+			c.IndexRows += d.Rows // each primary row's, deleted after it
 			c.MetadataRowsLowerBound = c.MetadataRowsLowerBound || d.LowerBound
 		case deviceFailed:
 			c.DevicesFailed++

@@ -13,7 +13,7 @@ import (
 )
 
 // TestPurgePhasesAreSpans traces a purge: a job span, its plan, work and
-// sweep as children, each the parent of the store calls it makes, and a
+// janitor as children, each the parent of the store calls it makes, and a
 // span per task delivery.
 func TestPurgePhasesAreSpans(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
@@ -39,7 +39,7 @@ func TestPurgePhasesAreSpans(t *testing.T) {
 		t.Fatalf("%d purge.job spans, want 1", len(byName["purge.job"]))
 	}
 	job := byName["purge.job"][0]
-	for _, phase := range []string{"purge.plan", "purge.work", "purge.sweep"} {
+	for _, phase := range []string{"purge.plan", "purge.work", "purge.janitor"} {
 		if len(byName[phase]) != 1 {
 			t.Errorf("%d %s spans, want 1", len(byName[phase]), phase)
 			continue

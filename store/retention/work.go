@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/queue"
 )
 
@@ -188,7 +189,8 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		}
 	}
 
-	if err := e.pace(ctx, j, pendingRows(t)); err != nil {
+	// Each primary row goes with its index row.
+	if err := e.pace(ctx, j, 2*pendingRows(t)); err != nil {
 		return 0, err
 	}
 	if j.UsePolicies {
@@ -196,7 +198,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 			return 0, err
 		}
 	}
-	removed, failures := e.deletePrimaries(ctx, primary, t, j)
+	removed, failures := e.deleteCameras(ctx, repo, t, j)
 	t.Done = true
 	for _, d := range t.Devices {
 		if d.State != devicePending {
@@ -289,8 +291,6 @@ func (e *Engine) endTask(m taskMessage) {
 // On the task's last delivery a camera that cannot be counted is given up
 // (and reported counted, so that its state is recorded before any delete).
 func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job, lastAttempt bool) (bool, error) {
-	// Taken before counting: a primary row that landed before it was counted.
-	started := e.opts.Now().UTC()
 	counted := false
 	for _, d := range t.Devices {
 		if d.Counted || d.State != devicePending {
@@ -306,9 +306,6 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job
 			return false, err
 		}
 		d.Rows, d.Counted, counted = n, true, true
-	}
-	if counted {
-		t.CountedAt = started
 	}
 	return counted, nil
 }
@@ -344,17 +341,16 @@ func deletedRows(d *taskDevice, removed int64) (rows int64, lowerBound bool) {
 	return max(d.Rows, removed), removed < d.Rows
 }
 
-// deletePrimaries deletes the expired primary rows of the task's pending
-// cameras, each before its own boundary (see taskDevice.expiredRows), in
-// batches of up to 100, one partition at a time, and returns the rows
-// removed and the error of each camera that failed.
-func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *task, j *Job) (map[string]int64, map[string]error) {
+// deleteCameras deletes the expired rows of the task's pending cameras,
+// each before its own boundary (see taskDevice.expiredRows), and returns
+// the primary rows removed and the error of each camera that failed.
+func (e *Engine) deleteCameras(ctx context.Context, repo *images.Repository, t *task, j *Job) (map[string]int64, map[string]error) {
 	removed, failures := map[string]int64{}, map[string]error{}
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
 		}
-		n, err := deleteQueried(ctx, primary, d.ID, d.expiredRows(j))
+		n, err := deleteExpired(ctx, repo, d.ID, d.expiredRows(j))
 		if err != nil {
 			failures[d.ID] = err
 		}
@@ -365,9 +361,9 @@ func (e *Engine) deletePrimaries(ctx context.Context, primary store.Table, t *ta
 
 // spareHeld marks the task's pending cameras that are on legal hold now,
 // read just before their delete: a hold placed after planning still
-// spares a camera whose delete has not begun. The sweep keeps their index
-// rows (see sweep). On the task's last delivery a camera whose hold cannot
-// be read is given up, never deleted.
+// spares a camera whose delete has not begun, index rows included. On the
+// task's last delivery a camera whose hold cannot be read is given up,
+// never deleted.
 func (e *Engine) spareHeld(ctx context.Context, t *task, lastAttempt bool) error {
 	for _, d := range t.Devices {
 		if d.State != devicePending {
