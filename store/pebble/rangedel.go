@@ -46,4 +46,3 @@ func (d *DB) warmRangeDels() {
 // warmKeys bound a range of one key, "\x00", which no table or mark
 // writes: the read finds nothing and only builds the fragments.
 var warmKeys = [2][]byte{{0}, {0, 0}}
-
