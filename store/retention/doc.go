@@ -13,13 +13,15 @@
 //  1. surveys the tallies of the expired days (never the rows) for the
 //     cameras with expired rows and, with policies, each one's boundary;
 //  2. deletes in sections of Options.SectionCameras cameras: each section
-//     is one exclusive batch (no other write runs meanwhile) that reads its
-//     cameras' tallies, deletes each one's expired rows with one range
-//     deletion, trims the tallies and writes the job's record with the
-//     counts. The counts are exact by construction: a section is in the
+//     is one exclusive batch (no write it may touch runs meanwhile) that
+//     reads its cameras' tallies, deletes each one's expired rows with one
+//     range deletion, trims the tallies and writes the job's record with
+//     the counts. The counts are exact by construction: a section is in the
 //     store with its counts or not at all. Exclusivity makes a late old
 //     image wholly before a section (deleted, counted) or wholly after it
-//     (both rows kept); creates wait for one section at most;
+//     (both rows kept). Only writes of rows up to the purge's cutoff day
+//     (and of other tables) wait, for one section at most: a camera's new
+//     images pass (store/pebble's gate.go);
 //  3. deletes the expired minutes of the index by one range deletion, in
 //     the last section, which covers every camera: it first deletes what the
 //     earlier sections' cameras got since, so no index row of a kept row goes
