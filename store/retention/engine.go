@@ -420,7 +420,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.wg.Go(func() { e.work(ctx) })
 		}
 	}
-	if err := e.resume(ctx); err != nil && ctx.Err() == nil {
+	if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
 		e.log.Warn("purge: looking for unfinished jobs failed; retrying", "err", err)
 	}
 	e.retireOldJobs(ctx)
@@ -434,44 +434,78 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.wg.Wait()
 			return nil
 		case <-ticker.C:
-			if err := e.resume(ctx); err != nil && ctx.Err() == nil {
+			if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("purge: looking for unfinished jobs failed", "err", err)
 			}
-			e.forgetEndedLimiters(ctx)
 		case <-retire.C:
 			e.retireOldJobs(ctx)
 		}
 	}
 }
 
-// resume launches the unfinished jobs; those another engine holds a live
-// lease on are left to it by runJob.
-func (e *Engine) resume(ctx context.Context) error {
+// RunOnce is one step of Run: it launches every unfinished job not running
+// in this process (runJob leaves one another engine holds a live lease on
+// to it) and frees the limiters of ended jobs; it returns how many jobs it
+// launched. Under Run the jobs run in the background, as Run's own; without
+// Run, RunOnce runs them to their end, or their lease's, before it returns,
+// so that a test steps the engine instead of waiting on it.
+func (e *Engine) RunOnce(ctx context.Context) (int, error) {
 	unfinished, err := e.jobs.unfinished(ctx, e.opts.Now())
 	if err != nil {
-		return err
+		return 0, err
 	}
+	e.mu.Lock()
+	underRun := e.runCtx != nil && e.runCtx.Err() == nil
+	e.mu.Unlock()
+	var stepped sync.WaitGroup
+	n := 0
 	for _, j := range unfinished {
-		e.launch(j.ID)
+		if underRun {
+			if e.launch(j.ID) {
+				n++
+			}
+			continue
+		}
+		if e.claim(j.ID) {
+			n++
+			stepped.Go(func() { e.runClaimed(ctx, j.ID) })
+		}
 	}
-	return nil
+	stepped.Wait()
+	e.forgetEndedLimiters(ctx)
+	return n, nil
 }
 
-// launch runs a job in the background, once per process, if Run is running.
-func (e *Engine) launch(id string) {
+// launch runs a job in the background, once per process, if Run is
+// running; it reports whether it did.
+func (e *Engine) launch(id string) bool {
+	e.mu.Lock()
+	ctx := e.runCtx
+	e.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil || !e.claim(id) {
+		return false
+	}
+	e.wg.Go(func() { e.runClaimed(ctx, id) })
+	return true
+}
+
+// claim marks a job as running in this process, unless it already is.
+func (e *Engine) claim(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.runCtx == nil || e.runCtx.Err() != nil || e.running[id] {
-		return
+	if e.running[id] {
+		return false
 	}
 	e.running[id] = true
-	ctx := e.runCtx
-	e.wg.Go(func() {
-		e.runJob(ctx, id)
-		e.mu.Lock()
-		delete(e.running, id)
-		e.mu.Unlock()
-	})
+	return true
+}
+
+// runClaimed runs a job claim marked, and unmarks it.
+func (e *Engine) runClaimed(ctx context.Context, id string) {
+	e.runJob(ctx, id)
+	e.mu.Lock()
+	delete(e.running, id)
+	e.mu.Unlock()
 }
 
 func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) error) (*Job, error) {
