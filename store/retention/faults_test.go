@@ -215,7 +215,7 @@ func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
 			}
 		}
 	}
-	a.lastCreate = time.Now()
+	a.lastCreate = a.now()
 	a.settle()
 	created := a.table.Counts()
 	requireEveryFault(t, "table service, creating", created)

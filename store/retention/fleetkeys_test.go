@@ -68,7 +68,7 @@ func seedFleetKeys(t *testing.T, f *fixture) int64 {
 			}
 		}
 	}
-	f.lastCreate = time.Now()
+	f.lastCreate = f.now()
 	f.settle()
 	return int64(len(cameraIDs))
 }

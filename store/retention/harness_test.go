@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ type fixture struct {
 	opts          retention.Options
 	// fs is the embedded store's filesystem, which a crash clones.
 	fs *vfs.MemFS
+	// clock is the embedded store's clock (and the engine's, unless the
+	// test gives its own); nil on Azure, whose clock is Azurite's.
+	clock *testClock
 	// stop stops the engine that run started.
 	stop func()
 	// reopen opens a fixture on the store as a restarted process finds it:
@@ -111,6 +115,15 @@ func newFixture(t *testing.T, opts retention.Options) *fixture {
 	return openPebbleFixture(t, opts, vfs.NewCrashableMem())
 }
 
+// testClock is the wall clock plus a skew that only grows: settle advances
+// it instead of sleeping, so rows age in virtual time while everything else
+// (create bounds, leases, polls) keeps running on real time.
+type testClock struct{ skew atomic.Int64 }
+
+func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
+
+func (c *testClock) advance(d time.Duration) { c.skew.Add(int64(d)) }
+
 // newQueueFixture is newFixture running the Azure backend's engine.
 func newQueueFixture(t *testing.T, opts retention.Options) *fixture {
 	t.Helper()
@@ -124,14 +137,21 @@ func openPebbleFixture(t *testing.T, opts retention.Options, fs *vfs.MemFS) *fix
 
 func openPebbleFixtureAs(t *testing.T, opts retention.Options, fs *vfs.MemFS, azureEngine bool) *fixture {
 	t.Helper()
-	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs, Logger: opts.Logger})
+	return openPebbleFixtureOn(t, opts, fs, azureEngine, &testClock{})
+}
+
+// openPebbleFixtureOn opens the embedded store with clock, which a restarted
+// process keeps: time does not go back across a crash.
+func openPebbleFixtureOn(t *testing.T, opts retention.Options, fs *vfs.MemFS, azureEngine bool, clock *testClock) *fixture {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs, Logger: opts.Logger, Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	f := &fixture{fs: fs, base: db, opts: opts, azureEngine: azureEngine}
+	f := &fixture{fs: fs, base: db, opts: opts, azureEngine: azureEngine, clock: clock}
 	f.reopen = func(t *testing.T, crashed *vfs.MemFS) *fixture {
-		return openPebbleFixtureAs(t, opts, crashed, azureEngine)
+		return openPebbleFixtureOn(t, opts, crashed, azureEngine, clock)
 	}
 	f.openEngine(t, db)
 	return f
@@ -202,6 +222,9 @@ func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 		f.repos = append(f.repos, r)
 	}
 	opts := f.opts
+	if opts.Now == nil && f.clock != nil {
+		opts.Now = f.clock.now
+	}
 	opts.Backend, opts.Repositories, opts.Queue = backend, f.repos, f.queue
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
@@ -227,9 +250,24 @@ func imageOptions(kind images.Kind, shards int) images.Options {
 
 // settle waits until the rows seed wrote are older than the index lag: a
 // purge's janitor leaves younger index rows whose primary row is missing to
-// the next purge, since without a transaction it might still land.
+// the next purge, since without a transaction it might still land. On the
+// embedded store the wait is virtual (the store's clock advances); on
+// Azure, whose timestamps are Azurite's, it is a real sleep.
 func (f *fixture) settle() {
-	time.Sleep(time.Until(f.lastCreate.Add(testIndexLag)))
+	wait := f.lastCreate.Add(testIndexLag).Sub(f.now())
+	if f.clock != nil {
+		f.clock.advance(max(wait, 0))
+		return
+	}
+	time.Sleep(wait)
+}
+
+// now is the time on the store's clock, for lastCreate.
+func (f *fixture) now() time.Time {
+	if f.clock != nil {
+		return f.clock.now()
+	}
+	return time.Now()
 }
 
 // seeders are repositories on the engine's backend with the default create
@@ -264,7 +302,7 @@ func (f *fixture) seed(t *testing.T, cameras int) {
 			}
 		}
 	}
-	f.lastCreate = time.Now()
+	f.lastCreate = f.now()
 	f.settle()
 }
 

@@ -133,7 +133,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		clock.step(2 * time.Hour)
 		bAtTask, bGo := make(chan struct{}), make(chan struct{})
 		var bOnce sync.Once
-		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine}
+		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
 		b.openEngine(t, &hookedBackend{Backend: a.base, before: func(table, op string, keys []store.Key) error {
 			if writesTask(table, op, keys, secondTask) {
 				bOnce.Do(func() {

@@ -128,7 +128,7 @@ func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
 		optsA.Workers, optsB.Workers = 2, 2
 		a.opts = optsA
 		a.openEngine(t, &hookedBackend{Backend: a.base, before: gate("a", "b")})
-		b = &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine}
+		b = &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
 		b.openEngine(t, &hookedBackend{Backend: a.base, before: gate("b", "a")})
 		a.run(t)
 		b.run(t)

@@ -51,7 +51,7 @@ func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cam
 			}
 		}
 	}
-	f.lastCreate = time.Now()
+	f.lastCreate = f.now()
 	f.settle()
 }
 

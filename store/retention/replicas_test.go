@@ -74,7 +74,7 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 		optsA.Workers, optsB.Workers = 2, 2
 		a.opts = optsA
 		a.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("a", gate("a", "b"))})
-		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine}
+		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
 		b.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("b", gate("b", "a"))})
 		a.run(t)
 		b.run(t)
@@ -141,7 +141,7 @@ func TestReplicaTakesOverAStalledJob(t *testing.T) {
 		}
 		a.stop()
 
-		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine}
+		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
 		b.openEngine(t, a.base)
 		b.run(t)
 		j := b.await(t, started.ID)
