@@ -294,8 +294,10 @@ func TestFullDiskWithTheGuardOffStopsTheProcess(t *testing.T) {
 		t.Errorf("%d lines say the storage engine failed, want 1", counts["storage engine failed"])
 	}
 	// Without the flush watch the engine logs a line per failed retry,
-	// thousands before a client gives up.
-	if n := counts["no space left on device"]; n > 10 {
+	// thousands before a client gives up. With it: a line per streak of
+	// failed flushes (a compaction may free room for one to succeed in
+	// between), the stop, and the calls that failed meanwhile.
+	if n := counts["no space left on device"]; n > 30 {
 		t.Errorf("%d log lines report the full disk, want a few", n)
 	}
 	if len(causes) == 1 && strings.Contains(causes[0], "flushes have failed") {
