@@ -388,7 +388,13 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			boundary time.Time
 			purged   bool
 		}
-		seen := map[string]camera{}
+		// Sized for the section's cameras: growing the map was a tenth of a
+		// section's time at 4,000 cameras.
+		hint := len(r.surveyed)
+		if limit > 0 {
+			hint = min(hint, limit)
+		}
+		seen := make(map[string]camera, hint)
 		keptBefore := indexBefore
 		if !p.KeptBefore.IsZero() {
 			keptBefore = minTime(keptBefore, p.KeptBefore)
@@ -427,6 +433,7 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 				}
 				cam = camera{boundary: bnd}
 			}
+			was := cam
 			if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
 				n, err := b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
 				if err != nil {
@@ -446,7 +453,9 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 					c.IndexRows += indexRows
 				}
 			}
-			seen[t.PartitionKey] = cam
+			if !ok || cam != was {
+				seen[t.PartitionKey] = cam
+			}
 			return nil
 		})
 		if err != nil {

@@ -331,7 +331,13 @@ func TestEmbeddedCancelledThenRestartedDeletesItsOrphans(t *testing.T) {
 		}
 		// The first batch is the try at one section; two sections follow.
 		if op == "exclusive" && sections.Add(1) == 4 {
-			_, cancelErr = f.engine.Cancel(context.Background(), id.Load().(string))
+			// The engine may reach its third section before Start has
+			// returned the job's id to this test.
+			for deadline := time.Now().Add(patience); id.Load() == nil && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			jobID, _ := id.Load().(string)
+			_, cancelErr = f.engine.Cancel(context.Background(), jobID)
 			dead.Store(true)
 			return errDead
 		}
