@@ -15,17 +15,20 @@ var ErrJobEnded = errors.New("retention: the purge has ended")
 // errCancelled stops a phase of a job whose cancellation was requested.
 var errCancelled = errors.New("retention: purge cancelled")
 
-// Cancel asks a job to stop at its next task boundary and returns it as
+// Cancel asks a job to stop before its next delete and returns it as
 // recorded. The request lives on the job in the store, so it works from
 // any replica: the engine running the job, wherever it runs, sees it at its
-// next look at the job, lets the tasks that have begun deleting finish,
-// closes the others, and ends the job Cancelled with the counts of what it
+// next look at the job, closes the tasks that have not begun, waits for
+// those that have, and ends the job Cancelled with the counts of what it
 // deleted. The next purge deletes the rest. store.ErrNotFound for an
 // unknown job, ErrJobEnded for one that has ended.
 //
 // Each phase stops at its own boundary: planning after the task it is
 // recording, the work when every task that began has ended; a janitor
-// pass begun, which counts nothing, runs to its end.
+// pass begun, which counts nothing, runs to its end. A task's delivery
+// (or an embedded purge's section) that the cancel finds waiting for its
+// pace (paceUntilCancel) stops there, deleting nothing; one past its pace
+// deletes its cameras, unpaced, to the end.
 func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 	j, err := e.updateJob(ctx, id, func(j *Job) error {
 		if j.State.Terminal() {
@@ -45,8 +48,9 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 
 // settleCancelled brings the counts of a cancelled job's kind to what its
 // tasks deleted: it closes the tasks that have not begun, so that no worker
-// starts them, and waits for those that have begun to end. A kind past its
-// work phase has every task in its counts already.
+// starts them, and waits for those that have begun to end or be closed by
+// their delivery (stopTask). A kind past its work phase has every task in
+// its counts already.
 func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
 	if e.purger != nil {
 		return nil // the embedded purge's counts are in the job with its deletes
@@ -73,6 +77,15 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 				c.DevicesTotal = 0 // the plan counted them
 				sum.add(c)
 			case t.Closed:
+				// Closed by a delivery that saw the cancel (stopTask): the
+				// cameras an earlier one recorded done count; one it
+				// counted but did not record may have lost rows to it.
+				c := t.counts()
+				c.DevicesTotal = 0
+				sum.add(c)
+				for _, d := range t.Devices {
+					sum.MetadataRowsLowerBound = sum.MetadataRowsLowerBound || (d.State == devicePending && d.Counted)
+				}
 			case t.begun():
 				running = true
 			default:

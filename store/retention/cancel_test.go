@@ -4,7 +4,10 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -208,6 +211,72 @@ func TestCancelPurgeWithPolicies(t *testing.T) {
 	})
 }
 
+// TestCancelClosesARedeliveredTask: a task whose first delivery deleted
+// one camera and failed at the other's delete is delivered again after its
+// job's cancel. That delivery deletes nothing and closes the task: the job
+// ends Cancelled counting the camera recorded done, and, since the other
+// was counted and its fate not recorded, flags its counts a lower bound.
+func TestCancelClosesARedeliveredTask(t *testing.T) {
+	kind := images.Single
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		opts := quickOptions()
+		opts.Workers = 1
+		f := newFixture(t, opts)
+		f.seed(t, 4)
+		primaryTable, _ := f.repo(kind).Tables()
+		var once sync.Once
+		reached, release := make(chan struct{}), make(chan struct{})
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+			fail := false
+			if table == primaryTable.Name() && deletesRows(op) {
+				once.Do(func() {
+					close(reached)
+					<-release
+					fail = true
+				})
+			}
+			if fail {
+				return errors.New("test: the task's first delete fails")
+			}
+			return nil
+		}})
+		before := f.census(t, kind, base.Add(2*time.Minute))
+		f.run(t)
+		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-reached
+		if _, err := f.otherReplica(t).Cancel(t.Context(), started.ID); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		j := f.await(t, started.ID)
+		if j.State != retention.Cancelled {
+			t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+		}
+		after := f.census(t, kind, j.Boundary())
+		c := j.Totals()
+		if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != expiredPerCamera {
+			t.Errorf("cancelled job counts %d primary rows, %d are gone, want one camera's %d", c.MetadataRows, gone, expiredPerCamera)
+		}
+		if gone := before.indexOld - after.indexOld; c.IndexRows != gone {
+			t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
+		}
+		if !c.MetadataRowsLowerBound {
+			t.Errorf("counts %+v not flagged a lower bound, with a counted camera's fate unrecorded", c)
+		}
+
+		next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+		if next.State != retention.Succeeded {
+			t.Fatalf("next purge: state %s (%s)", next.State, next.Error)
+		}
+		if sum := c.MetadataRows + next.Totals().MetadataRows; sum != before.primaryOld {
+			t.Errorf("primary rows counted %d + %d, %d expired", c.MetadataRows, next.Totals().MetadataRows, before.primaryOld)
+		}
+	})
+}
+
 // TestCancelRefusals: an unknown job is not found, a finished one has ended.
 func TestCancelRefusals(t *testing.T) {
 	f := newFixture(t, quickOptions())
@@ -236,4 +305,71 @@ func (f *fixture) otherReplica(t *testing.T) *retention.Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// TestCancelStopsAPacedPurgeAtOnce cancels, from another replica, a purge
+// paced to 5 rows a second, as slow as an operator can ask, of 20 cameras:
+// without the cancel it would pace for most of a minute. It ends Cancelled
+// within a second, having deleted nothing (the pacer's wait is where the
+// cancel finds it), is counted among this engine's cancelled jobs, and the
+// next purge deletes everything. The time is the bubble's, so the test
+// waits for nothing.
+func TestCancelStopsAPacedPurgeAtOnce(t *testing.T) {
+	kind := images.Single
+	wall := time.Now()
+	for _, s := range []struct {
+		name        string
+		azureEngine bool
+	}{{"pebble", false}, {"pebble-queue", true}} {
+		t.Run(s.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// The fixture's images are of 2026; the bubble starts in 2000.
+				clock := &testClock{}
+				clock.advance(wall.Sub(time.Now()))
+				opts := quickOptions()
+				opts.PollInterval, opts.VisibilityTimeout = 0, time.Minute // their defaults' scale
+				f := openPebbleFixtureOn(t, opts, vfs.NewCrashableMem(), s.azureEngine, clock)
+				f.seed(t, 20)
+				asked := make(chan struct{})
+				var once sync.Once
+				retention.CountPacedRows(f.engine, func(float64, int) { once.Do(func() { close(asked) }) })
+				before := f.census(t, kind, base.Add(2*time.Minute))
+				f.run(t)
+				started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff, RowsPerSecond: 5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-asked
+				if _, err := f.otherReplica(t).Cancel(t.Context(), started.ID); err != nil {
+					t.Fatal(err)
+				}
+				cancelled := time.Now()
+				j := f.await(t, started.ID)
+				if took := time.Since(cancelled); took > time.Second {
+					t.Errorf("the cancelled purge ran on for %s", took)
+				}
+				if j.State != retention.Cancelled {
+					t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+				}
+				if got := f.census(t, kind, j.Boundary()); got != before {
+					t.Errorf("rows before the cancel %+v, after it %+v: a cancelled purge deleted", before, got)
+				}
+				if c := j.Totals(); c.MetadataRows != 0 || c.IndexRows != 0 || c.MetadataRowsLowerBound {
+					t.Errorf("cancelled job counts %+v, want no rows", c)
+				}
+				if n := f.engine.Stats().Ended[retention.Cancelled]; n != 1 {
+					t.Errorf("engine counts %d cancelled jobs, want 1", n)
+				}
+
+				next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+				if next.State != retention.Succeeded {
+					t.Fatalf("next purge: state %s (%s)", next.State, next.Error)
+				}
+				if n := next.Totals(); n.MetadataRows != before.primaryOld || n.IndexRows != before.indexOld {
+					t.Errorf("next purge counts %+v, %d primary and %d index rows expired", n, before.primaryOld, before.indexOld)
+				}
+				f.stop()
+			})
+		})
+	}
 }

@@ -204,7 +204,8 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	// Every section but the last covers a range of camera ids; the last
 	// covers them all, so it also catches what was created since. A paced
 	// job's sections hold about a step of its pace, so it deletes little
-	// and often.
+	// and often; each waits for its primary rows and as many index rows,
+	// or a cancel.
 	budget := r.e.paceStep(j)
 	var rows int64
 	from, n := "", 0
@@ -214,7 +215,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 			continue
 		}
 		to := cameras[i+1].id
-		err := r.paced(ctx, j, rows)
+		err := r.e.paceUntilCancel(ctx, j, 2*rows)
 		if err == nil {
 			err = r.section(ctx, from, to, from, indexBefore, false, 0)
 		}
@@ -223,7 +224,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 		}
 		from, rows, n = to, 0, 0
 	}
-	err = r.paced(ctx, j, rows)
+	err = r.e.paceUntilCancel(ctx, j, 2*rows)
 	if err == nil {
 		err = r.section(ctx, "", "", from, indexBefore, true, 0)
 	}
@@ -269,35 +270,6 @@ func (r *embeddedRun) stopped(ctx context.Context, j *Job, done string, indexBef
 		return err
 	}
 	return errCancelled
-}
-
-// paced waits until rows primary rows and their index rows may go, or the
-// job is cancelled: a paced purge may wait long, and a cancel must not.
-func (r *embeddedRun) paced(ctx context.Context, j *Job, rows int64) error {
-	if rows == 0 || r.e.paceStep(j) == math.MaxInt64 {
-		return nil
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		for ctx.Err() == nil {
-			changed := r.e.Changed()
-			if cur, _, err := r.e.jobs.get(ctx, r.id); err == nil && cur.CancelRequested {
-				cancel(errCancelled)
-				return
-			}
-			select {
-			case <-changed:
-			case <-time.After(r.e.opts.PollInterval):
-			case <-ctx.Done():
-			}
-		}
-	}()
-	err := r.e.pace(ctx, j, 2*rows)
-	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) {
-		return errCancelled
-	}
-	return err
 }
 
 // survey reads the tallies up to the newest boundary, as they stand while

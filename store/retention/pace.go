@@ -64,6 +64,48 @@ func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
 	return nil
 }
 
+// paceUntilCancel is pace that ends with errCancelled as soon as the
+// job's cancel is requested, from any replica: a paced purge may wait
+// long, and a cancel must not. While the pace waits, the job is read at
+// each change this process makes and every PollInterval; a pace that
+// waits less than that reads nothing.
+func (e *Engine) paceUntilCancel(ctx context.Context, j *Job, rows int64) error {
+	if rows <= 0 || e.paceStep(j) == math.MaxInt64 {
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		e.watchCancel(ctx, cancel, j.ID)
+	}()
+	err := e.pace(ctx, j, rows)
+	cancel(nil)
+	<-watching
+	if errors.Is(context.Cause(ctx), errCancelled) {
+		return errCancelled
+	}
+	return err
+}
+
+// watchCancel cancels ctx with errCancelled once the job's cancel is
+// requested, or returns when ctx ends.
+func (e *Engine) watchCancel(ctx context.Context, cancel context.CancelCauseFunc, id string) {
+	for {
+		changed := e.Changed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(e.opts.PollInterval):
+		}
+		if j, _, err := e.jobs.get(ctx, id); err == nil && j.CancelRequested {
+			cancel(errCancelled)
+			return
+		}
+	}
+}
+
 // paceStep is the most rows (primary and index alike, halved: a section
 // deletes both) that one step of the job's caps admits; MaxInt64 when
 // nothing paces it.

@@ -57,14 +57,16 @@ type task struct {
 	Seq     int           `json:"seq"`
 	Devices []*taskDevice `json:"devices"`
 	Done    bool          `json:"done,omitempty"`
-	// Closed marks a task its job's cancellation caught before it began:
-	// it never runs. See cancel.go.
+	// Closed marks a task its job's cancellation caught before it
+	// deleted: it never runs. See cancel.go.
 	Closed bool `json:"closed,omitempty"`
 }
 
 // begun reports whether a delivery of the task has recorded counts, the
-// write that precedes every delete: a begun task runs to its end even if
-// its job is cancelled, so that the job's counts hold what it deleted.
+// write that precedes every delete: a begun task may have deleted rows.
+// Its job's cancel waits for it: the delivery that sees the cancel before
+// deleting closes it (stopTask), one past its pace runs to its end, so
+// that the job's counts hold what it deleted.
 func (t *task) begun() bool {
 	for _, d := range t.Devices {
 		if d.Counted {

@@ -154,18 +154,10 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	if t.Done || t.Closed || j.State.Terminal() {
 		return settleDelete, nil
 	}
-	if j.CancelRequested && !t.begun() {
-		// Closed at the version read, so that the job's settling, which
-		// may close it too, and this delivery agree.
-		closed, err := e.closeTask(ctx, m)
-		if err == nil && !closed {
-			err = fmt.Errorf("retention: task %s/%s changed while being closed", m.JobID, taskRowKey(m.Kind, m.Seq))
-		}
-		if err != nil {
-			return 0, err
-		}
-		return settleDelete, nil
+	if j.CancelRequested {
+		return e.stopTask(ctx, t, etag, false)
 	}
+	resumed := t.begun()
 	repo, ok := e.repos[t.Kind]
 	if !ok {
 		return 0, fmt.Errorf("retention: task of unknown kind %d", t.Kind)
@@ -189,8 +181,11 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		}
 	}
 
-	// Each primary row goes with its index row.
-	if err := e.pace(ctx, j, 2*pendingRows(t)); err != nil {
+	// Each primary row goes with its index row. A cancel that comes
+	// while the pace waits stops the task before its first delete.
+	if err := e.paceUntilCancel(ctx, j, 2*pendingRows(t)); errors.Is(err, errCancelled) {
+		return e.stopTask(ctx, t, etag, !resumed)
+	} else if err != nil {
 		return 0, err
 	}
 	if j.UsePolicies {
@@ -224,6 +219,31 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	case t.counts().DevicesFailed > 0:
 		return settleDeadLetter, nil
 	}
+	return settleDelete, nil
+}
+
+// stopTask closes a task whose delivery saw its job's cancel before
+// deleting, at the version it holds (etag), so that the job's settling,
+// which may close it too, and this delivery agree; no delivery runs it
+// again. A task whose every count this delivery recorded (counted) is
+// closed uncounted: nothing of it was deleted, as every delete follows the
+// record of its count. One an earlier delivery began keeps its record: the
+// cameras it recorded done count, and one it counted but did not record
+// may have lost rows to it, which makes the job's counts a lower bound
+// (see settleCancelled).
+func (e *Engine) stopTask(ctx context.Context, t *task, etag string, counted bool) (settlement, error) {
+	if counted {
+		for _, d := range t.Devices {
+			if d.State == devicePending {
+				d.Counted, d.Rows = false, 0
+			}
+		}
+	}
+	t.Closed = true
+	if _, err := e.tasks.put(ctx, t, etag); err != nil {
+		return 0, fmt.Errorf("retention: closing the cancelled task %s/%s: %w", t.JobID, taskRowKey(t.Kind, t.Seq), err)
+	}
+	e.notify()
 	return settleDelete, nil
 }
 
