@@ -386,10 +386,15 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 		tune func(*retention.Options)
 		// jobRate is the job's own cap; 0 for none.
 		jobRate float64
+		// settled flushes and compacts the rows before the purge, as rows
+		// a month old are; otherwise they are still in the memtable.
+		settled bool
 	}
 	// The embedded store's purge, as the daemon runs it: unpaced (its
-	// default), then paced, which cuts it into sections of a step each.
-	cases := []latencyCase{{name: "default", tune: func(*retention.Options) {}}}
+	// default) on settled rows and on rows still in the memtable, then
+	// paced, which cuts it into sections of a step each.
+	cases := []latencyCase{{name: "default", tune: func(*retention.Options) {}},
+		{name: "default-settled", tune: func(*retention.Options) {}, settled: true}}
 	for _, rate := range []float64{20_000, 10_000} {
 		cases = append(cases, latencyCase{name: fmt.Sprintf("%.0f-rows-per-s", rate),
 			tune: func(o *retention.Options) { o.RowsPerSecond = rate }})
@@ -403,6 +408,11 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 				now := time.Now().UTC()
 				s := openBenchStore(b, nil, c.tune)
 				s.seed(b, l, now)
+				if c.settled {
+					if err := s.db.Compact(b.Context()); err != nil {
+						b.Fatal(err)
+					}
+				}
 				s.run(b)
 				b.StartTimer()
 				idleOps := idle.measure(b, s, l, now, 0, benchLatencyOps, nil)
