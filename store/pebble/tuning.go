@@ -20,6 +20,10 @@ const (
 // the default memtable size that bounds memtable memory to 256 MiB.
 const memTablesQueued = 4
 
+// compactionsAtOnce bounds the compactions that rewrite data (see
+// engineOptions).
+const compactionsAtOnce = 1
+
 // formatVersion is the on-disk format this build writes. It is pinned, not
 // pebbledb.FormatNewest, so that upgrading the library never moves a data
 // directory to a format an older build cannot open: moving it is a decision
@@ -35,7 +39,8 @@ const formatVersion = pebbledb.FormatValueSeparation
 // Left at their defaults on purpose: WALMinSyncInterval, which would make a
 // lone create wait for the interval before its fsync (group commit already
 // shares the fsync among concurrent creates); and the L0 and compaction
-// thresholds, which measured no different on this workload.
+// thresholds, which measured no different on this workload (the compactions
+// at once are pinned, below).
 //
 // The file system, the logger and the listener fail-stop the process (see
 // failstop.go); the listener also logs each damaged file once.
@@ -58,6 +63,13 @@ func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
 		MemTableStopWritesThreshold: memTablesQueued,
 		// Tallies are merge operands (see tally.go).
 		Merger: concatenate,
+		// The compactions that reclaim a purge's deleted ranges run one at a
+		// time, so they take at most one core from requests, however much a
+		// purge deleted: pinned, not left to the library's default (today the
+		// same), so that an upgrade cannot let them take both cores.
+		// Delete-only compactions, of sstables wholly under a tombstone,
+		// cost next to nothing and run beside it.
+		CompactionConcurrencyRange: func() (int, int) { return compactionsAtOnce, compactionsAtOnce },
 	}
 	for i := range o.Levels {
 		// A create first reads its key, to refuse a duplicate; the key is

@@ -32,6 +32,9 @@ func TestEngineTuning(t *testing.T) {
 					t.Errorf("level %d has no Bloom filter: %v", i, level.FilterPolicy)
 				}
 			}
+			if lower, upper := o.CompactionConcurrencyRange(); lower != 1 || upper != 1 {
+				t.Errorf("compactions at once %d to %d, want 1: reclaiming a purge's ranges would take more cores from requests", lower, upper)
+			}
 			if o.WALMinSyncInterval != nil {
 				t.Error("a WAL minimum sync interval would delay a lone create's fsync")
 			}
