@@ -73,5 +73,7 @@
 // policy, else of its longest prefix policy, else of the default; a camera
 // on legal hold keeps everything. Deletes can be paced (pace.go), a job
 // cancelled (cancel.go), purges scheduled (schedule.go); ended jobs are
-// retired after Options.JobRetention.
+// retired after Options.JobRetention. Engine.Run loops on Engine.RunOnce,
+// one step that launches every unfinished job this process may run; a test
+// calls RunOnce to step the engine instead of waiting for its ticker.
 package retention
