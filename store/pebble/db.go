@@ -97,6 +97,10 @@ type DB struct {
 	now    func() time.Time
 	admit  func(ctx context.Context) error
 	locks  *locks
+	// lowMarks let creates skip their existence read (see lowmark.go);
+	// readsSkipped counts the reads they saved.
+	lowMarks     *lowMarks
+	readsSkipped atomic.Int64
 	// etags counts writes; seeded from the clock so ETags stay unique across restarts.
 	etags atomic.Uint64
 	// rangeDels counts the range tombstones written since the last flush
@@ -164,7 +168,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	go marks.run()
-	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), log: opts.Logger, marks: marks, wal: wal,
+	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), lowMarks: newLowMarks(), log: opts.Logger, marks: marks, wal: wal,
 		flushes: flushes}
 	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))
@@ -383,20 +387,37 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 	now := d.now().UTC()
 	results := make([]store.Entity, len(writes))
 	tallies := d.tallies.Load()
+	// marked are the partitions of the writes that keep low marks.
+	marked := make([][]byte, len(writes))
 	for i, w := range writes {
 		var stored store.Entity
 		var found bool
 		var err error
 		var tally *tallyState
 		if tallies != nil {
-			if tally = (*tallies)[w.table]; tally != nil && !tally.counts(keys[i]) {
-				tally = nil
+			if tally = (*tallies)[w.table]; tally != nil {
+				marked[i] = partitionPrefix(w.table, w.op.Entity.PartitionKey)
+				if !tally.counts(keys[i]) {
+					tally = nil
+				}
 			}
 		}
 		// A replacing upsert writes the same whatever is stored: skip the read,
 		// which every create's index row would otherwise pay, unless the
-		// tally needs to know whether it adds a row.
-		if w.op.Kind != store.OpUpsert || w.op.Mode != store.Replace || tally != nil {
+		// tally needs to know whether it adds a row. An insert below its
+		// partition's low mark skips it too (see lowmark.go).
+		read := w.op.Kind != store.OpUpsert || w.op.Mode != store.Replace || tally != nil
+		if read && w.op.Kind == store.OpInsert && marked[i] != nil {
+			below, err := d.below(marked[i], w.op.Entity.RowKey)
+			if err != nil {
+				return nil, &store.BatchError{Index: i, Err: err}
+			}
+			if below {
+				read = false
+				d.readsSkipped.Add(1)
+			}
+		}
+		if read {
 			stored, found, err = d.get(keys[i], w.op.Entity.PartitionKey, w.op.Entity.RowKey)
 			if err != nil {
 				return nil, &store.BatchError{Index: i, Err: err}
@@ -434,6 +455,12 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 	}
 	if err := batch.Commit(pebbledb.Sync); err != nil {
 		return nil, fmt.Errorf("pebble: commit: %w", err)
+	}
+	// Before the stripes are released (see lowmark.go).
+	for i, w := range writes {
+		if marked[i] != nil && w.op.Kind != store.OpDelete {
+			d.lower(marked[i], w.op.Entity.RowKey)
+		}
 	}
 	return results, nil
 }

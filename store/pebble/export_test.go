@@ -58,3 +58,7 @@ func SetBackfillAfterSection(t interface{ Cleanup(func()) }, f func() bool) {
 	backfillAfterSection = f
 	t.Cleanup(func() { backfillAfterSection = nil })
 }
+
+// ReadsSkipped is how many inserts skipped their existence read below a
+// low mark.
+func ReadsSkipped(d *DB) int64 { return d.readsSkipped.Load() }
