@@ -33,7 +33,9 @@
 // one runs (group commit), so concurrent creates do not pay one sync each.
 // Conditional writes (insert-if-absent, ETag checks) read and commit under a
 // lock stripe chosen by key, so writes to different keys never wait on each
-// other's sync.
+// other's sync. An insert into an image table below its partition's low
+// mark, as a camera's newest image is, skips the existence read: nothing
+// can be stored under its key (lowmark.go).
 //
 // An engine error the store cannot go on from ends the process with status
 // 70 and one log line (failstop.go): a write-ahead log that cannot be
