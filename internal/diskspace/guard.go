@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrLow reports free space below the guard's floor.
@@ -23,13 +25,28 @@ type Options struct {
 	// Logger receives one line each time space falls below or rises above
 	// the floor; nil means slog.Default.
 	Logger *slog.Logger
+	// Now is the clock of the readings' ages; nil means time.Now.
+	Now func() time.Time
 }
 
-// Guard measures free space on every check, so a write is never admitted on
-// an old reading. A statfs costs about a microsecond, nothing beside a
-// synced commit.
+// A reading that left at least roomAbove over the floor is reused for
+// reuseFor: a statfs costs a create 2-4 us of CPU, and the writes of a
+// tenth of a second are far below a memtable's 64 MiB, so they cannot
+// cross the floor on a reading that old. Nearer the floor every check
+// measures, so a write is never admitted on a reading that could be stale
+// by the floor's margin.
+const (
+	reuseFor  = 100 * time.Millisecond
+	roomAbove = 64 << 20
+)
+
+// Guard measures free space, at most every reuseFor while there is room
+// (see above).
 type Guard struct {
 	opts Options
+	// roomyAt is when a reading last left room above the floor, in Unix
+	// nanoseconds; 0 when the last did not.
+	roomyAt atomic.Int64
 
 	mu sync.Mutex
 	// low and unmeasurable are the last outcome, kept to log each change once.
@@ -44,19 +61,31 @@ func New(opts Options) *Guard {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Guard{opts: opts}
 }
 
-// Check measures free space now: nil when it is at or above the floor (or
-// cannot be measured: the guard then stands aside rather than stop every
-// write), an error wrapping ErrLow below it.
+// Check measures free space (or reuses a recent roomy reading): nil when it
+// is at or above the floor (or cannot be measured: the guard then stands
+// aside rather than stop every write), an error wrapping ErrLow below it.
 func (g *Guard) Check() error {
 	if g == nil || g.opts.MinFree == 0 {
+		return nil
+	}
+	now := g.opts.Now().UnixNano()
+	if at := g.roomyAt.Load(); at != 0 && now-at < int64(reuseFor) {
 		return nil
 	}
 	avail, err := g.opts.Free(g.opts.Dir)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err == nil && avail-min(avail, g.opts.MinFree) >= roomAbove {
+		g.roomyAt.Store(now)
+	} else {
+		g.roomyAt.Store(0)
+	}
 	if err != nil {
 		if !g.unmeasurable {
 			g.opts.Logger.Warn("free space cannot be measured; writes are not guarded", "dir", g.opts.Dir, "err", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metadatad/metadatad/internal/diskspace"
 )
@@ -66,4 +67,43 @@ func TestGuardMeasuresTheRealFilesystem(t *testing.T) {
 	if err := g.Check(); !errors.Is(err, diskspace.ErrLow) {
 		t.Fatalf("a floor of 4 EiB on a real filesystem: Check() = %v, want ErrLow", err)
 	}
+}
+
+// TestGuardReusesARoomyReading: with room above the floor a reading is
+// reused for a tenth of a second; near the floor, after a failed reading
+// and once the reading is that old, every check measures again.
+func TestGuardReusesARoomyReading(t *testing.T) {
+	const floor = 1 << 30
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	free, readings := uint64(floor+1<<30), 0
+	var freeErr error
+	g := diskspace.New(diskspace.Options{Dir: "/data", MinFree: floor, Logger: slog.New(slog.DiscardHandler),
+		Now:  func() time.Time { return now },
+		Free: func(string) (uint64, error) { readings++; return free, freeErr }})
+	check := func(name string, wantReadings int, wantLow bool) {
+		t.Helper()
+		err := g.Check()
+		if errors.Is(err, diskspace.ErrLow) != wantLow {
+			t.Errorf("%s: Check() = %v, want low %v", name, err, wantLow)
+		}
+		if readings != wantReadings {
+			t.Errorf("%s: %d readings, want %d", name, readings, wantReadings)
+		}
+	}
+	check("first", 1, false)
+	now = now.Add(99 * time.Millisecond)
+	free = 0 // the next reading would refuse, but the last one is fresh and roomy
+	check("within a tenth of a second", 1, false)
+	now = now.Add(time.Millisecond)
+	check("a tenth of a second later", 2, true)
+	check("below the floor, at once", 3, true)
+	free = floor + 64<<20 - 1 // above the floor, but within the margin
+	check("just above the floor", 4, false)
+	check("just above the floor, at once", 5, false)
+	free, freeErr = floor+1<<30, errors.New("statfs: interrupted")
+	check("unmeasurable", 6, false)
+	check("unmeasurable, at once", 7, false)
+	freeErr = nil
+	check("roomy again", 8, false)
+	check("roomy again, at once", 8, false)
 }
