@@ -39,6 +39,9 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	for _, w := range cfg.warnings {
 		log.Warn(w)
 	}
+	if pct, set := tuneRuntime(os.Getenv); set {
+		log.Debug("garbage collector target set, GOGC unset", "gc_percent", pct)
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
