@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/metadatad/metadatad/internal/testcerts"
 )
@@ -69,7 +72,7 @@ func TestReadmeSecuredDeployment(t *testing.T) {
 func runExample(t *testing.T, block, dir string, files map[string]string) {
 	var server []string
 	var calls [][]string
-	lines := strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n")
+	lines := commandLines(block)
 	for i := 0; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
 		if heredoc := regexp.MustCompile(`^cat (>>?) (\S+) <<'(\w+)'$`).FindStringSubmatch(line); heredoc != nil {
@@ -141,6 +144,33 @@ func runExample(t *testing.T, block, dir string, files map[string]string) {
 	}
 }
 
+// commandLines joins an sh block's continued lines (a "\" at a line's end,
+// or a quote left open), so that each command is one line.
+func commandLines(block string) []string {
+	var lines []string
+	var quote rune
+	for _, line := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		if quote != 0 {
+			// sh goes on reading a quoted word past the end of the line.
+			lines[len(lines)-1] += "\n" + line
+		} else {
+			lines = append(lines, line)
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "#") && quote == 0 {
+			continue
+		}
+		for _, r := range line {
+			switch {
+			case quote != 0 && r == quote:
+				quote = 0
+			case quote == 0 && (r == '\'' || r == '"'):
+				quote = r
+			}
+		}
+	}
+	return lines
+}
+
 // shellWords splits a command line as sh does for the quoting the README
 // uses: single and double quotes, nothing expanded.
 func shellWords(t *testing.T, line string) []string {
@@ -157,12 +187,15 @@ func shellWords(t *testing.T, line string) []string {
 			word.WriteRune(r)
 		case r == '\'' || r == '"':
 			quote, inWord = r, true
-		case r == ' ' || r == '\t':
+		case r == ' ' || r == '\t' || r == '\n':
 			if inWord {
 				words = append(words, word.String())
 				word.Reset()
 				inWord = false
 			}
+		case r == '#' && !inWord:
+			// A comment runs to the end of the line.
+			return words
 		case r == '$' || r == '`' || r == '\\':
 			t.Fatalf("%q expands or escapes, which this test does not do", line)
 		default:
@@ -177,4 +210,97 @@ func shellWords(t *testing.T, line string) []string {
 		words = append(words, word.String())
 	}
 	return words
+}
+
+// TestReadmeGRPCExamples runs every grpcurl command of the README's "The
+// API with grpcurl" section as written, in order, against one plaintext
+// metadatad; only localhost:50051 becomes the server's address. A call
+// must succeed or fail with a status code named in the comment lines right
+// before it, so a README edit that breaks an example fails here; a request
+// grpcurl cannot send (bad JSON, an unknown method or field) fails too.
+// The placeholders the README asks the reader to substitute are taken from
+// earlier replies: JOB_ID from the last job id, ETAG from the last etag
+// (the digits between W/" and " for device states), RESUME_TOKEN from the
+// last resume token. The live feeds never end, so each Watch*ImageMetadata
+// gets -max-time and may end DeadlineExceeded.
+func TestReadmeGRPCExamples(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile("(?s)\n## The API with grpcurl\n(.*?)\n## ").FindSubmatch(readme)
+	if section == nil {
+		t.Fatal("the README has no API with grpcurl section")
+	}
+	addr := startServer(t, []string{"-listen=127.0.0.1:0", "-data-dir=" + t.TempDir(), "-min-free-mib=0", "-log-format=json"})
+	// The module's pinned grpcurl, built once: "go tool grpcurl" costs half
+	// a second a call in checks, and the section has some 70 calls.
+	grpcurl := filepath.Join(t.TempDir(), "grpcurl")
+	if out, err := exec.Command("go", "build", "-o", grpcurl, "github.com/fullstorydev/grpcurl/cmd/grpcurl").CombinedOutput(); err != nil {
+		t.Fatalf("building grpcurl: %v\n%s", err, out)
+	}
+	codeName := regexp.MustCompile(`\b[A-Z]+(?:_[A-Z]+)*\b`)
+	lastValue := map[string]*regexp.Regexp{
+		"JOB_ID":       regexp.MustCompile(`"jobId": "([^"]+)"`),
+		"ETAG":         regexp.MustCompile(`"etag": "((?:[^"\\]|\\.)*)"`),
+		"RESUME_TOKEN": regexp.MustCompile(`"resumeToken": "([^"]+)"`),
+	}
+	placeholders := map[string]string{}
+	calls := 0
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllSubmatch(section[1], -1) {
+		var comment []string
+		for _, line := range commandLines(string(block[1])) {
+			line = strings.TrimSpace(line)
+			switch {
+			case line == "" || line == "alias grpcurl='go tool grpcurl'":
+				comment = nil
+				continue
+			case strings.HasPrefix(line, "#"):
+				comment = append(comment, line)
+				continue
+			}
+			words := shellWords(t, line)
+			if words[0] != "grpcurl" {
+				t.Fatalf("the section runs %q, which this test does not know", line)
+			}
+			allowed := map[codes.Code]bool{}
+			for _, name := range codeName.FindAllString(strings.Join(comment, " "), -1) {
+				var code codes.Code
+				if code.UnmarshalJSON([]byte(`"`+name+`"`)) == nil {
+					allowed[code] = true
+				}
+			}
+			var args []string
+			for _, w := range words[1:] {
+				w = strings.ReplaceAll(w, "localhost:50051", addr)
+				w = strings.ReplaceAll(w, `W/\"ETAG\"`, `ETAG`)
+				for name, value := range placeholders {
+					w = strings.ReplaceAll(w, name, value)
+				}
+				args = append(args, w)
+			}
+			if regexp.MustCompile(`/Watch\w*ImageMetadata$`).MatchString(words[len(words)-1]) {
+				args = slices.Insert(args, 0, "-max-time=1")
+				allowed[codes.DeadlineExceeded] = true
+			}
+			calls++
+			out, err := exec.Command(grpcurl, args...).CombinedOutput()
+			var exit *exec.ExitError
+			switch {
+			case err == nil:
+			case errors.As(err, &exit) && exit.ExitCode() > 64 && allowed[codes.Code(exit.ExitCode()-64)]:
+			default:
+				t.Errorf("grpcurl %q: %v\n%s", args, err, out)
+			}
+			for name, pattern := range lastValue {
+				if m := pattern.FindAllSubmatch(out, -1); m != nil {
+					placeholders[name] = string(m[len(m)-1][1])
+				}
+			}
+			comment = nil
+		}
+	}
+	if calls < 60 {
+		t.Errorf("ran %d grpcurl calls; the section has more", calls)
+	}
 }
