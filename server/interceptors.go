@@ -31,7 +31,8 @@ import (
 //  4. the guard, which authenticates the caller and checks its scope, so
 //     a caller without credentials learns nothing about its request; a
 //     call it finds unauthenticated takes from its peer's budget;
-//  5. the principal's rate, which needs the principal the guard named;
+//  5. the principal's rate, which needs the principal the guard named
+//     (with no rate set, not in the chain);
 //  6. the refusal of requests that did not decode;
 //  7. recovery, innermost, so a panic becomes an INTERNAL status that the
 //     logging interceptor still records.
@@ -50,32 +51,36 @@ func interceptorChain(calls callLog, authorize grpcauth.AuthFunc, limits *callLi
 		log.ErrorContext(ctx, "panic serving call", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
+	unary := []grpc.UnaryServerInterceptor{
+		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			return handler(auth.WithCaller(ctx), req)
+		},
+		calls.unary,
+		codec.forgetUnary,
+		selector.UnaryServerInterceptor(limits.unary, notHealth),
+		grpcauth.UnaryServerInterceptor(authorize),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			wrapped := middleware.WrapServerStream(ss)
+			wrapped.WrappedContext = auth.WithCaller(ss.Context())
+			return handler(srv, wrapped)
+		},
+		calls.stream,
+		selector.StreamServerInterceptor(limits.stream, notHealth),
+		grpcauth.StreamServerInterceptor(authorize),
+	}
+	// Without a rate the principal's limiter would admit every call: it is
+	// left out, so that a feature off costs a call nothing.
+	if limits.rated() {
+		unary = append(unary, selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth))
+		stream = append(stream, selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth))
+	}
+	unary = append(unary, codec.unaryInterceptor, recovery.UnaryServerInterceptor(recoverOpts...))
+	stream = append(stream, codec.streamInterceptor, recovery.StreamServerInterceptor(recoverOpts...))
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(codec),
-		grpc.ChainUnaryInterceptor(
-			func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-				return handler(auth.WithCaller(ctx), req)
-			},
-			calls.unary,
-			codec.forgetUnary,
-			selector.UnaryServerInterceptor(limits.unary, notHealth),
-			grpcauth.UnaryServerInterceptor(authorize),
-			selector.UnaryServerInterceptor(ratelimit.UnaryServerInterceptor(limits), notHealth),
-			codec.unaryInterceptor,
-			recovery.UnaryServerInterceptor(recoverOpts...),
-		),
-		grpc.ChainStreamInterceptor(
-			func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-				wrapped := middleware.WrapServerStream(ss)
-				wrapped.WrappedContext = auth.WithCaller(ss.Context())
-				return handler(srv, wrapped)
-			},
-			calls.stream,
-			selector.StreamServerInterceptor(limits.stream, notHealth),
-			grpcauth.StreamServerInterceptor(authorize),
-			selector.StreamServerInterceptor(ratelimit.StreamServerInterceptor(limits), notHealth),
-			codec.streamInterceptor,
-			recovery.StreamServerInterceptor(recoverOpts...),
-		),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	}
 }

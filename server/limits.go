@@ -134,6 +134,9 @@ var feeds = map[string]bool{
 	metadatav1.PreStitchImageMetadataService_WatchPreStitchImageMetadata_FullMethodName: true,
 }
 
+// rated reports whether calls have a rate limit.
+func (c *callLimits) rated() bool { return c.principals != nil }
+
 // Limit is the ratelimit.Limiter of the calling principal's rate: the
 // interceptor turns its error into RESOURCE_EXHAUSTED. It runs after the
 // guard, which names the principal.
