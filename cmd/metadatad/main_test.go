@@ -140,7 +140,13 @@ func stop(t *testing.T, d *daemon) {
 			t.Fatal("no clean stop 30s after SIGTERM")
 		}
 	}
+	// What the daemon printed after its stop line (a race report, a panic)
+	// says why an exit was not clean.
+	var after []string
+	for line := range d.logs {
+		after = append(after, line)
+	}
 	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("daemon exit after SIGTERM: %v", err)
+		t.Fatalf("daemon exit after SIGTERM: %v; after its stop it printed:\n%s", err, strings.Join(after, "\n"))
 	}
 }
