@@ -28,7 +28,9 @@ var errCancelled = errors.New("retention: purge cancelled")
 // pass begun, which counts nothing, runs to its end. A task's delivery
 // (or an embedded purge's section) that the cancel finds waiting for its
 // pace (paceUntilCancel) stops there, deleting nothing; one past its pace
-// deletes its cameras, unpaced, to the end.
+// deletes its cameras, unpaced, to the end, as does a delivery of a task an
+// earlier one began, which may have deleted some of its rows: the counts
+// stay exact.
 func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 	j, err := e.updateJob(ctx, id, func(j *Job) error {
 		if j.State.Terminal() {
@@ -48,9 +50,9 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 
 // settleCancelled brings the counts of a cancelled job's kind to what its
 // tasks deleted: it closes the tasks that have not begun, so that no worker
-// starts them, and waits for those that have begun to end or be closed by
-// their delivery (stopTask). A kind past its work phase has every task in
-// its counts already.
+// starts them, and waits for those that have begun to end, or to be closed
+// by the delivery that began them before its first delete (stopTask). A
+// kind past its work phase has every task in its counts already.
 func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
 	if e.purger != nil {
 		return nil // the embedded purge's counts are in the job with its deletes
@@ -67,38 +69,38 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 		if p.Phase != phasePlan && p.Phase != phaseWork {
 			return nil
 		}
+		// A pass settles the kind only if every task it read had ended:
+		// the page it visits was read before, so a task closed, or found
+		// changed, in this pass is read again in the next.
 		sum := Counts{DevicesTotal: p.Counts.DevicesTotal}
-		tasks, running := 0, false
+		tasks, again, running := 0, false, false
 		err = e.tasks.each(ctx, id, kind, func(t *task) error {
-			tasks++
+			if tasks++; tasks == 1 && e.settleHook != nil {
+				e.settleHook(id, kind)
+			}
 			switch {
 			case t.Done:
 				c := t.counts()
 				c.DevicesTotal = 0 // the plan counted them
 				sum.add(c)
 			case t.Closed:
-				// Closed by a delivery that saw the cancel (stopTask): the
-				// cameras an earlier one recorded done count; one it
-				// counted but did not record may have lost rows to it.
+				// Closed before any delete (stopTask, closeTask): only the
+				// cameras given up at their count are in its counts.
 				c := t.counts()
 				c.DevicesTotal = 0
 				sum.add(c)
-				for _, d := range t.Devices {
-					sum.MetadataRowsLowerBound = sum.MetadataRowsLowerBound || (d.State == devicePending && d.Counted)
-				}
 			case t.begun():
-				running = true
+				again, running = true, true
 			default:
-				closed, err := e.closeTask(ctx, taskMessage{JobID: id, Kind: kind, Seq: t.Seq})
-				running = running || !closed
-				return err
+				again = true
+				return e.closeTask(ctx, taskMessage{JobID: id, Kind: kind, Seq: t.Seq})
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if !running {
+		if !again {
 			_, err := e.updateJob(ctx, id, func(j *Job) error {
 				q := j.progress(kind)
 				q.Counts, q.Tallied = sum, tasks
@@ -106,7 +108,9 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 			})
 			return err
 		}
-		e.wait(ctx)
+		if running {
+			e.wait(ctx)
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -114,32 +118,28 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 }
 
 // closeTask marks a task that has not begun closed, at the version it read,
-// so that it and a worker beginning it cannot both win; false if the task
-// began (or changed) meanwhile.
-func (e *Engine) closeTask(ctx context.Context, m taskMessage) (bool, error) {
+// so that it and a worker beginning it cannot both win; a task that began
+// or changed meanwhile is left as it is.
+func (e *Engine) closeTask(ctx context.Context, m taskMessage) error {
 	t, etag, err := e.tasks.get(ctx, m)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return true, nil
+		return nil
 	case err != nil:
-		return false, err
-	case t.Done || t.Closed:
-		return true, nil
-	case t.begun():
-		return false, nil
+		return err
+	case t.Done || t.Closed || t.begun():
+		return nil
 	}
 	t.Closed = true
 	entity, err := e.tasks.entity(t)
 	if err != nil {
-		return false, err
+		return err
 	}
 	// Under the job's lease: an engine that lost it closes nothing.
 	update := store.Op{Kind: store.OpUpdate, Mode: store.Replace, Entity: entity, IfMatch: etag}
-	if err := e.tasks.ownedBatch(ctx, m.JobID, []store.Op{update}); errors.Is(err, store.ErrConflict) {
-		return false, nil
-	} else if err != nil {
-		return false, err
+	if err := e.tasks.ownedBatch(ctx, m.JobID, []store.Op{update}); err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
 	}
 	e.notify()
-	return true, nil
+	return nil
 }

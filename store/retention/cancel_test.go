@@ -211,12 +211,13 @@ func TestCancelPurgeWithPolicies(t *testing.T) {
 	})
 }
 
-// TestCancelClosesARedeliveredTask: a task whose first delivery deleted
+// TestCancelFinishesARedeliveredTask: a task whose first delivery deleted
 // one camera and failed at the other's delete is delivered again after its
-// job's cancel. That delivery deletes nothing and closes the task: the job
-// ends Cancelled counting the camera recorded done, and, since the other
-// was counted and its fate not recorded, flags its counts a lower bound.
-func TestCancelClosesARedeliveredTask(t *testing.T) {
+// job's cancel. The first delivery may have deleted rows it did not record,
+// so that delivery runs the task to its end: the job ends Cancelled
+// counting exactly the task's two cameras, and the task not begun is
+// closed, its cameras left for the next purge.
+func TestCancelFinishesARedeliveredTask(t *testing.T) {
 	kind := images.Single
 	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		opts := quickOptions()
@@ -257,14 +258,14 @@ func TestCancelClosesARedeliveredTask(t *testing.T) {
 		}
 		after := f.census(t, kind, j.Boundary())
 		c := j.Totals()
-		if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != expiredPerCamera {
-			t.Errorf("cancelled job counts %d primary rows, %d are gone, want one camera's %d", c.MetadataRows, gone, expiredPerCamera)
+		if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != 2*expiredPerCamera {
+			t.Errorf("cancelled job counts %d primary rows, %d are gone, want two cameras' %d", c.MetadataRows, gone, 2*expiredPerCamera)
 		}
 		if gone := before.indexOld - after.indexOld; c.IndexRows != gone {
 			t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
 		}
-		if !c.MetadataRowsLowerBound {
-			t.Errorf("counts %+v not flagged a lower bound, with a counted camera's fate unrecorded", c)
+		if c.MetadataRowsLowerBound || c.DevicesDone != 2 {
+			t.Errorf("counts %+v, want two cameras done, exact", c)
 		}
 
 		next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
@@ -273,6 +274,77 @@ func TestCancelClosesARedeliveredTask(t *testing.T) {
 		}
 		if sum := c.MetadataRows + next.Totals().MetadataRows; sum != before.primaryOld {
 			t.Errorf("primary rows counted %d + %d, %d expired", c.MetadataRows, next.Totals().MetadataRows, before.primaryOld)
+		}
+	})
+}
+
+// TestCancelCountsATaskThatEndsWhileSettling: the settling of a cancel
+// reads a task not yet begun, and the task's delivery, which read the job
+// before the cancel, runs it to its end before the settling visits it.
+// The settling must read the task again rather than trust what it read:
+// the job ends Cancelled counting exactly the task's rows.
+func TestCancelCountsATaskThatEndsWhileSettling(t *testing.T) {
+	kind := images.Single
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		opts := quickOptions()
+		opts.Workers = 1
+		f := newFixture(t, opts)
+		f.seed(t, 4) // two tasks
+		// The first task's delivery is held at its count's record, the
+		// write that begins it.
+		var mu sync.Mutex
+		var held store.Key
+		block := newBlockOnce(func(table, op string) bool { return table == retention.DefaultTasksTable && op == "update" })
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+			mu.Lock()
+			if held == (store.Key{}) && table == retention.DefaultTasksTable && op == "update" {
+				held = keys[0]
+			}
+			mu.Unlock()
+			return block.before(table, op, keys)
+		}})
+		var settled sync.Once
+		retention.SetSettleHook(f.engine, func(job string, _ images.Kind) {
+			settled.Do(func() {
+				close(block.release)
+				mu.Lock()
+				task := held.RowKey
+				mu.Unlock()
+				deadline := time.Now().Add(patience)
+				for {
+					done, err := retention.TaskDone(t.Context(), f.engine, job, task)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if done || time.Now().After(deadline) {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		})
+		before := f.census(t, kind, base.Add(2*time.Minute))
+		f.run(t)
+		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-block.reached
+		if _, err := f.otherReplica(t).Cancel(t.Context(), started.ID); err != nil {
+			t.Fatal(err)
+		}
+		j := f.await(t, started.ID)
+		if j.State != retention.Cancelled {
+			t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+		}
+		after := f.census(t, kind, j.Boundary())
+		c := j.Totals()
+		if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != 2*expiredPerCamera {
+			t.Errorf("cancelled job counts %d primary rows, %d are gone, want the first task's %d", c.MetadataRows, gone, 2*expiredPerCamera)
+		}
+		if gone := before.indexOld - after.indexOld; c.IndexRows != gone {
+			t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
 		}
 	})
 }
@@ -357,8 +429,9 @@ func TestCancelStopsAPacedPurgeAtOnce(t *testing.T) {
 				if c := j.Totals(); c.MetadataRows != 0 || c.IndexRows != 0 || c.MetadataRowsLowerBound {
 					t.Errorf("cancelled job counts %+v, want no rows", c)
 				}
-				if n := f.engine.Stats().Ended[retention.Cancelled]; n != 1 {
-					t.Errorf("engine counts %d cancelled jobs, want 1", n)
+				stats := f.statsOnceEnded(t, func(ended map[retention.State]int64) bool { return len(ended) > 0 })
+				if n := stats.Ended[retention.Cancelled]; n != 1 || len(stats.Ended) != 1 {
+					t.Errorf("engine counts %v ended jobs, want 1 cancelled", stats.Ended)
 				}
 
 				next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})

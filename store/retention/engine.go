@@ -179,6 +179,9 @@ type Engine struct {
 	tracer  trace.Tracer
 	// janitorHook, set by tests only, runs as a janitor pass begins.
 	janitorHook func(job string, kind images.Kind)
+	// settleHook, set by tests only, runs in each pass of a cancel's
+	// settling once the pass has read its tasks, before it visits them.
+	settleHook func(job string, kind images.Kind)
 	// limiter paces this process's deletes, nil without
 	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
 	limiter     *rate.Limiter

@@ -29,6 +29,20 @@ func LeaveInSweep(ctx context.Context, e *Engine, id string, counts Counts) erro
 	return err
 }
 
+// SetSettleHook makes e call hook in each pass of a cancel's settling,
+// once the pass has read its tasks and before it visits them.
+func SetSettleHook(e *Engine, hook func(job string, kind images.Kind)) { e.settleHook = hook }
+
+// TaskDone reports whether the task stored under job and rowKey is done.
+func TaskDone(ctx context.Context, e *Engine, job, rowKey string) (bool, error) {
+	entity, err := e.tasks.table.Get(ctx, job, rowKey)
+	if err != nil {
+		return false, err
+	}
+	t, err := decodeTask(entity)
+	return err == nil && t.Done, err
+}
+
 // DefaultGroupSize is how many cameras a task holds by default.
 const DefaultGroupSize = defaultGroupSize
 

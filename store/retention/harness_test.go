@@ -363,6 +363,26 @@ func (f *fixture) awaitChecking(t *testing.T, id string, check func(*retention.J
 	}
 }
 
+// statsOnceEnded returns the engine's stats once they count ended jobs
+// for which ended holds: a watcher polling the store may see a job's end
+// a moment before the engine has counted it.
+func (f *fixture) statsOnceEnded(t *testing.T, ended func(map[retention.State]int64) bool) retention.Stats {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		changed := f.engine.Changed()
+		if st := f.engine.Stats(); ended(st.Ended) {
+			return st
+		}
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("ended jobs %v after %v", f.engine.Stats().Ended, patience)
+		}
+	}
+}
+
 func (f *fixture) purge(t *testing.T, req retention.StartRequest) *retention.Job {
 	t.Helper()
 	j, err := f.engine.Start(t.Context(), req)

@@ -34,13 +34,7 @@ func TestStatsAndStatus(t *testing.T) {
 			t.Fatalf("states %s, %s", dry.State, j.State)
 		}
 
-		// A watcher polling the store may see a job's end a moment before
-		// the engine has counted it.
-		stats := f.engine.Stats()
-		for deadline := time.Now().Add(10 * time.Second); stats.Ended[retention.Succeeded] < 2 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-			stats = f.engine.Stats()
-		}
+		stats := f.statsOnceEnded(t, func(ended map[retention.State]int64) bool { return ended[retention.Succeeded] >= 2 })
 		if stats.Ended[retention.Succeeded] != 2 || stats.Ended[retention.Failed] != 0 || stats.DevicesFailed != 0 {
 			t.Errorf("ended %v, devices failed %d; want 2 succeeded", stats.Ended, stats.DevicesFailed)
 		}

@@ -64,9 +64,10 @@ type task struct {
 
 // begun reports whether a delivery of the task has recorded counts, the
 // write that precedes every delete: a begun task may have deleted rows.
-// Its job's cancel waits for it: the delivery that sees the cancel before
-// deleting closes it (stopTask), one past its pace runs to its end, so
-// that the job's counts hold what it deleted.
+// Its job's cancel waits for it: the delivery that began it closes it if it
+// sees the cancel before deleting (stopTask); otherwise it, or any later
+// delivery, runs it to its end, so that the job's counts hold what it
+// deleted.
 func (t *task) begun() bool {
 	for _, d := range t.Devices {
 		if d.Counted {

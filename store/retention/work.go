@@ -154,10 +154,13 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	if t.Done || t.Closed || j.State.Terminal() {
 		return settleDelete, nil
 	}
-	if j.CancelRequested {
-		return e.stopTask(ctx, t, etag, false)
-	}
+	// A cancel stops a task no delivery has begun. One an earlier delivery
+	// began may have lost rows to it: it runs to its end, unpaced, so that
+	// its counts, fixed before its first delete, are what it deleted.
 	resumed := t.begun()
+	if j.CancelRequested && !resumed {
+		return e.stopTask(ctx, t, etag)
+	}
 	repo, ok := e.repos[t.Kind]
 	if !ok {
 		return 0, fmt.Errorf("retention: task of unknown kind %d", t.Kind)
@@ -182,11 +185,16 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	}
 
 	// Each primary row goes with its index row. A cancel that comes
-	// while the pace waits stops the task before its first delete.
-	if err := e.paceUntilCancel(ctx, j, 2*pendingRows(t)); errors.Is(err, errCancelled) {
-		return e.stopTask(ctx, t, etag, !resumed)
-	} else if err != nil {
-		return 0, err
+	// while the pace waits stops a task this delivery began before its
+	// first delete.
+	if !j.CancelRequested {
+		switch err := e.paceUntilCancel(ctx, j, 2*pendingRows(t)); {
+		case errors.Is(err, errCancelled) && !resumed:
+			return e.stopTask(ctx, t, etag)
+		case errors.Is(err, errCancelled):
+		case err != nil:
+			return 0, err
+		}
 	}
 	if j.UsePolicies {
 		if err := e.spareHeld(ctx, t, lastAttempt); err != nil {
@@ -222,21 +230,15 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	return settleDelete, nil
 }
 
-// stopTask closes a task whose delivery saw its job's cancel before
-// deleting, at the version it holds (etag), so that the job's settling,
-// which may close it too, and this delivery agree; no delivery runs it
-// again. A task whose every count this delivery recorded (counted) is
-// closed uncounted: nothing of it was deleted, as every delete follows the
-// record of its count. One an earlier delivery began keeps its record: the
-// cameras it recorded done count, and one it counted but did not record
-// may have lost rows to it, which makes the job's counts a lower bound
-// (see settleCancelled).
-func (e *Engine) stopTask(ctx context.Context, t *task, etag string, counted bool) (settlement, error) {
-	if counted {
-		for _, d := range t.Devices {
-			if d.State == devicePending {
-				d.Counted, d.Rows = false, 0
-			}
+// stopTask closes a task whose job's cancel came before any delivery
+// began it, or before this delivery, which began it, deleted anything: its
+// counts, this delivery's alone, are dropped, and the task is closed at the
+// version this delivery holds (etag), so that the job's settling, which
+// may close it too, and this delivery agree. No delivery runs it again.
+func (e *Engine) stopTask(ctx context.Context, t *task, etag string) (settlement, error) {
+	for _, d := range t.Devices {
+		if d.State == devicePending {
+			d.Counted, d.Rows = false, 0
 		}
 	}
 	t.Closed = true
