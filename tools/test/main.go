@@ -47,7 +47,7 @@ func run(race bool, fuzzTime, timeout time.Duration) error {
 		args = append(args, "-race")
 	}
 	step("go " + strings.Join(append(args, "./..."), " "))
-	if err := command("go", append(args, "./...")...).Run(); err != nil {
+	if err := testAll(append(args, "-json", "./...")); err != nil {
 		return fmt.Errorf("tests failed: %w", err)
 	}
 	if fuzzTime <= 0 {
@@ -63,6 +63,28 @@ func run(race bool, fuzzTime, timeout time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// testAll runs go test with args (-json among them), printing the tests'
+// output as it comes and, at the end, the packages' times and the slowest
+// tests, failed or not.
+func testAll(args []string) error {
+	cmd := exec.Command("go", args...)
+	cmd.Stderr = os.Stderr
+	events, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	tests, packages, readErr := timings(events, os.Stdout)
+	if readErr != nil {
+		_, _ = io.Copy(io.Discard, events) // let go test finish writing
+	}
+	err = cmd.Wait()
+	printTimings(os.Stdout, tests, packages)
+	return errors.Join(err, readErr)
 }
 
 // fuzz runs one fuzz target for fuzzTime. Go 1.26's fuzz coordinator can

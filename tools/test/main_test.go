@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestCoordinatorDeadlineRace(t *testing.T) {
 	for _, tc := range []struct {
@@ -78,5 +82,56 @@ func TestTailBufferKeepsTheEnd(t *testing.T) {
 	}
 	if got[len(got)-7:] != "the end" {
 		t.Fatalf("the last bytes written are gone: %q", got[len(got)-20:])
+	}
+}
+
+// TestTimings: from go test -json, the passing package shows only its ok
+// line, the failing one everything its tests printed, the go command's own
+// lines pass through, and the times come back slowest first, top-level
+// tests only.
+func TestTimings(t *testing.T) {
+	events := `{"Action":"start","Package":"m/a"}
+{"Action":"run","Package":"m/a","Test":"TestQuick"}
+{"Action":"output","Package":"m/a","Test":"TestQuick","Output":"=== RUN   TestQuick\n"}
+{"Action":"output","Package":"m/a","Test":"TestQuick","Output":"--- PASS: TestQuick (0.10s)\n"}
+{"Action":"pass","Package":"m/a","Test":"TestQuick","Elapsed":0.1}
+{"Action":"start","Package":"m/b"}
+{"Action":"output","Package":"m/b","Test":"TestBroken/case","Output":"    b_test.go:9: want 1, got 2\n"}
+{"Action":"fail","Package":"m/b","Test":"TestBroken/case","Elapsed":2.5}
+{"Action":"output","Package":"m/b","Test":"TestBroken","Output":"--- FAIL: TestBroken (2.50s)\n"}
+{"Action":"fail","Package":"m/b","Test":"TestBroken","Elapsed":2.5}
+{"Action":"run","Package":"m/a","Test":"TestSlow"}
+{"Action":"output","Package":"m/a","Test":"TestSlow","Output":"    a_test.go:3: a log line\n"}
+{"Action":"pass","Package":"m/a","Test":"TestSlow","Elapsed":7}
+{"Action":"output","Package":"m/a","Output":"PASS\n"}
+{"Action":"output","Package":"m/a","Output":"ok  \tm/a\t7.2s\n"}
+{"Action":"pass","Package":"m/a","Elapsed":7.2}
+go: downloading example.com/dep v1.0.0
+{"Action":"output","Package":"m/b","Output":"FAIL\tm/b\t2.6s\n"}
+{"Action":"fail","Package":"m/b","Elapsed":2.6}
+{"Action":"output","Package":"m/c","Output":"?   \tm/c\t[no test files]\n"}
+{"Action":"skip","Package":"m/c","Elapsed":0}
+`
+	var out strings.Builder
+	tests, packages, err := timings(strings.NewReader(events), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ok  \tm/a\t7.2s\n" +
+		"go: downloading example.com/dep v1.0.0\n" +
+		"    b_test.go:9: want 1, got 2\n--- FAIL: TestBroken (2.50s)\nFAIL\tm/b\t2.6s\n" +
+		"?   \tm/c\t[no test files]\n"
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+	var names []string
+	for _, tt := range tests {
+		names = append(names, fmt.Sprintf("%s %.1f", tt.name, tt.elapsed.Seconds()))
+	}
+	if got := strings.Join(names, ", "); got != "m/a TestSlow 7.0, m/b TestBroken 2.5, m/a TestQuick 0.1" {
+		t.Errorf("tests by time: %s", got)
+	}
+	if len(packages) != 2 || packages[0].name != "m/a" || packages[1].name != "m/b" {
+		t.Errorf("packages by time: %+v", packages)
 	}
 }
