@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // WritesHealthService is the health service name that reports whether
@@ -86,3 +88,40 @@ func servingStatus(ok bool) healthpb.HealthCheckResponse_ServingStatus {
 	}
 	return healthpb.HealthCheckResponse_NOT_SERVING
 }
+
+// drainingHealth is the health service with Watch streams that end when
+// Shutdown begins: grpc's health server keeps a watch open until its client
+// leaves, which would hold a graceful stop for its whole timeout. A watch
+// gets the status the shutdown set (NOT_SERVING), then UNAVAILABLE.
+type drainingHealth struct {
+	*health.Server
+	stopping <-chan struct{}
+}
+
+func (h drainingHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	watched := make(chan error, 1)
+	go func() { watched <- h.Server.Watch(req, contextStream{stream, ctx}) }()
+	select {
+	case err := <-watched:
+		return err
+	case <-h.stopping:
+	}
+	cancel()
+	<-watched // the inner watch sends nothing more
+	if last, err := h.Check(stream.Context(), req); err == nil {
+		if err := stream.Send(last); err != nil {
+			return err
+		}
+	}
+	return status.Error(codes.Unavailable, "server shutting down; watch again")
+}
+
+// contextStream is a Watch stream whose context ends earlier than its own.
+type contextStream struct {
+	healthpb.Health_WatchServer
+	ctx context.Context
+}
+
+func (s contextStream) Context() context.Context { return s.ctx }

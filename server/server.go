@@ -203,9 +203,9 @@ func New(opts Options) (*Server, error) {
 		s.checker.services = append(s.checker.services, svc.desc.ServiceName)
 	}
 	s.checker.check(context.Background())
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	healthpb.RegisterHealthServer(s.grpc, drainingHealth{s.health, stopping})
 	s.probes = grpc.NewServer()
-	healthpb.RegisterHealthServer(s.probes, s.health)
+	healthpb.RegisterHealthServer(s.probes, drainingHealth{s.health, stopping})
 	reflection.Register(s.grpc)
 	for name, info := range s.grpc.GetServiceInfo() {
 		for _, m := range info.Methods {
@@ -279,8 +279,8 @@ var ErrCallsStuck = errors.New("server: calls still running after shutdown cut t
 // off: a call that honours its context returns within it.
 const stopGrace = 250 * time.Millisecond
 
-// Shutdown reports NOT_SERVING to health checks, ends open WatchPurge and
-// image Watch streams with UNAVAILABLE, stops accepting calls and waits for the calls in
+// Shutdown reports NOT_SERVING to health checks, ends open health,
+// WatchPurge and image Watch streams with UNAVAILABLE, stops accepting calls and waits for the calls in
 // flight. Shortly before ctx ends it cuts them off; it returns by the time
 // ctx ends, with ErrCallsStuck if some calls still run.
 func (s *Server) Shutdown(ctx context.Context) error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -97,6 +98,45 @@ func TestShutdownEndsWatchesAtOnce(t *testing.T) {
 	_, err = stream.Recv()
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != "server shutting down; watch again" {
 		t.Errorf("watch during shutdown ended with %v, want UNAVAILABLE from the server", err)
+	}
+	if err := <-h.served; err != nil {
+		t.Errorf("Serve returned %v after Shutdown", err)
+	}
+	h.shutdownOnce.Do(func() {})
+}
+
+// TestShutdownEndsHealthWatchesAtOnce checks that an open health Watch,
+// which grpc's health server keeps open while its client stays, sees
+// NOT_SERVING and ends with UNAVAILABLE as soon as the server shuts down,
+// and does not hold the shutdown for its whole timeout.
+func TestShutdownEndsHealthWatchesAtOnce(t *testing.T) {
+	h := startServer(t, openMemPebble(t))
+	stream, err := healthpb.NewHealthClient(h.conn).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	requireOK(t, err, "watch health")
+	first, err := stream.Recv()
+	requireOK(t, err, "first status")
+	if first.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first status %s, want SERVING", first.GetStatus())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := shutdownReturns(t, h, ctx, 10*time.Second); err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	var statuses []healthpb.HealthCheckResponse_ServingStatus
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != "server shutting down; watch again" {
+				t.Errorf("health watch during shutdown ended with %v, want UNAVAILABLE from the server", err)
+			}
+			break
+		}
+		statuses = append(statuses, resp.GetStatus())
+	}
+	if len(statuses) == 0 || statuses[len(statuses)-1] != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("statuses during shutdown %v, want NOT_SERVING last", statuses)
 	}
 	if err := <-h.served; err != nil {
 		t.Errorf("Serve returned %v after Shutdown", err)
