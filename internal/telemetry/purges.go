@@ -57,7 +57,7 @@ var (
 	purgeEnded = prometheus.NewDesc("metadatad_purge_jobs_ended_total",
 		"Purge jobs this process ended, by final state (succeeded, failed, cancelled), dry runs included.", []string{"state"}, nil)
 	purgeRows = prometheus.NewDesc("metadatad_purge_rows_deleted_total",
-		"Rows the purges this process ended deleted, by table; counted when a job ends.", []string{"table"}, nil)
+		"Rows the purges this process runs deleted, by table; counted as each section or task of a purge is recorded.", []string{"table"}, nil)
 	purgeDevicesFailed = prometheus.NewDesc("metadatad_purge_devices_failed_total",
 		"Cameras the purges this process ended could not purge; the next purge retries them.", nil, nil)
 	purgeQueueDepth = prometheus.NewDesc("metadatad_purge_queue_depth",

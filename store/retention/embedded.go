@@ -340,6 +340,7 @@ func (r *embeddedRun) boundary(ctx context.Context, j *Job, camera string, oldes
 // nothing, once it meets more cameras than that.
 func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
 	ended := false
+	var deleted Counts // what the committed batch deleted
 	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
 		j, _, err := r.e.jobs.get(ctx, r.id)
 		if err != nil {
@@ -434,6 +435,7 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			return err
 		}
 		p.Counts.add(c)
+		deleted = c
 		p.IndexBefore, p.KeptBefore = indexBefore, keptBefore
 		if last {
 			ranged := indexBefore
@@ -464,6 +466,9 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		_, err = b.Put(r.e.jobs.table, e)
 		return err
 	})
+	if err == nil {
+		r.e.countDeleted(r.kind, deleted)
+	}
 	if err == nil && !ended {
 		r.e.notify() // the job's record changed: wake its watchers (finish wakes them to its end)
 	}

@@ -17,8 +17,9 @@ type Stats struct {
 	Running int
 	// Ended counts the jobs this engine ended, by final state, dry runs included.
 	Ended map[State]int64
-	// RowsDeleted counts the rows the ended jobs deleted, by table name
-	// (primary and index tables), dry runs excluded.
+	// RowsDeleted counts the rows this engine's purges deleted, by table
+	// name (primary and index tables), as they delete them: each embedded
+	// section, or task, once its deletes are recorded with the job.
 	RowsDeleted map[string]int64
 	// DevicesFailed counts the cameras the ended jobs could not purge.
 	DevicesFailed int64
@@ -40,19 +41,29 @@ func (e *Engine) countEnded(j *Job) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stats.Ended == nil {
-		e.stats.Ended, e.stats.RowsDeleted = map[State]int64{}, map[string]int64{}
+		e.stats.Ended = map[State]int64{}
 	}
 	e.stats.Ended[j.State]++
 	for _, p := range j.Kinds {
 		e.stats.DevicesFailed += p.Counts.DevicesFailed
-		repo, ok := e.repos[p.Kind]
-		if j.DryRun || !ok {
-			continue
-		}
-		primary, index := repo.Tables()
-		e.stats.RowsDeleted[primary.Name()] += p.Counts.MetadataRows
-		e.stats.RowsDeleted[index.Name()] += p.Counts.IndexRows
 	}
+}
+
+// countDeleted adds rows a purge of kind deleted, and recorded, to the
+// stats, so that a long purge shows its progress before it ends.
+func (e *Engine) countDeleted(kind images.Kind, c Counts) {
+	repo, ok := e.repos[kind]
+	if !ok || (c.MetadataRows == 0 && c.IndexRows == 0) {
+		return
+	}
+	primary, index := repo.Tables()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stats.RowsDeleted == nil {
+		e.stats.RowsDeleted = map[string]int64{}
+	}
+	e.stats.RowsDeleted[primary.Name()] += c.MetadataRows
+	e.stats.RowsDeleted[index.Name()] += c.IndexRows
 }
 
 // recentJobs is how many of the newest jobs Status looks through.

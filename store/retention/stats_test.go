@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,66 @@ func TestStatsAndStatus(t *testing.T) {
 		}
 		if want := j.Created.Sub(j.Cutoff); st.Retention != want {
 			t.Errorf("retention %s, want the job's created minus cutoff %s", st.Retention, want)
+		}
+	})
+}
+
+// TestRowsDeletedAdvanceAsThePurgeRuns checks that the engine counts the
+// rows a purge deleted as each of its steps is recorded (an embedded
+// section, a task), not once the job ends: a long purge shows its progress
+// in the metrics. The purge is held at its third step; the first is
+// counted, exactly, while the job runs.
+func TestRowsDeletedAdvanceAsThePurgeRuns(t *testing.T) {
+	kind := images.Single
+	forEachOf(t, append([]storeCase{stores[0]}, queueStores...), func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+		opts := quickOptions()
+		opts.Workers = 1        // one task at a time
+		opts.SectionCameras = 2 // sections of two cameras, as tasks are
+		opts.GroupSize = 2
+		f := newFixture(t, opts)
+		f.seed(t, 6)
+		var mu sync.Mutex
+		steps := map[string]int{}
+		block := newBlockOnce(func(table, op string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			// The embedded purge's first exclusive batch tries the whole
+			// fleet in one section and commits nothing; its sections follow.
+			// A task's delivery updates it twice: its count, then its end.
+			switch {
+			case op == "exclusive":
+				steps[op]++
+				return steps[op] == 3
+			case table == retention.DefaultTasksTable && op == "update":
+				steps[op]++
+				return steps[op] == 3
+			}
+			return false
+		})
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
+		primary, index := f.repo(kind).Tables()
+		f.run(t)
+		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-block.reached
+		deleted := f.engine.Stats().RowsDeleted
+		if j, err := f.engine.Get(t.Context(), started.ID); err != nil || j.State.Terminal() {
+			t.Fatalf("job %+v, %v: want it running", j, err)
+		}
+		if deleted[primary.Name()] != 2*expiredPerCamera || deleted[index.Name()] != 2*expiredPerCamera {
+			t.Errorf("rows deleted while the purge runs: %v, want two cameras' %d from %s and %s",
+				deleted, 2*expiredPerCamera, primary.Name(), index.Name())
+		}
+		close(block.release)
+		j := f.await(t, started.ID)
+		if j.State != retention.Succeeded {
+			t.Fatalf("state %s (%s)", j.State, j.Error)
+		}
+		deleted = f.statsOnceEnded(t, func(ended map[retention.State]int64) bool { return ended[retention.Succeeded] == 1 }).RowsDeleted
+		if deleted[primary.Name()] != 6*expiredPerCamera || deleted[index.Name()] != 6*expiredPerCamera {
+			t.Errorf("rows deleted once the purge ended: %v, want six cameras' %d each", deleted, 6*expiredPerCamera)
 		}
 	})
 }

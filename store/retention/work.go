@@ -203,6 +203,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	}
 	removed, failures := e.deleteCameras(ctx, repo, t, j)
 	t.Done = true
+	var deleted Counts // the cameras this delivery finished
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
@@ -211,6 +212,8 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		case err == nil:
 			d.State = deviceDone
 			d.Rows, d.LowerBound = deletedRows(d, removed[d.ID])
+			deleted.MetadataRows += d.Rows
+			deleted.IndexRows += d.Rows
 		case lastAttempt:
 			e.giveUp(t, d, err)
 		default:
@@ -220,6 +223,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 	if _, err := e.tasks.put(ctx, t, etag); err != nil {
 		return e.unrecorded(ctx, t, lastAttempt, err)
 	}
+	e.countDeleted(t.Kind, deleted)
 	e.notify()
 	switch {
 	case !t.Done:
