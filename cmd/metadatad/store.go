@@ -64,7 +64,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 	}
 	a := cfg.azure
 	tableOpts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: log}
-	queueOpts := azqueue.Options{ConnectionString: a.connectionString, Name: a.queue}
+	queueOpts := azqueue.Options{ConnectionString: a.connectionString, Name: a.queue, PoisonTTL: cfg.purgeJobRetention}
 	endpoint := accountOf(a.connectionString)
 	if a.connectionString == "" {
 		cred, err := azidentity.NewDefaultAzureCredential(nil)

@@ -50,11 +50,17 @@ type Options struct {
 	Retry policy.RetryOptions
 	// Transport sends the HTTP requests; nil means azcore's default client.
 	Transport policy.Transporter
+	// PoisonTTL is how long a dead-lettered message stays in the poison
+	// queue, kept for operators as long as a purge's record (the daemon
+	// passes its -purge-job-retention); 0 keeps it for ever.
+	PoisonTTL time.Duration
 }
 
 // Queue is one Azure queue and its poison queue.
 type Queue struct {
 	main, poison *azqueue.QueueClient
+	// poisonTTL is a dead letter's time to live in seconds, -1 for ever.
+	poisonTTL int32
 }
 
 // Open connects to the queue service and creates the queue and its poison
@@ -79,7 +85,10 @@ func Open(ctx context.Context, opts Options) (*Queue, error) {
 	default:
 		return nil, errors.New("azqueue: set ConnectionString, or ServiceURL and Credential")
 	}
-	q := &Queue{main: service.NewQueueClient(opts.Name), poison: service.NewQueueClient(opts.Name + "-poison")}
+	q := &Queue{main: service.NewQueueClient(opts.Name), poison: service.NewQueueClient(opts.Name + "-poison"), poisonTTL: -1}
+	if opts.PoisonTTL > 0 {
+		q.poisonTTL = int32(min(opts.PoisonTTL.Round(time.Second)/time.Second, math.MaxInt32))
+	}
 	for _, c := range []*azqueue.QueueClient{q.main, q.poison} {
 		if _, err := c.Create(ctx, nil); err != nil && !queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
 			return nil, fmt.Errorf("azqueue: create queue: %w", describe(err))
@@ -91,14 +100,15 @@ func Open(ctx context.Context, opts Options) (*Queue, error) {
 // Send adds a message, visible at once, that never expires: a purge's task
 // must outlive any backlog.
 func (q *Queue) Send(ctx context.Context, body []byte) error {
-	return send(ctx, q.main, body)
+	return send(ctx, q.main, body, -1)
 }
 
-func send(ctx context.Context, c *azqueue.QueueClient, body []byte) error {
+// send enqueues body to live ttl seconds, -1 for ever.
+func send(ctx context.Context, c *azqueue.QueueClient, body []byte, ttl int32) error {
 	if len(body) > MaxMessageBytes {
 		return fmt.Errorf("%w: %d bytes, over %d", ErrMessageTooLarge, len(body), MaxMessageBytes)
 	}
-	_, err := c.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString(body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr[int32](-1)})
+	_, err := c.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString(body), &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(ttl)})
 	if err != nil {
 		return fmt.Errorf("azqueue: send: %w", describe(err))
 	}
@@ -174,9 +184,10 @@ func (q *Queue) Delete(ctx context.Context, m queue.Message) error {
 	return fmt.Errorf("azqueue: delete: %w", describe(err))
 }
 
-// DeadLetter moves a received message to the poison queue.
+// DeadLetter moves a received message to the poison queue, where it
+// lives Options.PoisonTTL.
 func (q *Queue) DeadLetter(ctx context.Context, m queue.Message) error {
-	if err := send(ctx, q.poison, m.Body); err != nil {
+	if err := send(ctx, q.poison, m.Body, q.poisonTTL); err != nil {
 		return err
 	}
 	return q.Delete(ctx, m)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	sdkqueue "github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
 	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/store/azqueue"
 	"github.com/metadatad/metadatad/store/queue"
@@ -207,5 +209,46 @@ func TestDepth(t *testing.T) {
 	}
 	if n, err := q.Depth(t.Context()); err != nil || n != 2 {
 		t.Errorf("Depth = %d, %v; want 2 after a dead letter", n, err)
+	}
+}
+
+// TestDeadLetterLivesPoisonTTL checks that a dead letter expires
+// Options.PoisonTTL after it was dead-lettered, and that without one it
+// never does.
+func TestDeadLetterLivesPoisonTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration
+		want time.Duration // 0: never expires
+	}{{"two hours", 2 * time.Hour, 2 * time.Hour}, {"for ever", 0, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, conn, name := open(t)
+			q, err := azqueue.Open(t.Context(), azqueue.Options{ConnectionString: conn, Name: name, PoisonTTL: tc.ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Send(t.Context(), []byte("poison")); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.DeadLetter(t.Context(), receiveOne(t, q, time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			service, err := sdkqueue.NewServiceClientFromConnectionString(conn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			peeked, err := service.NewQueueClient(name+"-poison").PeekMessages(t.Context(), nil)
+			if err != nil || len(peeked.Messages) != 1 {
+				t.Fatalf("poison queue: %+v, %v; want one message", peeked.Messages, err)
+			}
+			m := peeked.Messages[0]
+			lives := m.ExpirationTime.Sub(*m.InsertionTime)
+			switch {
+			case tc.want > 0 && lives != tc.want:
+				t.Errorf("dead letter lives %s, want %s", lives, tc.want)
+			case tc.want == 0 && lives < 100*365*24*time.Hour:
+				t.Errorf("dead letter lives %s, want for ever", lives)
+			}
+		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -22,6 +24,8 @@ const (
 	propBody         = "Body"
 	propVisibleAt    = "VisibleAt"
 	propDequeueCount = "DequeueCount"
+	// propDeadLettered is when a poison message was dead-lettered.
+	propDeadLettered = "DeadLettered"
 )
 
 // ErrLostMessage reports a Delete of a message that another receiver took
@@ -187,17 +191,50 @@ func (q *Queue) Delete(ctx context.Context, m Message) error {
 }
 
 // DeadLetter moves a received message to the poison partition, where it is
-// kept for operators and never delivered again.
+// kept for operators, never delivered again, until RetireDeadLetters.
 func (q *Queue) DeadLetter(ctx context.Context, m Message) error {
 	_, err := q.table.Upsert(ctx, store.Entity{
 		PartitionKey: poisonPartition,
 		RowKey:       m.ID,
-		Properties:   store.Properties{propBody: m.Body, propDequeueCount: int32(m.DequeueCount)},
+		Properties: store.Properties{propBody: m.Body, propDequeueCount: int32(m.DequeueCount),
+			propDeadLettered: q.now().UTC()},
 	}, store.Replace)
 	if err != nil {
 		return fmt.Errorf("queue: dead-letter: %w", err)
 	}
 	return q.Delete(ctx, m)
+}
+
+// RetireDeadLetters deletes the poison messages dead-lettered before
+// horizon and returns how many it deleted: a dead letter is kept for its
+// operators as long as the record of its job, not for ever. One without a
+// time, from an earlier release, goes by its send time.
+func (q *Queue) RetireDeadLetters(ctx context.Context, horizon time.Time) (int, error) {
+	retired := 0
+	query := store.Query{PartitionKey: poisonPartition}
+	for {
+		page, err := q.table.Query(ctx, query)
+		if err != nil {
+			return retired, fmt.Errorf("queue: retire dead letters: %w", err)
+		}
+		for _, e := range page.Entities {
+			at, ok := e.Properties[propDeadLettered].(time.Time)
+			if !ok {
+				at = sentAt(e.RowKey)
+			}
+			if !at.Before(horizon) {
+				continue
+			}
+			if err := q.table.Delete(ctx, poisonPartition, e.RowKey, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return retired, fmt.Errorf("queue: retire dead letters: %w", err)
+			}
+			retired++
+		}
+		if page.Next == nil {
+			return retired, nil
+		}
+		query.Resume = page.Next
+	}
 }
 
 // Depth counts the messages not yet deleted, those in flight included and
@@ -231,4 +268,14 @@ func newID(now time.Time) string {
 	var tail [6]byte
 	_, _ = rand.Read(tail[:])
 	return fmt.Sprintf("%020d-%s", now.UnixNano(), hex.EncodeToString(tail[:]))
+}
+
+// sentAt is the send time an id of newID holds; the zero time for another.
+func sentAt(id string) time.Time {
+	nanos, _, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(nanos, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
 }

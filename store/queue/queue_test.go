@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -279,5 +280,51 @@ func wantDepth(t *testing.T, q *queue.Queue, want int64) {
 	t.Helper()
 	if n, err := q.Depth(t.Context()); err != nil || n != want {
 		t.Errorf("Depth = %d, %v; want %d", n, err, want)
+	}
+}
+
+// TestRetireDeadLetters checks that dead letters are kept until the horizon
+// passes their dead-lettering, then deleted, and that one recorded without
+// its time, as an earlier release wrote it, goes by its send time.
+func TestRetireDeadLetters(t *testing.T) {
+	q, tbl, c := open(t)
+	for _, body := range []string{"old", "new"} {
+		if err := q.Send(t.Context(), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.DeadLetter(t.Context(), receive(t, q, 1)[0]); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Hour)
+	}
+	// A dead letter of an earlier release: no time of its own, sent first.
+	if _, err := tbl.Insert(t.Context(), store.Entity{PartitionKey: "poison", RowKey: fmt.Sprintf("%020d-legacy", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()),
+		Properties: store.Properties{"Body": []byte("legacy")}}); err != nil {
+		t.Fatal(err)
+	}
+	left := func() []string {
+		t.Helper()
+		page, err := tbl.Query(t.Context(), store.Query{PartitionKey: "poison"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bodies []string
+		for _, e := range page.Entities {
+			bodies = append(bodies, string(e.Properties["Body"].([]byte)))
+		}
+		return bodies
+	}
+	// Between the two dead letterings: the first and the legacy one go.
+	if n, err := q.RetireDeadLetters(t.Context(), c.Now().Add(-90*time.Minute)); err != nil || n != 2 {
+		t.Fatalf("RetireDeadLetters = %d, %v; want 2", n, err)
+	}
+	if got := left(); !slices.Equal(got, []string{"new"}) {
+		t.Fatalf("dead letters left: %q, want the newer one", got)
+	}
+	if n, err := q.RetireDeadLetters(t.Context(), c.Now().Add(-90*time.Minute)); err != nil || n != 0 {
+		t.Fatalf("second RetireDeadLetters = %d, %v; want 0", n, err)
+	}
+	if n, err := q.RetireDeadLetters(t.Context(), c.Now()); err != nil || n != 1 || len(left()) != 0 {
+		t.Fatalf("RetireDeadLetters at now = %d, %v, left %q; want the last one gone", n, err, left())
 	}
 }

@@ -57,7 +57,24 @@ func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
 	if retired > 0 {
 		e.log.Info("purge: retired old job records", "jobs", retired, "ended_before", horizon)
 	}
+	// The dead letters of the queue in a table go with the jobs they
+	// failed; an Azure poison queue's messages expire by their own TTL.
+	if q, ok := e.queue.(deadLetterRetirer); ok {
+		n, err := q.RetireDeadLetters(ctx, horizon)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if n > 0 {
+			e.log.Info("purge: retired old dead-lettered tasks", "messages", n, "dead_lettered_before", horizon)
+		}
+	}
 	return retired, errors.Join(errs...)
+}
+
+// deadLetterRetirer is a Queue that keeps its dead letters until told to
+// delete the old ones (*queue.Queue).
+type deadLetterRetirer interface {
+	RetireDeadLetters(ctx context.Context, horizon time.Time) (int, error)
 }
 
 // retire deletes one ended job's tasks, then the job at the version read.

@@ -67,3 +67,45 @@ func TestOldJobsAreRetired(t *testing.T) {
 		}
 	})
 }
+
+// TestOldDeadLettersAreRetired: a task message dead-lettered in the
+// embedded store's queue table is kept as long as a job's record, then
+// RetireJobs deletes it with the old jobs.
+func TestOldDeadLettersAreRetired(t *testing.T) {
+	clock := &offsetClock{}
+	opts := quickOptions()
+	opts.Now = clock.now
+	opts.JobRetention = 48 * time.Hour
+	f := newQueueFixture(t, opts)
+	f.run(t)
+	// An unreadable message is dead-lettered at its first delivery.
+	if err := engineQueue(t, f).Send(t.Context(), []byte("not a task")); err != nil {
+		t.Fatal(err)
+	}
+	table, err := f.base.Table(t.Context(), retention.DefaultQueueTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(patience)
+	for len(partitionRows(t, table, "poison")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unreadable message was not dead-lettered in %v", patience)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	clock.advance(47 * time.Hour)
+	if _, err := f.engine.RetireJobs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(partitionRows(t, table, "poison")); n != 1 {
+		t.Fatalf("47 hours after: %d dead letters, want the one kept", n)
+	}
+	clock.advance(2 * time.Hour)
+	if _, err := f.engine.RetireJobs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(partitionRows(t, table, "poison")); n != 0 {
+		t.Fatalf("49 hours after: %d dead letters, want none", n)
+	}
+}
