@@ -124,7 +124,7 @@ func TestCompose(t *testing.T) {
 		}
 	}
 	addr := startDaemon(t, args, env)["serving"]
-	out, err := exec.Command("go", "tool", "grpcurl", "-plaintext", addr, "list").Output()
+	out, err := exec.Command(grpcurl, "-plaintext", addr, "list").Output()
 	if err != nil || !strings.Contains(string(out), "metadata.v1.SingleImageMetadataService") {
 		t.Errorf("grpcurl -plaintext %s list: %v\n%s", addr, err, out)
 	}

@@ -106,9 +106,8 @@ func TestCronJobStartsAPurge(t *testing.T) {
 			t.Fatalf("argument %q names a variable the CronJob does not set", job.Args[i])
 		}
 	}
-	cmd := exec.Command("go", append([]string{"tool", "grpcurl"}, grpcurlArgs...)...)
-	// The answer alone, on stdout: with an empty module cache the go
-	// command says on stderr what it downloads first.
+	cmd := exec.Command(grpcurl, grpcurlArgs...)
+	// The answer alone, on stdout.
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

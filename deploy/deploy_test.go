@@ -18,8 +18,10 @@ import (
 	"github.com/metadatad/metadatad/internal/azurite"
 )
 
-// binary is metadatad built as the Dockerfile builds it.
-var binary string
+// binary is metadatad built as the Dockerfile builds it; grpcurl is the
+// repository's pinned grpcurl (tools.mod), built once for every test that
+// runs the README's or the manifests' calls.
+var binary, grpcurl string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "metadatad-deploy")
@@ -27,10 +29,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "metadatad")
+	binary, grpcurl = filepath.Join(dir, "metadatad"), filepath.Join(dir, "grpcurl")
 	code := 1
 	if err := buildStatic(binary); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+	} else if out, err := exec.Command("go", "build", "-modfile=../tools.mod", "-o", grpcurl, "github.com/fullstorydev/grpcurl/cmd/grpcurl").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building grpcurl: %v\n%s", err, out)
 	} else {
 		code = azurite.Main(m)
 	}
