@@ -421,7 +421,7 @@ const file_metadata_v1_acquisition_instance_proto_rawDesc = "" +
 	"\x19RUNTIME_STATUS_TERMINATED\x10\x052\xcc\x02\n" +
 	"\x1aAcquisitionInstanceService\x12\x8e\x01\n" +
 	"\x19RecordAcquisitionInstance\x12-.metadata.v1.RecordAcquisitionInstanceRequest\x1a..metadata.v1.RecordAcquisitionInstanceResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x9c\x01\n" +
-	"\x1eListActiveAcquisitionInstances\x122.metadata.v1.ListActiveAcquisitionInstancesRequest\x1a3.metadata.v1.ListActiveAcquisitionInstancesResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x1eListActiveAcquisitionInstances\x122.metadata.v1.ListActiveAcquisitionInstancesRequest\x1a3.metadata.v1.ListActiveAcquisitionInstancesResponse\"\x11\xa2\xbb\x18\rmetadata.readBIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_acquisition_instance_proto_rawDescOnce sync.Once

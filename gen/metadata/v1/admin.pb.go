@@ -363,7 +363,7 @@ const file_metadata_v1_admin_proto_rawDesc = "" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data2g\n" +
 	"\fAdminService\x12W\n" +
-	"\x06Backup\x12\x1a.metadata.v1.BackupRequest\x1a\x1b.metadata.v1.BackupResponse\"\x12\xa2\xbb\x18\x0emetadata.admin0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x06Backup\x12\x1a.metadata.v1.BackupRequest\x1a\x1b.metadata.v1.BackupResponse\"\x12\xa2\xbb\x18\x0emetadata.admin0\x01BIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_admin_proto_rawDescOnce sync.Once

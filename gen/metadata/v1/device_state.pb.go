@@ -642,7 +642,7 @@ const file_metadata_v1_device_state_proto_rawDesc = "" +
 	"\x0eGetDeviceState\x12\".metadata.v1.GetDeviceStateRequest\x1a#.metadata.v1.GetDeviceStateResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12r\n" +
 	"\x10ListDeviceStates\x12$.metadata.v1.ListDeviceStatesRequest\x1a%.metadata.v1.ListDeviceStatesResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12v\n" +
 	"\x11UpdateDeviceState\x12%.metadata.v1.UpdateDeviceStateRequest\x1a&.metadata.v1.UpdateDeviceStateResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12w\n" +
-	"\x11DeleteDeviceState\x12%.metadata.v1.DeleteDeviceStateRequest\x1a&.metadata.v1.DeleteDeviceStateResponse\"\x13\xa2\xbb\x18\x0fmetadata.deleteB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x11DeleteDeviceState\x12%.metadata.v1.DeleteDeviceStateRequest\x1a&.metadata.v1.DeleteDeviceStateResponse\"\x13\xa2\xbb\x18\x0fmetadata.deleteBIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_device_state_proto_rawDescOnce sync.Once

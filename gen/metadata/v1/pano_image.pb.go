@@ -1049,7 +1049,7 @@ const file_metadata_v1_pano_image_proto_rawDesc = "" +
 	"\x1fBatchGetLatestPanoImageMetadata\x123.metadata.v1.BatchGetLatestPanoImageMetadataRequest\x1a4.metadata.v1.BatchGetLatestPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa8\x01\n" +
 	"\"GetLatestClearDayPanoImageMetadata\x126.metadata.v1.GetLatestClearDayPanoImageMetadataRequest\x1a7.metadata.v1.GetLatestClearDayPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x81\x01\n" +
 	"\x15ListPanoImageMetadata\x12).metadata.v1.ListPanoImageMetadataRequest\x1a*.metadata.v1.ListPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x86\x01\n" +
-	"\x16WatchPanoImageMetadata\x12*.metadata.v1.WatchPanoImageMetadataRequest\x1a+.metadata.v1.WatchPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x16WatchPanoImageMetadata\x12*.metadata.v1.WatchPanoImageMetadataRequest\x1a+.metadata.v1.WatchPanoImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01BIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_pano_image_proto_rawDescOnce sync.Once

@@ -1089,7 +1089,7 @@ const file_metadata_v1_pre_stitch_image_proto_rawDesc = "" +
 	"$BatchGetLatestPreStitchImageMetadata\x128.metadata.v1.BatchGetLatestPreStitchImageMetadataRequest\x1a9.metadata.v1.BatchGetLatestPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xb7\x01\n" +
 	"'ListPreStitchImageMetadataByCorrelation\x12;.metadata.v1.ListPreStitchImageMetadataByCorrelationRequest\x1a<.metadata.v1.ListPreStitchImageMetadataByCorrelationResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x90\x01\n" +
 	"\x1aListPreStitchImageMetadata\x12..metadata.v1.ListPreStitchImageMetadataRequest\x1a/.metadata.v1.ListPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x95\x01\n" +
-	"\x1bWatchPreStitchImageMetadata\x12/.metadata.v1.WatchPreStitchImageMetadataRequest\x1a0.metadata.v1.WatchPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x1bWatchPreStitchImageMetadata\x12/.metadata.v1.WatchPreStitchImageMetadataRequest\x1a0.metadata.v1.WatchPreStitchImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01BIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_pre_stitch_image_proto_rawDescOnce sync.Once

@@ -2779,7 +2779,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\fGetLegalHold\x12 .metadata.v1.GetLegalHoldRequest\x1a!.metadata.v1.GetLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12n\n" +
 	"\x0eListLegalHolds\x12\".metadata.v1.ListLegalHoldsRequest\x1a#.metadata.v1.ListLegalHoldsResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12q\n" +
 	"\x0fUpdateLegalHold\x12#.metadata.v1.UpdateLegalHoldRequest\x1a$.metadata.v1.UpdateLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12q\n" +
-	"\x0fDeleteLegalHold\x12#.metadata.v1.DeleteLegalHoldRequest\x1a$.metadata.v1.DeleteLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.adminB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x0fDeleteLegalHold\x12#.metadata.v1.DeleteLegalHoldRequest\x1a$.metadata.v1.DeleteLegalHoldResponse\"\x13\xa2\xbb\x18\x0fretention.adminBIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_retention_proto_rawDescOnce sync.Once

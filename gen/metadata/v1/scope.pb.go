@@ -53,7 +53,7 @@ var File_metadata_v1_scope_proto protoreflect.FileDescriptor
 const file_metadata_v1_scope_proto_rawDesc = "" +
 	"\n" +
 	"\x17metadata/v1/scope.proto\x12\vmetadata.v1\x1a google/protobuf/descriptor.proto:G\n" +
-	"\x0erequired_scope\x12\x1e.google.protobuf.MethodOptions\x18\xb4\x87\x03 \x01(\tR\rrequiredScopeB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x0erequired_scope\x12\x1e.google.protobuf.MethodOptions\x18\xb4\x87\x03 \x01(\tR\rrequiredScopeBIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var file_metadata_v1_scope_proto_goTypes = []any{
 	(*descriptorpb.MethodOptions)(nil), // 0: google.protobuf.MethodOptions

@@ -940,7 +940,7 @@ const file_metadata_v1_single_image_proto_rawDesc = "" +
 	"\x1cGetLatestSingleImageMetadata\x120.metadata.v1.GetLatestSingleImageMetadataRequest\x1a1.metadata.v1.GetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\xa5\x01\n" +
 	"!BatchGetLatestSingleImageMetadata\x125.metadata.v1.BatchGetLatestSingleImageMetadataRequest\x1a6.metadata.v1.BatchGetLatestSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x87\x01\n" +
 	"\x17ListSingleImageMetadata\x12+.metadata.v1.ListSingleImageMetadataRequest\x1a,.metadata.v1.ListSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12\x8c\x01\n" +
-	"\x18WatchSingleImageMetadata\x12,.metadata.v1.WatchSingleImageMetadataRequest\x1a-.metadata.v1.WatchSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01B;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x18WatchSingleImageMetadata\x12,.metadata.v1.WatchSingleImageMetadataRequest\x1a-.metadata.v1.WatchSingleImageMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read0\x01BIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_single_image_proto_rawDescOnce sync.Once

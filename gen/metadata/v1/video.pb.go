@@ -497,7 +497,7 @@ const file_metadata_v1_video_proto_rawDesc = "" +
 	"\x14VideoMetadataService\x12|\n" +
 	"\x13CreateVideoMetadata\x12'.metadata.v1.CreateVideoMetadataRequest\x1a(.metadata.v1.CreateVideoMetadataResponse\"\x12\xa2\xbb\x18\x0emetadata.write\x12\x84\x01\n" +
 	"\x16GetLatestVideoMetadata\x12*.metadata.v1.GetLatestVideoMetadataRequest\x1a+.metadata.v1.GetLatestVideoMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.read\x12u\n" +
-	"\x11ListVideoMetadata\x12%.metadata.v1.ListVideoMetadataRequest\x1a&.metadata.v1.ListVideoMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readB;Z9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1b\x06proto3"
+	"\x11ListVideoMetadata\x12%.metadata.v1.ListVideoMetadataRequest\x1a&.metadata.v1.ListVideoMetadataResponse\"\x11\xa2\xbb\x18\rmetadata.readBIZ9github.com/metadatad/metadatad/gen/metadata/v1;metadatav1\xaa\x02\vMetadata.V1b\x06proto3"
 
 var (
 	file_metadata_v1_video_proto_rawDescOnce sync.Once
