@@ -114,6 +114,10 @@ func start() {
 	case <-found:
 		started = c
 		connStr = ConnectionString(urls["Table"], urls["Queue"])
+		// Child processes (a test run again in a process of its own, a
+		// daemon under test) use this emulator rather than start their own:
+		// Node's start costs seconds on a busy machine.
+		os.Setenv(EnvConnectionString, connStr)
 	case <-exited:
 		<-c.exited
 		why = "azurite exited before it was listening"

@@ -4,7 +4,8 @@
 // A test calls Require. It uses the emulator named by
 // METADATAD_AZURITE_CONNECTION_STRING when set (one .ci/run or a developer
 // started), else starts one per test process from tools/azurite (after
-// `npm ci --prefix tools/azurite`), on free loopback ports, in memory.
+// `npm ci --prefix tools/azurite`), on free loopback ports, in memory, and
+// names it in that variable, so that the processes the tests start share it.
 // Without either, the test is skipped with a message saying how to run it,
 // except under CI=true, where it fails: CI never skips these suites.
 //
