@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -292,7 +293,16 @@ func (f *fixture) seeders(t *testing.T) []*images.Repository {
 // both sides of the cutoff.
 func (f *fixture) seed(t *testing.T, cameras int) {
 	t.Helper()
+	f.seedKinds(t, cameras, images.Kinds)
+}
+
+// seedKinds is seed for the given kinds only.
+func (f *fixture) seedKinds(t *testing.T, cameras int, kinds []images.Kind) {
+	t.Helper()
 	for _, r := range f.seeders(t) {
+		if !slices.Contains(kinds, r.Kind()) {
+			continue
+		}
 		for c := range cameras {
 			for s := 0; s < 240; s += 20 {
 				img := images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: base.Add(time.Duration(s) * time.Second)}

@@ -383,7 +383,7 @@ func TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T) {
 func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int, wrap func(*hookedBackend) store.Backend) bool {
 	kinds := []images.Kind{images.Single, images.Pano}
 	f := newFixture(t, quickOptions())
-	f.seed(t, 3)
+	f.seedKinds(t, 3, kinds) // the kinds purged: each crash point seeds anew
 	crash := &crashAfter{n: n, fs: f.fs}
 	f.openEngine(t, wrap(&hookedBackend{Backend: f.base, before: crash.before, after: crash.after}))
 	f.run(t)
