@@ -253,17 +253,7 @@ func TestCancelFinishesARedeliveredTask(t *testing.T) {
 		}
 		close(release)
 		j := f.await(t, started.ID)
-		if j.State != retention.Cancelled {
-			t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
-		}
-		after := f.census(t, kind, j.Boundary())
-		c := j.Totals()
-		if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != 2*expiredPerCamera {
-			t.Errorf("cancelled job counts %d primary rows, %d are gone, want two cameras' %d", c.MetadataRows, gone, 2*expiredPerCamera)
-		}
-		if gone := before.indexOld - after.indexOld; c.IndexRows != gone {
-			t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
-		}
+		c := requireCancelledCounting(t, f, kind, before, j, 2*expiredPerCamera)
 		if c.MetadataRowsLowerBound || c.DevicesDone != 2 {
 			t.Errorf("counts %+v, want two cameras done, exact", c)
 		}
@@ -334,19 +324,27 @@ func TestCancelCountsATaskThatEndsWhileSettling(t *testing.T) {
 		if _, err := f.otherReplica(t).Cancel(t.Context(), started.ID); err != nil {
 			t.Fatal(err)
 		}
-		j := f.await(t, started.ID)
-		if j.State != retention.Cancelled {
-			t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
-		}
-		after := f.census(t, kind, j.Boundary())
-		c := j.Totals()
-		if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != 2*expiredPerCamera {
-			t.Errorf("cancelled job counts %d primary rows, %d are gone, want the first task's %d", c.MetadataRows, gone, 2*expiredPerCamera)
-		}
-		if gone := before.indexOld - after.indexOld; c.IndexRows != gone {
-			t.Errorf("cancelled job counts %d index rows, %d are gone", c.IndexRows, gone)
-		}
+		requireCancelledCounting(t, f, kind, before, f.await(t, started.ID), 2*expiredPerCamera) // the first task's
 	})
+}
+
+// requireCancelledCounting fails unless j ended Cancelled counting exactly
+// the rows of kind gone since before, want primary rows and as many index
+// rows, and returns its counts.
+func requireCancelledCounting(t *testing.T, f *fixture, kind images.Kind, before census, j *retention.Job, want int64) retention.Counts {
+	t.Helper()
+	if j.State != retention.Cancelled {
+		t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
+	}
+	after := f.census(t, kind, j.Boundary())
+	c := j.Totals()
+	if gone := before.primaryOld - after.primaryOld; c.MetadataRows != gone || gone != want {
+		t.Errorf("cancelled job counts %d primary rows, %d are gone, want %d", c.MetadataRows, gone, want)
+	}
+	if gone := before.indexOld - after.indexOld; c.IndexRows != gone || gone != want {
+		t.Errorf("cancelled job counts %d index rows, %d are gone, want %d", c.IndexRows, gone, want)
+	}
+	return c
 }
 
 // TestCancelRefusals: an unknown job is not found, a finished one has ended.
