@@ -102,7 +102,7 @@ func TestShutdownEndsWatchesAtOnce(t *testing.T) {
 	if err := <-h.served; err != nil {
 		t.Errorf("Serve returned %v after Shutdown", err)
 	}
-	h.shutdownOnce.Do(func() {})
+	h.shutdownOnce.Do(h.stopPurges) // the test shut the server down; the engine stops before the store closes
 }
 
 // TestShutdownEndsHealthWatchesAtOnce checks that an open health Watch,
@@ -110,7 +110,9 @@ func TestShutdownEndsWatchesAtOnce(t *testing.T) {
 // NOT_SERVING and ends with UNAVAILABLE as soon as the server shuts down,
 // and does not hold the shutdown for its whole timeout.
 func TestShutdownEndsHealthWatchesAtOnce(t *testing.T) {
-	h := startServer(t, openMemPebble(t))
+	// No purge engine: the test ends the shutdown itself, so nothing else
+	// would stop one before the store closes.
+	h := startServerWith(t, openMemPebble(t), false)
 	stream, err := healthpb.NewHealthClient(h.conn).Watch(t.Context(), &healthpb.HealthCheckRequest{})
 	requireOK(t, err, "watch health")
 	first, err := stream.Recv()
@@ -141,5 +143,5 @@ func TestShutdownEndsHealthWatchesAtOnce(t *testing.T) {
 	if err := <-h.served; err != nil {
 		t.Errorf("Serve returned %v after Shutdown", err)
 	}
-	h.shutdownOnce.Do(func() {})
+	h.shutdownOnce.Do(h.stopPurges) // the test shut the server down; the engine stops before the store closes
 }
