@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -136,7 +137,23 @@ func startServer(t *testing.T, args []string) string {
 // by message: "serving", "serving metrics", "serving health probes".
 func startDaemon(t *testing.T, args, env []string) map[string]string {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return launchDaemon(t, binary, "", args, env).addrs
+}
+
+// daemon is a metadatad the test started, serving.
+type daemon struct {
+	cmd    *exec.Cmd
+	addrs  map[string]string
+	exited chan struct{} // closed when its log ends: it exited
+}
+
+// launchDaemon starts program (a metadatad) in dir (the test's own when
+// empty) and waits until it serves gRPC; the test's end kills it if stop
+// has not.
+func launchDaemon(t *testing.T, program, dir string, args, env []string) *daemon {
+	t.Helper()
+	cmd := exec.Command(program, args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -145,12 +162,15 @@ func startDaemon(t *testing.T, args, env []string) map[string]string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	d := &daemon{cmd: cmd, addrs: map[string]string{}, exited: make(chan struct{})}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
+		<-d.exited
 		_ = cmd.Wait()
 	})
 	lines := make(chan string, 64)
 	go func() {
+		defer close(d.exited)
 		defer close(lines)
 		scanner := bufio.NewScanner(stderr)
 		for scanner.Scan() {
@@ -162,7 +182,6 @@ func startDaemon(t *testing.T, args, env []string) map[string]string {
 	}()
 	deadline := time.After(30 * time.Second)
 	var log []string
-	addrs := map[string]string{}
 	for {
 		select {
 		case line, ok := <-lines:
@@ -172,15 +191,30 @@ func startDaemon(t *testing.T, args, env []string) map[string]string {
 			log = append(log, line)
 			var entry struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &entry) == nil && entry.Addr != "" {
-				addrs[entry.Msg] = entry.Addr
+				d.addrs[entry.Msg] = entry.Addr
 				if entry.Msg == "serving" {
-					return addrs
+					return d
 				}
 			}
 		case <-deadline:
 			t.Fatalf("metadatad not serving after 30s:\n%s", strings.Join(log, "\n"))
 		}
 	}
+}
+
+// stop shuts the daemon down as SIGTERM does and waits until it has
+// exited, so that its data directory is free.
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		t.Error("metadatad did not exit within 30s of SIGTERM")
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+	_ = d.cmd.Wait()
 }
 
 // testCertificates are the files of the TLS Secret: a CA and a serving

@@ -159,13 +159,18 @@ func commandLines(block string) []string {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") && quote == 0 {
 			continue
 		}
+		prev := ' '
 		for _, r := range line {
+			if quote == 0 && r == '#' && (prev == ' ' || prev == '\t') {
+				break // a comment runs to the end of the line, quotes and all
+			}
 			switch {
 			case quote != 0 && r == quote:
 				quote = 0
 			case quote == 0 && (r == '\'' || r == '"'):
 				quote = r
 			}
+			prev = r
 		}
 	}
 	return lines
