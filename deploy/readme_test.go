@@ -25,7 +25,7 @@ import (
 // addresses change: each server listens on a free loopback port with its
 // store in a directory of the test, and the certificate files are made for
 // the test, a client's with the example's SPIFFE id. The JWT example
-// needs an identity provider and is left out.
+// needs an identity provider: TestReadmeJWTExample plays one.
 func TestReadmeSecuredDeployment(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
