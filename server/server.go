@@ -118,52 +118,21 @@ type Server struct {
 // New builds the server and its interceptor chain. It refuses a service
 // method that declares no required scope.
 func New(opts Options) (*Server, error) {
-	if opts.Single == nil || opts.Pano == nil || opts.PreStitch == nil {
-		return nil, errors.New("server: Options needs the Single, Pano and PreStitch repositories")
-	}
-	if opts.AccessLog < 0 || opts.AccessLog > 1 {
-		return nil, fmt.Errorf("server: Options.AccessLog is a fraction, 0 to 1, not %g", opts.AccessLog)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
+	if err := opts.fill(); err != nil {
+		return nil, err
 	}
 	// stopping ends open streams when Shutdown begins.
 	stopping := make(chan struct{})
 	feeds := make([]*feed.Feed, 0, 3)
 	for _, repo := range []*images.Repository{opts.Single, opts.Pano, opts.PreStitch} {
 		f, err := feed.New(feed.Options{Repo: repo, Poll: opts.Watch.Poll, Window: opts.Watch.Window,
-			Buffer: opts.Watch.Buffer, MaxResumeAge: opts.Watch.MaxResumeAge, Now: opts.Watch.Now, Logger: log})
+			Buffer: opts.Watch.Buffer, MaxResumeAge: opts.Watch.MaxResumeAge, Now: opts.Watch.Now, Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("server: %s feed: %w", repo.Kind(), err)
 		}
 		feeds = append(feeds, f)
 	}
-	services := []service{
-		{&metadatav1.SingleImageMetadataService_ServiceDesc, &singleImageService{
-			h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: opts.Single, log: log, feed: feeds[0], stopping: stopping, fromImage: singleImageFromImage}}},
-		{&metadatav1.PanoImageMetadataService_ServiceDesc, &panoImageService{
-			h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: opts.Pano, log: log, feed: feeds[1], stopping: stopping, fromImage: panoImageFromImage}}},
-		{&metadatav1.PreStitchImageMetadataService_ServiceDesc, &preStitchImageService{
-			h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: opts.PreStitch, log: log, feed: feeds[2], stopping: stopping, fromImage: preStitchImageFromImage}}},
-	}
-	services = append(services, service{&metadatav1.AdminService_ServiceDesc, &adminService{backups: opts.Backups, log: log, stopping: stopping}})
-	if opts.Retention != nil {
-		if opts.MinRetentionDays <= 0 {
-			opts.MinRetentionDays = 1
-		}
-		services = append(services, service{&metadatav1.RetentionService_ServiceDesc, &retentionService{
-			engine: opts.Retention, minDays: opts.MinRetentionDays, schedule: opts.RetentionSchedule, log: log, stopping: stopping}})
-	}
-	if opts.Video != nil {
-		services = append(services, service{&metadatav1.VideoMetadataService_ServiceDesc, &videoService{repo: opts.Video, log: log}})
-	}
-	if opts.Devices != nil {
-		services = append(services, service{&metadatav1.DeviceStateService_ServiceDesc, &deviceStateService{repo: opts.Devices, log: log}})
-	}
-	if opts.Acquisition != nil {
-		services = append(services, service{&metadatav1.AcquisitionInstanceService_ServiceDesc, &acquisitionInstanceService{repo: opts.Acquisition, log: log}})
-	}
+	services := opts.services(feeds, stopping)
 	// The scopes are read from the descriptors before the server exists, as
 	// its interceptors are fixed when it is made; the check after
 	// registering catches a service registered some other way.
@@ -171,33 +140,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Limits.fill()
-	var serverOpts []grpc.ServerOption
-	if opts.Metrics != nil {
-		// Outermost, so every call is counted whatever refuses it later.
-		serverOpts = append(serverOpts, grpc.ChainUnaryInterceptor(opts.Metrics.UnaryServerInterceptor()),
-			grpc.ChainStreamInterceptor(opts.Metrics.StreamServerInterceptor()))
-	}
-	serverOpts = append(serverOpts, interceptorChain(callLog{log: log, successes: opts.AccessLog}, auth.NewGuard(opts.Auth, scopes).Authorize, newCallLimits(opts.Limits))...)
-	serverOpts = append(serverOpts, opts.Limits.serverOptions()...)
-	// A fixed pool of goroutines serves the calls instead of a new goroutine
-	// per call, whose stack grows anew each time. A call that finds every
-	// worker busy still gets a goroutine of its own; see streamWorkers.
-	serverOpts = append(serverOpts, grpc.NumStreamWorkers(streamWorkers))
-	if opts.TracerProvider != nil {
-		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithTracerProvider(opts.TracerProvider),
-			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))))
-	}
-	if opts.Credentials != nil {
-		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
-	}
-	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), stopping: stopping, feeds: feeds}
-	if opts.HealthInterval <= 0 {
-		opts.HealthInterval = defaultHealthInterval
-	}
+	s := &Server{grpc: grpc.NewServer(opts.serverOptions(scopes)...), health: health.NewServer(), stopping: stopping, feeds: feeds}
 	s.checker = &healthChecker{health: s.health, store: opts.StoreCheck, writes: opts.WriteCheck,
-		interval: opts.HealthInterval, log: log, reachable: true}
+		interval: opts.HealthInterval, log: opts.Logger, reachable: true}
 	for _, svc := range services {
 		s.grpc.RegisterService(svc.desc, svc.impl)
 		s.checker.services = append(s.checker.services, svc.desc.ServiceName)
@@ -218,6 +163,83 @@ func New(opts Options) (*Server, error) {
 		opts.Metrics.InitializeMetrics(s.grpc)
 	}
 	return s, nil
+}
+
+// fill checks the options and puts in the defaults of those left zero:
+// the one place New's defaults are set.
+func (o *Options) fill() error {
+	if o.Single == nil || o.Pano == nil || o.PreStitch == nil {
+		return errors.New("server: Options needs the Single, Pano and PreStitch repositories")
+	}
+	if o.AccessLog < 0 || o.AccessLog > 1 {
+		return fmt.Errorf("server: Options.AccessLog is a fraction, 0 to 1, not %g", o.AccessLog)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MinRetentionDays <= 0 {
+		o.MinRetentionDays = 1
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = defaultHealthInterval
+	}
+	o.Limits.fill()
+	return nil
+}
+
+// services are the services the options ask for, the image services
+// with their feeds.
+func (o *Options) services(feeds []*feed.Feed, stopping chan struct{}) []service {
+	log := o.Logger
+	services := []service{
+		{&metadatav1.SingleImageMetadataService_ServiceDesc, &singleImageService{
+			h: &imageHandler[*metadatav1.SingleImageMetadata]{repo: o.Single, log: log, feed: feeds[0], stopping: stopping, fromImage: singleImageFromImage}}},
+		{&metadatav1.PanoImageMetadataService_ServiceDesc, &panoImageService{
+			h: &imageHandler[*metadatav1.PanoImageMetadata]{repo: o.Pano, log: log, feed: feeds[1], stopping: stopping, fromImage: panoImageFromImage}}},
+		{&metadatav1.PreStitchImageMetadataService_ServiceDesc, &preStitchImageService{
+			h: &imageHandler[*metadatav1.PreStitchImageMetadata]{repo: o.PreStitch, log: log, feed: feeds[2], stopping: stopping, fromImage: preStitchImageFromImage}}},
+		{&metadatav1.AdminService_ServiceDesc, &adminService{backups: o.Backups, log: log, stopping: stopping}},
+	}
+	if o.Retention != nil {
+		services = append(services, service{&metadatav1.RetentionService_ServiceDesc, &retentionService{
+			engine: o.Retention, minDays: o.MinRetentionDays, schedule: o.RetentionSchedule, log: log, stopping: stopping}})
+	}
+	if o.Video != nil {
+		services = append(services, service{&metadatav1.VideoMetadataService_ServiceDesc, &videoService{repo: o.Video, log: log}})
+	}
+	if o.Devices != nil {
+		services = append(services, service{&metadatav1.DeviceStateService_ServiceDesc, &deviceStateService{repo: o.Devices, log: log}})
+	}
+	if o.Acquisition != nil {
+		services = append(services, service{&metadatav1.AcquisitionInstanceService_ServiceDesc, &acquisitionInstanceService{repo: o.Acquisition, log: log}})
+	}
+	return services
+}
+
+// serverOptions are the grpc.Server's options: the interceptor chain
+// guarding each method with its scope, limits, workers, tracing and TLS.
+func (o *Options) serverOptions(scopes map[string]string) []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if o.Metrics != nil {
+		// Outermost, so every call is counted whatever refuses it later.
+		opts = append(opts, grpc.ChainUnaryInterceptor(o.Metrics.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(o.Metrics.StreamServerInterceptor()))
+	}
+	opts = append(opts, interceptorChain(callLog{log: o.Logger, successes: o.AccessLog}, auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
+	opts = append(opts, o.Limits.serverOptions()...)
+	// A fixed pool of goroutines serves the calls instead of a new goroutine
+	// per call, whose stack grows anew each time. A call that finds every
+	// worker busy still gets a goroutine of its own; see streamWorkers.
+	opts = append(opts, grpc.NumStreamWorkers(streamWorkers))
+	if o.TracerProvider != nil {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(o.TracerProvider),
+			otelgrpc.WithFilter(filters.Not(filters.HealthCheck())))))
+	}
+	if o.Credentials != nil {
+		opts = append(opts, grpc.Creds(o.Credentials))
+	}
+	return opts
 }
 
 // service is one service to register: its description and implementation.

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"google.golang.org/grpc/credentials"
-
 	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/server/auth"
+	"github.com/metadatad/metadatad/server/tlscreds"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/devices"
@@ -35,13 +36,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out, readBuildInfo())
 		return nil
 	}
-	log := cfg.logger(os.Stderr)
-	for _, w := range cfg.warnings {
-		log.Warn(w)
-	}
-	if pct, set := tuneRuntime(os.Getenv); set {
-		log.Debug("garbage collector target set, GOGC unset", "gc_percent", pct)
-	}
+	log := startLog(cfg)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -58,11 +53,8 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	}
 	leaveStoreOpen := false
 	defer func() {
-		if leaveStoreOpen {
-			return
-		}
-		if err := store.close(); err != nil {
-			log.Error("closing store", "err", err)
+		if !leaveStoreOpen {
+			closeStore(store, log)
 		}
 	}()
 	obs, err := observe(ctx, cfg, &store)
@@ -70,36 +62,10 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer obs.shutdown(cfg.shutdownTimeout, log)
-	db := store.tables
-	repos := map[images.Kind]*images.Repository{}
-	for _, kind := range images.Kinds {
-		if repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
-			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}); err != nil {
-			return err
-		}
-	}
-	videos, err := video.Open(ctx, db, video.Options{Table: cfg.videoTable})
+	svc, err := openServices(ctx, cfg, store, obs, log)
 	if err != nil {
 		return err
 	}
-	deviceStates, err := devices.Open(ctx, db, devices.Options{Table: cfg.deviceStateTable})
-	if err != nil {
-		return err
-	}
-	acquisitions, err := acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable, Logger: log})
-	if err != nil {
-		return err
-	}
-	engine, err := retention.Open(ctx, retention.Options{
-		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
-		RowsPerSecond: cfg.purgeRowsPerSec, JobRetention: cfg.purgeJobRetention,
-		TracerProvider: obs.tracing,
-	})
-	if err != nil {
-		return err
-	}
-	primary, _ := repos[images.Single].Tables()
 	authn, err := cfg.security.authenticator(ctx, log)
 	if err != nil {
 		return err
@@ -108,75 +74,154 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var transport credentials.TransportCredentials // a nil *tlscreds.Credentials would not be a nil interface
 	if creds != nil {
 		defer creds.Close()
-		transport = creds
 	}
-	var schedule retention.Schedule
-	if cfg.retentionInterval > 0 {
-		schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval, UsePolicies: cfg.usePolicies}
-	}
-	serverOpts := server.Options{
-		Single: repos[images.Single], Pano: repos[images.Pano], PreStitch: repos[images.PreStitch],
-		Retention: engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: schedule, Logger: log, AccessLog: float64(cfg.accessLog),
-		Video: videos, Devices: deviceStates, Acquisition: acquisitions, TracerProvider: obs.tracing,
-		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
-		Auth: authn, OpenReflection: cfg.security.reflection == "open", Credentials: transport,
-		Limits: cfg.limits.server(),
-		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer, MaxResumeAge: cfg.watchResumeMaxAge},
-	}
-	if store.embedded != nil {
-		serverOpts.Backups = backup.NewSource(store.embedded, cfg.dataDir, nil)
-	} else {
-		// Replicas share the store: each finds every replica's creates in
-		// the index. The embedded store has one process, whose creates feed
-		// its watches directly.
-		serverOpts.Watch.Poll = cfg.watchPoll
-	}
-	if obs.metrics != nil {
-		serverOpts.Metrics = obs.metrics.GRPC
-		if creds != nil {
-			obs.metrics.WatchCertificate("serving", creds.Certificate)
-		}
-	}
-	srv, err := server.New(serverOpts)
+	srv, err := server.New(serverOptions(cfg, store, svc, obs, authn, creds, log))
 	if err != nil {
 		return err
 	}
 
-	purges := startPurges(engine, schedule, log)
+	purges := startPurges(svc.engine, svc.schedule, log)
 	defer func() {
 		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
 			purges.stop(context.Background())
 		}
 	}()
-
 	if obs.metrics != nil {
 		// The endpoint outlives the gRPC server, so the last scrape sees the
 		// calls of the shutdown.
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
-		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, engine, repos, log)
+		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, svc.engine, svc.repos, log)
 	}
-
 	if lis.health != nil {
-		log.Info("serving health probes", "addr", lis.health.Addr().String())
-		go func() {
-			if err := srv.ServeHealth(lis.health); err != nil {
-				log.Error("health probe listener stopped", "err", err)
-			}
-		}()
+		serveHealthProbes(srv, lis.health, log)
 	}
 	addr := lis.grpc.Addr().String()
 	cfg.security.warnUnauthenticated(ctx, log, addr)
 	log.Info("serving", append([]any{"addr", addr, "replica", cfg.replicaID, "auth", authn != nil, "tls", creds != nil, "mtls", cfg.security.tlsClientCA != ""}, store.describe...)...)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis.grpc) }()
+	leaveStoreOpen, err = serveUntilSignalled(ctx, cfg, srv, lis.grpc, purges, log)
+	return err
+}
 
+// startLog is the daemon's logger, having logged what the flags and the
+// runtime settings it chose have to say.
+func startLog(cfg config) *slog.Logger {
+	log := cfg.logger(os.Stderr)
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
+	if pct, set := tuneRuntime(os.Getenv); set {
+		log.Debug("garbage collector target set, GOGC unset", "gc_percent", pct)
+	}
+	return log
+}
+
+func closeStore(store backend, log *slog.Logger) {
+	if err := store.close(); err != nil {
+		log.Error("closing store", "err", err)
+	}
+}
+
+// serveHealthProbes serves -health-listen: grpc.health.v1.Health alone,
+// plaintext, for the kubelet's probes.
+func serveHealthProbes(srv *server.Server, lis net.Listener, log *slog.Logger) {
+	log.Info("serving health probes", "addr", lis.Addr().String())
+	go func() {
+		if err := srv.ServeHealth(lis); err != nil {
+			log.Error("health probe listener stopped", "err", err)
+		}
+	}()
+}
+
+// services are the repositories and the purge engine over the store.
+type services struct {
+	repos        map[images.Kind]*images.Repository
+	videos       *video.Repository
+	deviceStates *devices.Repository
+	acquisitions *acquisition.Repository
+	engine       *retention.Engine
+	schedule     retention.Schedule // zero: no built-in schedule
+}
+
+func openServices(ctx context.Context, cfg config, store backend, obs observability, log *slog.Logger) (*services, error) {
+	db := store.tables
+	svc := &services{repos: map[images.Kind]*images.Repository{}}
+	var err error
+	for _, kind := range images.Kinds {
+		if svc.repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
+			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}); err != nil {
+			return nil, err
+		}
+	}
+	if svc.videos, err = video.Open(ctx, db, video.Options{Table: cfg.videoTable}); err != nil {
+		return nil, err
+	}
+	if svc.deviceStates, err = devices.Open(ctx, db, devices.Options{Table: cfg.deviceStateTable}); err != nil {
+		return nil, err
+	}
+	if svc.acquisitions, err = acquisition.Open(ctx, db, acquisition.Options{Table: cfg.acquisitionTable, Logger: log}); err != nil {
+		return nil, err
+	}
+	svc.engine, err = retention.Open(ctx, retention.Options{
+		Backend: db, Repositories: []*images.Repository{svc.repos[images.Single], svc.repos[images.Pano], svc.repos[images.PreStitch]},
+		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
+		RowsPerSecond: cfg.purgeRowsPerSec, JobRetention: cfg.purgeJobRetention,
+		TracerProvider: obs.tracing,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.retentionInterval > 0 {
+		svc.schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval, UsePolicies: cfg.usePolicies}
+	}
+	return svc, nil
+}
+
+// serverOptions are the gRPC server's options from the flags and what
+// serve opened.
+func serverOptions(cfg config, store backend, svc *services, obs observability, authn *auth.Authenticator, creds *tlscreds.Credentials, log *slog.Logger) server.Options {
+	primary, _ := svc.repos[images.Single].Tables()
+	o := server.Options{
+		Single: svc.repos[images.Single], Pano: svc.repos[images.Pano], PreStitch: svc.repos[images.PreStitch],
+		Retention: svc.engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: svc.schedule, Logger: log, AccessLog: float64(cfg.accessLog),
+		Video: svc.videos, Devices: svc.deviceStates, Acquisition: svc.acquisitions, TracerProvider: obs.tracing,
+		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
+		Auth: authn, OpenReflection: cfg.security.reflection == "open",
+		Limits: cfg.limits.server(),
+		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer, MaxResumeAge: cfg.watchResumeMaxAge},
+	}
+	if creds != nil { // a nil *tlscreds.Credentials would not be a nil interface
+		o.Credentials = creds
+	}
+	if store.embedded != nil {
+		o.Backups = backup.NewSource(store.embedded, cfg.dataDir, nil)
+	} else {
+		// Replicas share the store: each finds every replica's creates in
+		// the index. The embedded store has one process, whose creates feed
+		// its watches directly.
+		o.Watch.Poll = cfg.watchPoll
+	}
+	if obs.metrics != nil {
+		o.Metrics = obs.metrics.GRPC
+		if creds != nil {
+			obs.metrics.WatchCertificate("serving", creds.Certificate)
+		}
+	}
+	return o
+}
+
+// serveUntilSignalled serves until ctx ends (SIGINT, SIGTERM), then shuts
+// down within -shutdown-timeout. leaveStoreOpen is true when calls or
+// purges still run in the store after it: closing it under them could
+// only fail or crash, and every acknowledged write is already durable.
+func serveUntilSignalled(ctx context.Context, cfg config, srv *server.Server, lis net.Listener, purges *purges, log *slog.Logger) (leaveStoreOpen bool, err error) {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
 	select {
-	case err = <-served:
-		return err
+	case err := <-served:
+		return false, err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", cfg.shutdownTimeout)
@@ -187,17 +232,13 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	purges.cancel()
 	stuck := srv.Shutdown(shutdownCtx)
 	if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
+		return false, err
 	}
 	if !purges.stop(shutdownCtx) || stuck != nil {
-		// Something still runs in the store: closing it under them could
-		// only fail or crash. Every acknowledged write is already durable,
-		// so the process ends without closing it.
-		leaveStoreOpen = true
-		return fmt.Errorf("shutdown: calls or purges still running after -shutdown-timeout %s; exiting without closing the store", cfg.shutdownTimeout)
+		return true, fmt.Errorf("shutdown: calls or purges still running after -shutdown-timeout %s; exiting without closing the store", cfg.shutdownTimeout)
 	}
 	log.Info("stopped")
-	return nil
+	return false, nil
 }
 
 // listeners are the daemon's bound addresses; health and metrics are nil
