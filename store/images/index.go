@@ -31,14 +31,14 @@ const (
 	minuteLayout = "200601021504"
 )
 
-// ParseIndexKey tells the camera and primary row key of an index row from
+// parseIndexKey tells the camera and primary row key of an index row from
 // its keys alone, in either form an index holds: this service's
 // <row key>_<camera> and the fleet's <camera>_<row key>. A row key is the
 // inverted ticks of the capture instant, which lies in the partition's
 // minute; a key whose halves read both ways (a camera id of 19 digits) is
 // decided by which half falls in that minute. ok is false when neither or
 // both do: the row's properties must tell.
-func ParseIndexKey(partitionKey, rowKey string) (cameraID, primaryRowKey string, ok bool) {
+func parseIndexKey(partitionKey, rowKey string) (cameraID, primaryRowKey string, ok bool) {
 	var p keyParser
 	return p.parse(partitionKey, rowKey)
 }
@@ -96,7 +96,7 @@ func (p *keyParser) parse(partitionKey, rowKey string) (cameraID, primaryRowKey 
 
 // IndexScan reads the index rows of a range of partitions, a page at a
 // time, by their keys alone while the keys tell the primary rows (see
-// ParseIndexKey). From a row whose keys do not, it reads the rows' DeviceId
+// parseIndexKey). From a row whose keys do not, it reads the rows' DeviceId
 // and MetadataRowKey as well, until a page no longer needs them: an index
 // written by the fleet costs one more page, not a read per row.
 type IndexScan struct {

@@ -135,7 +135,7 @@ func (r *Repository) Tables() (primary, index store.Table) { return r.primary, r
 
 // IndexKeys are the keys the index row of a camera's primary row may have:
 // this service's form, in the partition of the row's capture minute and,
-// with shards, its camera's shard; and the fleet's (see ParseIndexKey),
+// with shards, its camera's shard; and the fleet's (see parseIndexKey),
 // which knows no shards. The index key is a function of the primary key, so a purge that
 // deletes primary rows can delete their index rows without reading them.
 func (r *Repository) IndexKeys(cameraID, primaryRowKey string) []store.Key {

@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -35,13 +34,6 @@ func rows(partitionKey string, rowKeys ...string) []key {
 	for i, rk := range rowKeys {
 		ks[i] = key{partitionKey, rk}
 	}
-	return ks
-}
-
-// sortedKeys is ks in the contract's order, (PartitionKey, RowKey) by bytes.
-func sortedKeys(ks []key) []key {
-	ks = slices.Clone(ks)
-	slices.SortFunc(ks, compareKeys)
 	return ks
 }
 

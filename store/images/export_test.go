@@ -1,0 +1,4 @@
+package images
+
+// ParseIndexKey exposes parseIndexKey to the package's external tests.
+var ParseIndexKey = parseIndexKey
