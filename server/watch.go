@@ -130,24 +130,8 @@ func (w *watcher[M]) ended(code codes.Code, message string) error {
 // images until the client leaves, the stream falls behind or the server
 // stops.
 func (h *imageHandler[M]) watch(ctx context.Context, req watchRequest, send func(m M, token string, existing bool) error) error {
-	var v violations
-	v.checkCameraIDs("camera_ids", req.cameraIDs)
-	var resume *time.Time
-	if req.resumeToken != "" {
-		stamp, ok := decodeResumeToken(req.resumeToken)
-		now := h.feed.Now()
-		switch {
-		case !ok:
-			v.add("resume_token", "malformed")
-		case stamp.Before(now.Add(-h.feed.MaxResumeAge())):
-			v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", h.feed.MaxResumeAge()))
-		case stamp.After(now.Add(feed.ClockSkew)):
-			v.add("resume_token", "from the future")
-		default:
-			resume = &stamp
-		}
-	}
-	if err := v.err(); err != nil {
+	resume, err := h.checkWatch(req)
+	if err != nil {
 		return err
 	}
 	cameras := make(map[string]bool, len(req.cameraIDs))
@@ -220,6 +204,30 @@ func (h *imageHandler[M]) watch(ctx context.Context, req watchRequest, send func
 			return stopped(ctx.Err())
 		}
 	}
+}
+
+// checkWatch validates a watch request: its camera ids, and its resume
+// token, which it returns as the instant to resume from (nil: none).
+func (h *imageHandler[M]) checkWatch(req watchRequest) (*time.Time, error) {
+	var v violations
+	v.checkCameraIDs("camera_ids", req.cameraIDs)
+	if req.resumeToken == "" {
+		return nil, v.err()
+	}
+	stamp, ok := decodeResumeToken(req.resumeToken)
+	now := h.feed.Now()
+	switch {
+	case !ok:
+		v.add("resume_token", "malformed")
+	case stamp.Before(now.Add(-h.feed.MaxResumeAge())):
+		v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", h.feed.MaxResumeAge()))
+	case stamp.After(now.Add(feed.ClockSkew)):
+		v.add("resume_token", "from the future")
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return &stamp, nil
 }
 
 func (s *singleImageService) WatchSingleImageMetadata(req *metadatav1.WatchSingleImageMetadataRequest, stream grpc.ServerStreamingServer[metadatav1.WatchSingleImageMetadataResponse]) error {

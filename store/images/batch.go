@@ -240,39 +240,7 @@ func (r *Repository) writeRound(ctx context.Context, round []pending, results []
 	}
 	taken := make([]bool, len(results))
 	writeGroups(rctx, written, func(p pending) (string, int) { return p.img.CameraID, store.EntitySize(p.primary) }, func(ctx context.Context, group []pending) {
-		for len(group) > 0 {
-			ops := make([]store.Op, len(group))
-			for i, p := range group {
-				ops[i] = store.Op{Kind: store.OpInsert, Entity: p.primary}
-			}
-			err := r.primary.Batch(ctx, ops)
-			var be *store.BatchError
-			if err == nil || !errors.As(err, &be) {
-				for _, p := range group {
-					failed[p.at] = err
-				}
-				return
-			}
-			if !errors.Is(err, store.ErrAlreadyExists) {
-				failed[group[be.Index].at] = be.Err
-				group = slices.Delete(group, be.Index, be.Index+1)
-				continue
-			}
-			// One taken key often means many (a retried upload): find them
-			// all in one read rather than a failed batch each.
-			stored, err := r.storedKeys(ctx, group)
-			if err != nil {
-				for _, p := range group {
-					failed[p.at] = err
-				}
-				return
-			}
-			stored[group[be.Index].primary.RowKey] = true
-			group = slices.DeleteFunc(group, func(p pending) bool {
-				taken[p.at] = stored[p.primary.RowKey]
-				return taken[p.at]
-			})
-		}
+		r.insertPrimaryRows(ctx, group, failed, taken)
 	})
 	var stored []pending
 	for _, p := range round {
@@ -300,6 +268,45 @@ func (r *Repository) writeRound(ctx context.Context, round []pending, results []
 		results[p.at] = CreateResult{Image: p.img, Err: failed[p.at]}
 	}
 	return existing
+}
+
+// insertPrimaryRows inserts one camera's primary rows of a round in
+// batches, noting in failed the error of each image that failed and in
+// taken each whose key was already stored (a retry, told apart later).
+func (r *Repository) insertPrimaryRows(ctx context.Context, group []pending, failed []error, taken []bool) {
+	for len(group) > 0 {
+		ops := make([]store.Op, len(group))
+		for i, p := range group {
+			ops[i] = store.Op{Kind: store.OpInsert, Entity: p.primary}
+		}
+		err := r.primary.Batch(ctx, ops)
+		var be *store.BatchError
+		if err == nil || !errors.As(err, &be) {
+			for _, p := range group {
+				failed[p.at] = err
+			}
+			return
+		}
+		if !errors.Is(err, store.ErrAlreadyExists) {
+			failed[group[be.Index].at] = be.Err
+			group = slices.Delete(group, be.Index, be.Index+1)
+			continue
+		}
+		// One taken key often means many (a retried upload): find them all
+		// in one read rather than a failed batch each.
+		stored, err := r.storedKeys(ctx, group)
+		if err != nil {
+			for _, p := range group {
+				failed[p.at] = err
+			}
+			return
+		}
+		stored[group[be.Index].primary.RowKey] = true
+		group = slices.DeleteFunc(group, func(p pending) bool {
+			taken[p.at] = stored[p.primary.RowKey]
+			return taken[p.at]
+		})
+	}
 }
 
 // writeGroups calls write for each group of ps sharing a partition, within

@@ -390,65 +390,11 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 	// marked are the partitions of the writes that keep low marks.
 	marked := make([][]byte, len(writes))
 	for i, w := range writes {
-		var stored store.Entity
-		var found bool
-		var err error
-		var tally *tallyState
-		if tallies != nil {
-			if tally = (*tallies)[w.table]; tally != nil {
-				marked[i] = partitionPrefix(w.table, w.op.Entity.PartitionKey)
-				if !tally.counts(keys[i]) {
-					tally = nil
-				}
-			}
-		}
-		// A replacing upsert writes the same whatever is stored: skip the read,
-		// which every create's index row would otherwise pay, unless the
-		// tally needs to know whether it adds a row. An insert below its
-		// partition's low mark skips it too (see lowmark.go).
-		read := w.op.Kind != store.OpUpsert || w.op.Mode != store.Replace || tally != nil
-		if read && w.op.Kind == store.OpInsert && marked[i] != nil {
-			below, err := d.below(marked[i], w.op.Entity.RowKey)
-			if err != nil {
-				return nil, &store.BatchError{Index: i, Err: err}
-			}
-			if below {
-				read = false
-				d.readsSkipped.Add(1)
-			}
-		}
-		if read {
-			stored, found, err = d.get(keys[i], w.op.Entity.PartitionKey, w.op.Entity.RowKey)
-			if err != nil {
-				return nil, &store.BatchError{Index: i, Err: err}
-			}
-		}
-		next, err := d.resolve(w.op, stored, found, now)
+		next, mark, err := d.stageWrite(batch, w, keys[i], tallies, now)
 		if err != nil {
 			return nil, &store.BatchError{Index: i, Err: err}
 		}
-		if w.op.Kind == store.OpDelete {
-			err = batch.Delete(keys[i], nil)
-		} else {
-			var value []byte
-			if value, err = encodeValue(next); err == nil {
-				err = batch.Set(keys[i], value, nil)
-			}
-		}
-		if err != nil {
-			return nil, &store.BatchError{Index: i, Err: err}
-		}
-		// resolve refused an insert of a taken key and a delete of a
-		// missing one, so only these change whether the row exists.
-		added := !found && (w.op.Kind == store.OpInsert || w.op.Kind == store.OpUpsert)
-		if tally != nil && (added || w.op.Kind == store.OpDelete) {
-			if key, record, ok := rowTally(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey, !added); ok {
-				if err := batch.Merge(key, record, nil); err != nil {
-					return nil, &store.BatchError{Index: i, Err: err}
-				}
-			}
-		}
-		results[i] = next
+		results[i], marked[i] = next, mark
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -463,6 +409,69 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 		}
 	}
 	return results, nil
+}
+
+// stageWrite adds one write, under its key's stripe, to batch: the row resolved
+// against what is stored (read only when it must be), and its tally's
+// change. mark is the partition whose low mark the write lowers once
+// committed (nil: none).
+func (d *DB) stageWrite(batch *pebbledb.Batch, w write, key []byte, tallies *map[string]*tallyState, now time.Time) (next store.Entity, mark []byte, err error) {
+	var tally *tallyState
+	if tallies != nil {
+		if tally = (*tallies)[w.table]; tally != nil {
+			mark = partitionPrefix(w.table, w.op.Entity.PartitionKey)
+			if !tally.counts(key) {
+				tally = nil
+			}
+		}
+	}
+	// A replacing upsert writes the same whatever is stored: skip the read,
+	// which every create's index row would otherwise pay, unless the tally
+	// needs to know whether it adds a row. An insert below its partition's
+	// low mark skips it too (see lowmark.go).
+	read := w.op.Kind != store.OpUpsert || w.op.Mode != store.Replace || tally != nil
+	if read && w.op.Kind == store.OpInsert && mark != nil {
+		below, err := d.below(mark, w.op.Entity.RowKey)
+		if err != nil {
+			return store.Entity{}, nil, err
+		}
+		if below {
+			read = false
+			d.readsSkipped.Add(1)
+		}
+	}
+	var stored store.Entity
+	var found bool
+	if read {
+		if stored, found, err = d.get(key, w.op.Entity.PartitionKey, w.op.Entity.RowKey); err != nil {
+			return store.Entity{}, nil, err
+		}
+	}
+	if next, err = d.resolve(w.op, stored, found, now); err != nil {
+		return store.Entity{}, nil, err
+	}
+	if w.op.Kind == store.OpDelete {
+		err = batch.Delete(key, nil)
+	} else {
+		var value []byte
+		if value, err = encodeValue(next); err == nil {
+			err = batch.Set(key, value, nil)
+		}
+	}
+	if err != nil {
+		return store.Entity{}, nil, err
+	}
+	// resolve refused an insert of a taken key and a delete of a missing
+	// one, so only these change whether the row exists.
+	added := !found && (w.op.Kind == store.OpInsert || w.op.Kind == store.OpUpsert)
+	if tally != nil && (added || w.op.Kind == store.OpDelete) {
+		if key, record, ok := rowTally(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey, !added); ok {
+			if err := batch.Merge(key, record, nil); err != nil {
+				return store.Entity{}, nil, err
+			}
+		}
+	}
+	return next, mark, nil
 }
 
 // admitWrite asks AdmitWrite about writes that add data.
