@@ -356,107 +356,27 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		if !p.IndexBefore.IsZero() {
 			indexBefore = p.IndexBefore // a resumed job keeps the first run's
 		}
-		var c Counts
-		type camera struct {
-			boundary time.Time
-			purged   bool
-		}
 		// Sized for the section's cameras: growing the map was a tenth of a
 		// section's time at 4,000 cameras.
 		hint := len(r.surveyed)
 		if limit > 0 {
 			hint = min(hint, limit)
 		}
-		seen := make(map[string]camera, hint)
-		keptBefore := indexBefore
+		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
+			limit: limit, seen: make(map[string]sectionCamera, hint)}
 		if !p.KeptBefore.IsZero() {
-			keptBefore = minTime(keptBefore, p.KeptBefore)
+			s.keptBefore = minTime(s.keptBefore, p.KeptBefore)
 		}
-		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error {
-			cam, ok := seen[t.PartitionKey]
-			if !ok {
-				oldest, any := t.Oldest()
-				if !any {
-					return nil
-				}
-				if limit > 0 && len(seen) >= limit {
-					return errSectionFull
-				}
-				bnd, known := r.surveyed[t.PartitionKey]
-				switch {
-				case known && t.PartitionKey < resolveFrom && bnd.IsZero():
-					// Kept when surveyed; an earlier section saw it so too.
-					keptBefore = minTime(keptBefore, oldest)
-				case known && t.PartitionKey < resolveFrom && t.RowsBefore(bnd) == 0:
-					// Purged by an earlier section, nothing created since.
-					bnd = time.Time{}
-				default:
-					var err error
-					if bnd, err = r.boundary(ctx, j, t.PartitionKey, oldest); err != nil {
-						return err
-					}
-					if bnd.IsZero() {
-						keptBefore = minTime(keptBefore, oldest)
-						if r.wasPlanned(t.PartitionKey) {
-							c.DevicesHeld++
-						}
-					} else {
-						keptBefore = minTime(keptBefore, bnd)
-					}
-				}
-				cam = camera{boundary: bnd}
-			}
-			was := cam
-			if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
-				n, err := b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
-				if err != nil {
-					return err
-				}
-				if n > 0 {
-					if !cam.purged {
-						cam.purged = true
-						c.DevicesTotal++
-						c.DevicesDone++
-					}
-					c.MetadataRows += n
-					indexRows, err := r.deleteIndexRows(ctx, b, t, indexBefore, cam.boundary)
-					if err != nil {
-						return err
-					}
-					c.IndexRows += indexRows
-				}
-			}
-			if !ok || cam != was {
-				seen[t.PartitionKey] = cam
-			}
-			return nil
-		})
+		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
 			return err
 		}
-		p.Counts.add(c)
-		deleted = c
-		p.IndexBefore, p.KeptBefore = indexBefore, keptBefore
+		p.Counts.add(s.c)
+		deleted = s.c
+		p.IndexBefore, p.KeptBefore = indexBefore, s.keptBefore
 		if last {
-			ranged := indexBefore
-			p.Phase = phaseDone
-			if keptBefore.Before(indexBefore) {
-				// A camera kept since the survey has rows before the minute the
-				// earlier sections left to the range deletion: stop it there;
-				// the index rows in between whose rows are gone go next.
-				ranged = keptBefore
-				p.Phase, p.Orphans = phaseOrphans, &store.Range{From: store.MinutePartitionKey(keptBefore), To: store.MinutePartitionKey(indexBefore)}
-			}
-			if err := b.DeletePartitions(r.index, images.ExpiredIndex(ranged)); err != nil {
+			if ended, err = r.endSections(b, j, p); err != nil {
 				return err
-			}
-			if ended = r.endsJob(j); ended {
-				// The job's end and its marker's drop ride in this batch: two
-				// synced writes fewer (finish sees it ended).
-				r.e.end(j, nil)
-				if _, err := b.Delete(r.e.jobs.table, store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
-					return err
-				}
 			}
 		}
 		e, err := jobEntity(j)
@@ -473,6 +393,116 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		r.e.notify() // the job's record changed: wake its watchers (finish wakes them to its end)
 	}
 	return err
+}
+
+// sectionScan is one section's pass over its cameras' tallies, within
+// the section's batch.
+type sectionScan struct {
+	r           *embeddedRun
+	j           *Job
+	b           store.PurgeBatch
+	resolveFrom string
+	indexBefore time.Time // the index partitions before it go by range
+	keptBefore  time.Time // the oldest row a kept camera keeps
+	limit       int       // cameras in the section; 0: no limit
+	seen        map[string]sectionCamera
+	c           Counts // what the section deletes
+}
+
+// sectionCamera is what a section has learnt of a camera.
+type sectionCamera struct {
+	boundary time.Time // its rows before it go; zero: it keeps them
+	purged   bool
+}
+
+// tally deletes a camera's rows of one day before its boundary, finding
+// the boundary at the camera's first tally, and their index rows.
+func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
+	r := s.r
+	cam, ok := s.seen[t.PartitionKey]
+	if !ok {
+		oldest, any := t.Oldest()
+		if !any {
+			return nil
+		}
+		if s.limit > 0 && len(s.seen) >= s.limit {
+			return errSectionFull
+		}
+		bnd, known := r.surveyed[t.PartitionKey]
+		switch {
+		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
+			// Kept when surveyed; an earlier section saw it so too.
+			s.keptBefore = minTime(s.keptBefore, oldest)
+		case known && t.PartitionKey < s.resolveFrom && t.RowsBefore(bnd) == 0:
+			// Purged by an earlier section, nothing created since.
+			bnd = time.Time{}
+		default:
+			var err error
+			if bnd, err = r.boundary(ctx, s.j, t.PartitionKey, oldest); err != nil {
+				return err
+			}
+			if bnd.IsZero() {
+				s.keptBefore = minTime(s.keptBefore, oldest)
+				if r.wasPlanned(t.PartitionKey) {
+					s.c.DevicesHeld++
+				}
+			} else {
+				s.keptBefore = minTime(s.keptBefore, bnd)
+			}
+		}
+		cam = sectionCamera{boundary: bnd}
+	}
+	was := cam
+	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
+		n, err := s.b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if !cam.purged {
+				cam.purged = true
+				s.c.DevicesTotal++
+				s.c.DevicesDone++
+			}
+			s.c.MetadataRows += n
+			indexRows, err := r.deleteIndexRows(ctx, s.b, t, s.indexBefore, cam.boundary)
+			if err != nil {
+				return err
+			}
+			s.c.IndexRows += indexRows
+		}
+	}
+	if !ok || cam != was {
+		s.seen[t.PartitionKey] = cam
+	}
+	return nil
+}
+
+// endSections is the last section's own work, in its batch: the index
+// partitions before the sections' minute go by range, and the job ends
+// unless orphaned index rows are left to delete.
+func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (ended bool, err error) {
+	ranged := p.IndexBefore
+	p.Phase = phaseDone
+	if p.KeptBefore.Before(p.IndexBefore) {
+		// A camera kept since the survey has rows before the minute the
+		// earlier sections left to the range deletion: stop it there; the
+		// index rows in between whose rows are gone go next.
+		ranged = p.KeptBefore
+		p.Phase, p.Orphans = phaseOrphans, &store.Range{From: store.MinutePartitionKey(p.KeptBefore), To: store.MinutePartitionKey(p.IndexBefore)}
+	}
+	if err := b.DeletePartitions(r.index, images.ExpiredIndex(ranged)); err != nil {
+		return false, err
+	}
+	if ended = r.endsJob(j); ended {
+		// The job's end and its marker's drop ride in this batch: two synced
+		// writes fewer (finish sees it ended).
+		r.e.end(j, nil)
+		if _, err := b.Delete(r.e.jobs.table, store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
+			return false, err
+		}
+	}
+	return ended, nil
 }
 
 // endsJob reports whether a last section that leaves this kind done ends

@@ -31,39 +31,8 @@ func (e *Engine) abandonStart(j *Job, now time.Time) error {
 // runJob takes a job through every kind's phases to its end, holding its
 // lease throughout.
 func (e *Engine) runJob(ctx context.Context, id string) {
-	now := e.opts.Now().UTC()
-	resumed := false
-	j, err := e.updateJob(ctx, id, func(j *Job) error {
-		if j.State.Terminal() {
-			return nil
-		}
-		if j.Unconfirmed {
-			return e.abandonStart(j, now)
-		}
-		if j.Owner != "" && j.Owner != e.opts.ReplicaID && now.Before(j.LeaseUntil) {
-			return errLeased
-		}
-		resumed = j.State == Running
-		j.Owner, j.LeaseUntil = e.opts.ReplicaID, now.Add(e.opts.LeaseDuration)
-		j.LeaseEpoch++
-		if j.State == Pending {
-			j.State, j.Started = Running, now
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errLeased), errors.Is(err, errStarting):
-		return
-	case errors.Is(err, store.ErrNotFound):
-		e.dropMarker(ctx, id)
-		return
-	case err != nil:
-		if ctx.Err() == nil {
-			e.log.Error("purge: cannot start", "job", id, "err", err)
-		}
-		return
-	case j.State.Terminal():
-		e.dropMarker(ctx, id)
+	j, resumed := e.takeJob(ctx, id)
+	if j == nil {
 		return
 	}
 	// From here every write of the job or its tasks holds only under this
@@ -122,6 +91,47 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		}
 	}
 	e.finish(ctx, id, nil)
+}
+
+// takeJob takes the job's lease for this replica, starting a pending job,
+// and says whether it was running already (resumed). A nil job is one not
+// to run here: ended, gone, leased by a live replica, or not confirmed.
+func (e *Engine) takeJob(ctx context.Context, id string) (j *Job, resumed bool) {
+	now := e.opts.Now().UTC()
+	j, err := e.updateJob(ctx, id, func(j *Job) error {
+		if j.State.Terminal() {
+			return nil
+		}
+		if j.Unconfirmed {
+			return e.abandonStart(j, now)
+		}
+		if j.Owner != "" && j.Owner != e.opts.ReplicaID && now.Before(j.LeaseUntil) {
+			return errLeased
+		}
+		resumed = j.State == Running
+		j.Owner, j.LeaseUntil = e.opts.ReplicaID, now.Add(e.opts.LeaseDuration)
+		j.LeaseEpoch++
+		if j.State == Pending {
+			j.State, j.Started = Running, now
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errLeased), errors.Is(err, errStarting):
+		return nil, false
+	case errors.Is(err, store.ErrNotFound):
+		e.dropMarker(ctx, id)
+		return nil, false
+	case err != nil:
+		if ctx.Err() == nil {
+			e.log.Error("purge: cannot start", "job", id, "err", err)
+		}
+		return nil, false
+	case j.State.Terminal():
+		e.dropMarker(ctx, id)
+		return nil, false
+	}
+	return j, resumed
 }
 
 // leaseEnded reports a run of a job cut short before its end, by this

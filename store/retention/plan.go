@@ -155,30 +155,7 @@ type planner struct {
 // planned other cameras. Only those tasks are read, so that a plan of many
 // buckets does not read every task in each.
 func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int) (bool, error) {
-	seen := newCameraSet(p.e.opts.CameraMemory)
-	remember := func(t *task) (bool, error) {
-		for _, d := range t.Devices {
-			if bucketOf(d.ID, n) == bucket {
-				seen.add(d.ID)
-			}
-		}
-		if seen.full() {
-			return false, errOutgrown
-		}
-		return true, nil
-	}
-	var err error
-	if before > 0 {
-		err = p.e.tasks.from(ctx, p.job.ID, p.kind, 0, func(t *task) (bool, error) {
-			if t.Seq >= before {
-				return false, nil
-			}
-			return remember(t)
-		})
-	}
-	if err == nil {
-		err = p.e.tasks.from(ctx, p.job.ID, p.kind, max(started, before), remember)
-	}
+	seen, err := p.plannedCameras(ctx, bucket, n, before, started)
 	if errors.Is(err, errOutgrown) {
 		return false, nil
 	}
@@ -191,31 +168,9 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		if len(group) == 0 {
 			return nil
 		}
-		t := &task{JobID: p.job.ID, Kind: p.kind, Seq: p.seq, Devices: group}
-		if p.job.UsePolicies {
-			if err := p.e.tasks.recordBoundaries(ctx, t); err != nil {
-				return err
-			}
-		}
-		if err := p.e.tasks.create(ctx, t); err != nil {
-			return err
-		}
-		if err := p.e.send(ctx, t); err != nil {
-			return err
-		}
-		j, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
-			j.progress(p.kind).Counts.DevicesTotal += int64(len(group))
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		p.seq++
+		err := p.writeTask(ctx, group)
 		group, groupBytes = nil, 0
-		if j.CancelRequested {
-			return errCancelled
-		}
-		return nil
+		return err
 	}
 	var policies *resolver
 	if p.job.UsePolicies {
@@ -261,6 +216,68 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		return false, err
 	}
 	return true, flush()
+}
+
+// plannedCameras are the bucket's cameras the job's tasks already name:
+// those of tasks before before, and of every task from started (a
+// resumed planner's own). errOutgrown says they are more than the
+// planner's memory holds.
+func (p *planner) plannedCameras(ctx context.Context, bucket, n, before, started int) (*cameraSet, error) {
+	seen := newCameraSet(p.e.opts.CameraMemory)
+	remember := func(t *task) (bool, error) {
+		for _, d := range t.Devices {
+			if bucketOf(d.ID, n) == bucket {
+				seen.add(d.ID)
+			}
+		}
+		if seen.full() {
+			return false, errOutgrown
+		}
+		return true, nil
+	}
+	var err error
+	if before > 0 {
+		err = p.e.tasks.from(ctx, p.job.ID, p.kind, 0, func(t *task) (bool, error) {
+			if t.Seq >= before {
+				return false, nil
+			}
+			return remember(t)
+		})
+	}
+	if err == nil {
+		err = p.e.tasks.from(ctx, p.job.ID, p.kind, max(started, before), remember)
+	}
+	return seen, err
+}
+
+// writeTask writes the next task, of group's cameras (with their
+// boundaries when the job uses policies), queues it and adds its cameras
+// to the job's total; errCancelled when the job was cancelled meanwhile.
+func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
+	t := &task{JobID: p.job.ID, Kind: p.kind, Seq: p.seq, Devices: group}
+	if p.job.UsePolicies {
+		if err := p.e.tasks.recordBoundaries(ctx, t); err != nil {
+			return err
+		}
+	}
+	if err := p.e.tasks.create(ctx, t); err != nil {
+		return err
+	}
+	if err := p.e.send(ctx, t); err != nil {
+		return err
+	}
+	j, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
+		j.progress(p.kind).Counts.DevicesTotal += int64(len(group))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.seq++
+	if j.CancelRequested {
+		return errCancelled
+	}
+	return nil
 }
 
 // errOutgrown stops a scan whose cameras outgrow the plan's memory.

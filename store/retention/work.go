@@ -124,23 +124,12 @@ func (e *Engine) keepHidden(ctx context.Context, msg queue.Message) (context.Con
 // its finished cameras recorded and its deleted rows gone, and its counts
 // were fixed before the first delete.
 func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, error) {
-	var m taskMessage
-	if err := json.Unmarshal(msg.Body, &m); err != nil {
-		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)
-		return settleDeadLetter, nil
+	m, settle, err := e.claimTask(msg)
+	if m == nil {
+		return settle, err
 	}
-	switch running, ok := e.beginTask(m, msg.ID); {
-	case !ok && running == msg.ID:
-		// This very message, back while its delivery still runs (its
-		// visibility could not be kept): left for later, not deleted, as
-		// it may be the task's only message.
-		return 0, fmt.Errorf("retention: task %s/%s is still running in this process", m.JobID, taskRowKey(m.Kind, m.Seq))
-	case !ok:
-		e.log.Debug("purge worker: a second message of a task this process runs dropped", "job", m.JobID, "task", taskRowKey(m.Kind, m.Seq))
-		return settleDelete, nil
-	}
-	defer e.endTask(m)
-	t, etag, err := e.tasks.get(ctx, m)
+	defer e.endTask(*m)
+	t, etag, err := e.tasks.get(ctx, *m)
 	if errors.Is(err, store.ErrNotFound) {
 		return settleDelete, nil
 	}
@@ -202,8 +191,49 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 		}
 	}
 	removed, failures := e.deleteCameras(ctx, repo, t, j)
+	deleted := e.settleCameras(t, removed, failures, lastAttempt)
+	if _, err := e.tasks.put(ctx, t, etag); err != nil {
+		return e.unrecorded(ctx, t, lastAttempt, err)
+	}
+	e.countDeleted(t.Kind, deleted)
+	e.notify()
+	switch {
+	case !t.Done:
+		return 0, fmt.Errorf("retention: task %s/%s: %d cameras failed this attempt", t.JobID, taskRowKey(t.Kind, t.Seq), len(failures))
+	case t.counts().DevicesFailed > 0:
+		return settleDeadLetter, nil
+	}
+	return settleDelete, nil
+}
+
+// claimTask reads a task's message and claims the task for this
+// delivery; a nil message is one not to run, settled as returned.
+func (e *Engine) claimTask(msg queue.Message) (*taskMessage, settlement, error) {
+	var m taskMessage
+	if err := json.Unmarshal(msg.Body, &m); err != nil {
+		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)
+		return nil, settleDeadLetter, nil
+	}
+	switch running, ok := e.beginTask(m, msg.ID); {
+	case !ok && running == msg.ID:
+		// This very message, back while its delivery still runs (its
+		// visibility could not be kept): left for later, not deleted, as it
+		// may be the task's only message.
+		return nil, 0, fmt.Errorf("retention: task %s/%s is still running in this process", m.JobID, taskRowKey(m.Kind, m.Seq))
+	case !ok:
+		e.log.Debug("purge worker: a second message of a task this process runs dropped", "job", m.JobID, "task", taskRowKey(m.Kind, m.Seq))
+		return nil, settleDelete, nil
+	}
+	return &m, 0, nil
+}
+
+// settleCameras records in t what its delivery did to each pending
+// camera: done with the rows it deleted, given up on the last attempt, or
+// left pending (t not done) for the next delivery. It returns the counts
+// of the cameras done.
+func (e *Engine) settleCameras(t *task, removed map[string]int64, failures map[string]error, lastAttempt bool) Counts {
 	t.Done = true
-	var deleted Counts // the cameras this delivery finished
+	var deleted Counts
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
@@ -220,18 +250,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 			t.Done = false
 		}
 	}
-	if _, err := e.tasks.put(ctx, t, etag); err != nil {
-		return e.unrecorded(ctx, t, lastAttempt, err)
-	}
-	e.countDeleted(t.Kind, deleted)
-	e.notify()
-	switch {
-	case !t.Done:
-		return 0, fmt.Errorf("retention: task %s/%s: %d cameras failed this attempt", t.JobID, taskRowKey(t.Kind, t.Seq), len(failures))
-	case t.counts().DevicesFailed > 0:
-		return settleDeadLetter, nil
-	}
-	return settleDelete, nil
+	return deleted
 }
 
 // stopTask closes a task whose job's cancel came before any delivery
