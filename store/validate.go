@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -38,19 +37,41 @@ func ValidateTableName(name string) error {
 // ValidateKey checks the partition and row key rules: valid UTF-8 without
 // / \ # ? or control characters, 1 to MaxKeyBytes long as UTF-16.
 func ValidateKey(key string) error {
+	_, err := keyUnits(key)
+	return err
+}
+
+// keyUnits is ValidateKey that also returns the key's length in UTF-16
+// units, found in the same pass over the key, for the entity's size: a
+// create's keys are read once, not once per rule and again for the size.
+// The rules are reported in the order they always were.
+func keyUnits(key string) (int, error) {
+	if key == "" {
+		return 0, fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	}
+	units, valid := 0, true
+	forbidden := rune(-1)
+	for i := 0; i < len(key); {
+		r, size := rune(key[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(key[i:])
+			valid = valid && !(r == utf8.RuneError && size == 1)
+		}
+		units += utf16.RuneLen(r)
+		if forbidden < 0 && forbiddenInKey(r) {
+			forbidden = r
+		}
+		i += size
+	}
 	switch {
-	case key == "":
-		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
-	case 2*utf16Len(key) > MaxKeyBytes:
-		return fmt.Errorf("%w: key is %d bytes as UTF-16, over %d", ErrInvalidKey, 2*utf16Len(key), MaxKeyBytes)
+	case !valid:
+		return 0, fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
+	case 2*units > MaxKeyBytes:
+		return 0, fmt.Errorf("%w: key is %d bytes as UTF-16, over %d", ErrInvalidKey, 2*units, MaxKeyBytes)
+	case forbidden >= 0:
+		return 0, fmt.Errorf("%w: key holds forbidden character %q", ErrInvalidKey, forbidden)
 	}
-	if i := strings.IndexFunc(key, forbiddenInKey); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(key[i:])
-		return fmt.Errorf("%w: key holds forbidden character %q", ErrInvalidKey, r)
-	}
-	return nil
+	return units, nil
 }
 
 func forbiddenInKey(r rune) bool {
@@ -60,67 +81,102 @@ func forbiddenInKey(r rune) bool {
 // ValidateEntity checks an entity's keys and properties against the limits.
 // Errors other than key errors are *PropertyError.
 func ValidateEntity(e Entity) error {
-	if err := ValidateAddress(e.PartitionKey, e.RowKey); err != nil {
-		return err
-	}
-	if len(e.Properties) > MaxProperties {
-		return &PropertyError{Err: fmt.Errorf("%w: %d properties, over %d", ErrTooLarge, len(e.Properties), MaxProperties)}
-	}
-	for name, v := range e.Properties {
-		if err := validateProperty(name, v); err != nil {
-			return &PropertyError{Property: name, Err: err}
-		}
-	}
-	if n := EntitySize(e); n > MaxEntityBytes {
-		return &PropertyError{Err: fmt.Errorf("%w: entity is %d bytes, over %d", ErrTooLarge, n, MaxEntityBytes)}
-	}
-	return nil
+	_, err := checkEntity(e)
+	return err
 }
 
-func validateProperty(name string, v any) error {
+// checkEntity is ValidateEntity in one pass over the entity, returning its
+// EntitySize, which the pass measures on the way: each key, name and
+// string is read once, where checking the rules and then measuring the
+// entity read each twice or more (and a batch's size check a third time).
+func checkEntity(e Entity) (int, error) {
+	size, err := addressSize(e.PartitionKey, e.RowKey)
+	if err != nil {
+		return 0, err
+	}
+	if len(e.Properties) > MaxProperties {
+		return 0, &PropertyError{Err: fmt.Errorf("%w: %d properties, over %d", ErrTooLarge, len(e.Properties), MaxProperties)}
+	}
+	for name, v := range e.Properties {
+		n, err := validateProperty(name, v)
+		if err != nil {
+			return 0, &PropertyError{Property: name, Err: err}
+		}
+		size += n
+	}
+	if size > MaxEntityBytes {
+		return 0, &PropertyError{Err: fmt.Errorf("%w: entity is %d bytes, over %d", ErrTooLarge, size, MaxEntityBytes)}
+	}
+	return size, nil
+}
+
+// validateProperty checks one property and returns its share of
+// EntitySize.
+func validateProperty(name string, v any) (int, error) {
 	if reservedProperties[name] {
-		return fmt.Errorf("%w: %s is a system property", ErrInvalidEntity, name)
+		return 0, fmt.Errorf("%w: %s is a system property", ErrInvalidEntity, name)
 	}
-	if !validPropertyName(name) {
-		return fmt.Errorf("%w: name must be an identifier of at most 255 characters", ErrInvalidEntity)
+	nameUnits, ok := propertyNameUnits(name)
+	if !ok {
+		return 0, fmt.Errorf("%w: name must be an identifier of at most 255 characters", ErrInvalidEntity)
 	}
+	n, err := validateValue(v)
+	if err != nil {
+		return 0, err
+	}
+	return 8 + 2*nameUnits + n, nil
+}
+
+// validateValue checks a property value and returns its valueSize; a
+// string is measured in the pass that checks its encoding.
+func validateValue(v any) (int, error) {
 	switch v := v.(type) {
 	case string:
-		if n := 2 * utf16Len(v); n > MaxValueBytes {
-			return fmt.Errorf("%w: string is %d bytes as UTF-16, over %d", ErrTooLarge, n, MaxValueBytes)
+		units, valid := stringUnits(v)
+		if n := 2 * units; n > MaxValueBytes {
+			return 0, fmt.Errorf("%w: string is %d bytes as UTF-16, over %d", ErrTooLarge, n, MaxValueBytes)
 		}
-		if !utf8.ValidString(v) {
-			return fmt.Errorf("%w: string is not valid UTF-8", ErrInvalidEntity)
+		if !valid {
+			return 0, fmt.Errorf("%w: string is not valid UTF-8", ErrInvalidEntity)
 		}
+		return 4 + 2*units, nil
 	case []byte:
 		if len(v) > MaxValueBytes {
-			return fmt.Errorf("%w: binary is %d bytes, over %d", ErrTooLarge, len(v), MaxValueBytes)
+			return 0, fmt.Errorf("%w: binary is %d bytes, over %d", ErrTooLarge, len(v), MaxValueBytes)
 		}
 	case time.Time:
 		if v.Before(minDateTime) || v.After(maxDateTime) {
-			return fmt.Errorf("%w: time %s outside 1601-01-01 to 9999-12-31", ErrInvalidEntity, v.Format(time.RFC3339Nano))
+			return 0, fmt.Errorf("%w: time %s outside 1601-01-01 to 9999-12-31", ErrInvalidEntity, v.Format(time.RFC3339Nano))
 		}
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: NaN and infinities are not stored", ErrInvalidEntity)
+			return 0, fmt.Errorf("%w: NaN and infinities are not stored", ErrInvalidEntity)
 		}
 	case bool, int32, int64:
 	default:
-		return fmt.Errorf("%w: unsupported type %T", ErrInvalidEntity, v)
+		return 0, fmt.Errorf("%w: unsupported type %T", ErrInvalidEntity, v)
 	}
-	return nil
+	return valueSize(v), nil
 }
 
 func validPropertyName(name string) bool {
+	_, ok := propertyNameUnits(name)
+	return ok
+}
+
+// propertyNameUnits is the length in UTF-16 units of a valid property
+// name; ok is false for a name that is not one.
+func propertyNameUnits(name string) (units int, ok bool) {
 	if name == "" || len(name) > 255 {
-		return false
+		return 0, false
 	}
 	for i, r := range name {
 		if !(r == '_' || unicode.IsLetter(r) || (i > 0 && unicode.IsDigit(r))) {
-			return false
+			return 0, false
 		}
+		units += utf16.RuneLen(r)
 	}
-	return true
+	return units, true
 }
 
 // EntitySize is an entity's size as Azure Table Storage counts it against
@@ -135,11 +191,26 @@ func EntitySize(e Entity) int {
 
 // utf16Len is the length of s in UTF-16 code units, the unit Azure counts in.
 func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
-	}
+	n, _ := stringUnits(s)
 	return n
+}
+
+// stringUnits is utf16Len and utf8.ValidString in one pass over s. Each
+// byte of invalid UTF-8 counts one unit, as ranging over it does.
+func stringUnits(s string) (units int, valid bool) {
+	valid = true
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			units++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		valid = valid && !(r == utf8.RuneError && size == 1)
+		units += utf16.RuneLen(r)
+		i += size
+	}
+	return units, valid
 }
 
 func valueSize(v any) int {
@@ -194,15 +265,18 @@ func validateOpsIn(tables []string, ops []Op) error {
 	seen := make(map[[3]string]bool, len(ops))
 	size := 0
 	for i, op := range ops {
+		var n int
 		var err error
 		switch op.Kind {
 		case OpDelete:
-			err = ValidateAddress(op.Entity.PartitionKey, op.Entity.RowKey)
+			if err = ValidateAddress(op.Entity.PartitionKey, op.Entity.RowKey); err == nil {
+				n = EntitySize(op.Entity)
+			}
 		case OpInsert:
-			err = ValidateEntity(op.Entity)
+			n, err = checkEntity(op.Entity)
 		case OpUpsert, OpUpdate:
 			if err = checkMode(op.Mode); err == nil {
-				err = ValidateEntity(op.Entity)
+				n, err = checkEntity(op.Entity)
 			}
 		default:
 			err = fmt.Errorf("%w: unknown operation kind %d", ErrInvalidBatch, op.Kind)
@@ -218,7 +292,7 @@ func validateOpsIn(tables []string, ops []Op) error {
 			return &BatchError{Index: i, Err: fmt.Errorf("%w: row %q/%q appears twice", ErrInvalidBatch, key[1], key[2])}
 		}
 		seen[key] = true
-		size += EntitySize(op.Entity)
+		size += n
 	}
 	if size > MaxBatchBytes {
 		return fmt.Errorf("%w: batch is %d bytes, over %d", ErrTooLarge, size, MaxBatchBytes)
@@ -228,13 +302,22 @@ func validateOpsIn(tables []string, ops []Op) error {
 
 // ValidateAddress checks the keys that address one entity.
 func ValidateAddress(partitionKey, rowKey string) error {
-	if err := ValidateKey(partitionKey); err != nil {
-		return fmt.Errorf("partition key: %w", err)
+	_, err := addressSize(partitionKey, rowKey)
+	return err
+}
+
+// addressSize is ValidateAddress that also returns the keys' share of
+// EntitySize.
+func addressSize(partitionKey, rowKey string) (int, error) {
+	pk, err := keyUnits(partitionKey)
+	if err != nil {
+		return 0, fmt.Errorf("partition key: %w", err)
 	}
-	if err := ValidateKey(rowKey); err != nil {
-		return fmt.Errorf("row key: %w", err)
+	rk, err := keyUnits(rowKey)
+	if err != nil {
+		return 0, fmt.Errorf("row key: %w", err)
 	}
-	return nil
+	return 4 + 2*pk + 2*rk, nil
 }
 
 // PageLimit checks a page limit and returns it with 0 turned into MaxPageSize.

@@ -120,7 +120,8 @@ func checkCondition(c Equal) (ok bool, err error) {
 	default:
 		return false, fmt.Errorf("%w: condition on %s holds unsupported type %T", ErrInvalidQuery, c.Property, c.Value)
 	}
-	return validateProperty(c.Property, c.Value) == nil, nil
+	_, err = validateProperty(c.Property, c.Value)
+	return err == nil, nil
 }
 
 // checkMode refuses a write mode that is neither Merge nor Replace, which

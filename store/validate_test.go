@@ -141,6 +141,9 @@ func TestValidateEntity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateEntity(tc.entity)
 			wantErr(t, "ValidateEntity", err, tc.want)
+			if size, err := checkEntity(tc.entity); err == nil && size != EntitySize(tc.entity) {
+				t.Errorf("checkEntity measured %d bytes; EntitySize is %d", size, EntitySize(tc.entity))
+			}
 			if err == nil || tc.want == ErrInvalidKey {
 				return
 			}

@@ -61,11 +61,8 @@ func (r *Repository) BatchCreate(ctx context.Context, imgs []Image) []CreateResu
 	for i, img := range imgs {
 		img.CapturedAt = store.TruncateToTicks(img.CapturedAt)
 		img.RowKey = store.InvertedTicksRowKey(img.CapturedAt)
-		primary, err := r.kind.primaryEntity(img)
-		if err == nil {
-			err = store.ValidateEntity(primary)
-		}
-		if err != nil {
+		primary := r.kind.primaryEntity(img)
+		if err := store.ValidateEntity(primary); err != nil {
 			results[i].Err = err
 			continue
 		}

@@ -44,7 +44,7 @@ const (
 )
 
 // primaryEntity is the primary row of img, keyed by camera and inverted ticks.
-func (k Kind) primaryEntity(img Image) (store.Entity, error) {
+func (k Kind) primaryEntity(img Image) store.Entity {
 	props := store.Properties{
 		PropCameraID:    img.CameraID,
 		PropCapturedAt:  img.CapturedAt,
@@ -54,16 +54,14 @@ func (k Kind) primaryEntity(img Image) (store.Entity, error) {
 		PropWidth:       img.Width,
 		PropHeight:      img.Height,
 	}
-	if err := store.SetStringMap(props, PropAttributes, img.Attributes); err != nil {
-		return store.Entity{}, err
-	}
+	store.SetStringMap(props, PropAttributes, img.Attributes)
 	switch k {
 	case Pano:
 		props[PropIsClearDay] = img.IsClearDay
 	case PreStitch:
 		props[PropCorrelationID] = img.PanoImageCorrelationID
 	}
-	return store.Entity{PartitionKey: img.CameraID, RowKey: img.RowKey, Properties: props}, nil
+	return store.Entity{PartitionKey: img.CameraID, RowKey: img.RowKey, Properties: props}
 }
 
 // indexEntity is the index row of img: partitioned by capture minute (and

@@ -157,11 +157,9 @@ func (r *Repository) IndexKeys(cameraID, primaryRowKey string) []store.Key {
 func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 	img.CapturedAt = store.TruncateToTicks(img.CapturedAt)
 	img.RowKey = store.InvertedTicksRowKey(img.CapturedAt)
-	primary, err := r.kind.primaryEntity(img)
-	if err != nil {
-		return Image{}, err
-	}
+	primary := r.kind.primaryEntity(img)
 	index := indexEntity(img, r.shards)
+	var err error
 	if r.transactor != nil {
 		err = r.createAtomically(ctx, img, index, primary)
 	} else {

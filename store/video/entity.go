@@ -36,7 +36,7 @@ const (
 // ticksPerDuration is how many time.Duration units make one .NET tick.
 const ticksPerDuration = 100 * time.Nanosecond
 
-func entity(m Metadata) (store.Entity, error) {
+func entity(m Metadata) store.Entity {
 	props := store.Properties{
 		PropCameraID:      m.CameraID,
 		PropCapturedAt:    m.CapturedAt,
@@ -45,10 +45,8 @@ func entity(m Metadata) (store.Entity, error) {
 		PropContentType:   m.ContentType,
 		PropSizeBytes:     m.SizeBytes,
 	}
-	if err := store.SetStringMap(props, PropAttributes, m.Attributes); err != nil {
-		return store.Entity{}, err
-	}
-	return store.Entity{PartitionKey: m.CameraID, RowKey: m.RowKey, Properties: props}, nil
+	store.SetStringMap(props, PropAttributes, m.Attributes)
+	return store.Entity{PartitionKey: m.CameraID, RowKey: m.RowKey, Properties: props}
 }
 
 func fromEntity(e store.Entity) (Metadata, error) {

@@ -43,11 +43,8 @@ func (r *Repository) Create(ctx context.Context, m Metadata) (Metadata, error) {
 	m.CapturedAt = store.TruncateToTicks(m.CapturedAt)
 	m.Duration = m.Duration.Truncate(ticksPerDuration)
 	m.RowKey = store.InvertedTicksRowKey(m.CapturedAt)
-	e, err := entity(m)
-	if err != nil {
-		return Metadata{}, err
-	}
-	_, err = r.table.Insert(ctx, e)
+	e := entity(m)
+	_, err := r.table.Insert(ctx, e)
 	if errors.Is(err, store.ErrAlreadyExists) {
 		stored, err := store.ResolveInsert(ctx, r.table, e)
 		if errors.Is(err, store.ErrAlreadyExists) {
