@@ -37,9 +37,6 @@ func (s *adminService) Backup(_ *metadatav1.BackupRequest, stream grpc.ServerStr
 			"whose data lives in the storage account, not in files of this server")
 	}
 	snap, err := s.backups.Take(ctx)
-	if errors.Is(err, backup.ErrBusy) {
-		return status.Error(codes.FailedPrecondition, "another backup is running; try again once it has ended")
-	}
 	if err != nil {
 		return toStatus(ctx, s.log, err)
 	}

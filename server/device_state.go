@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -143,16 +141,13 @@ paths:
 
 // deviceStatus maps a repository error of one device to a status.
 func (s *deviceStateService) deviceStatus(ctx context.Context, deviceID string, err error) error {
-	var prop *store.PropertyError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return status.Errorf(codes.NotFound, "device %q has no state", deviceID)
-	case errors.Is(err, store.ErrConflict):
-		return status.Errorf(codes.Aborted, "the state of device %q is not the version the request expects; read it again and retry", deviceID)
-	case errors.As(err, &prop):
-		return propertyStatus(prop, "device_state", deviceStateProperties)
-	}
-	return toStatus(ctx, s.log, err)
+	return errorWords{
+		messages: map[error]string{
+			store.ErrNotFound: fmt.Sprintf("device %q has no state", deviceID),
+			store.ErrConflict: fmt.Sprintf("the state of device %q is not the version the request expects; read it again and retry", deviceID),
+		},
+		entity: "device_state", fields: deviceStateProperties,
+	}.status(ctx, s.log, err)
 }
 
 func (s *deviceStateService) GetDeviceState(ctx context.Context, req *metadatav1.GetDeviceStateRequest) (*metadatav1.GetDeviceStateResponse, error) {

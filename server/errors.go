@@ -3,18 +3,22 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// errorCodes maps domain errors to gRPC codes, first match wins. Errors
-// found nowhere here are internal: the client gets a generic message and
-// the log gets the detail.
+// errorCodes maps domain errors to gRPC codes, first match wins: the one
+// table every service's errors go through (see errorWords). Errors found
+// nowhere here are internal: the client gets a generic message and the
+// log gets the detail.
 var errorCodes = []struct {
 	err     error
 	code    codes.Code
@@ -30,25 +34,58 @@ var errorCodes = []struct {
 	{store.ErrInvalidBatch, codes.InvalidArgument, "invalid batch"},
 	{retention.ErrFutureCutoff, codes.InvalidArgument, "the purge cutoff is in the future"},
 	{retention.ErrNoKinds, codes.InvalidArgument, "no image type to purge"},
+	{retention.ErrPurgeRunning, codes.FailedPrecondition, "a purge of the same image type is running"},
+	{retention.ErrNoPolicies, codes.FailedPrecondition, "no retention policy sets a retention for the image types; create retentionPolicies/default or another policy first"},
+	{retention.ErrJobEnded, codes.FailedPrecondition, "the purge has ended"},
+	{retention.ErrTooManyPrefixes, codes.ResourceExhausted, fmt.Sprintf("at most %d prefix policies", retention.MaxPrefixPolicies)},
+	{backup.ErrBusy, codes.FailedPrecondition, "another backup is running; try again once it has ended"},
 	{store.ErrCorrupt, codes.DataLoss, "stored data is damaged"},
 	{store.ErrInsufficientStorage, codes.ResourceExhausted, "storage nearly full; writes resume once space is freed"},
 	{context.Canceled, codes.Canceled, "canceled"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded"},
 }
 
-// toStatus turns a domain error into a gRPC status error. Messages are
-// generic on purpose: error text from below may name files, tables or
-// engine state that clients must not see.
+// errorWords are what one call can say of an error better than the table,
+// never changing its code: its own message for a sentinel (naming the
+// camera, device, job or policy it was about), and the request field
+// holding the entity whose stored property a *store.PropertyError names,
+// so that the client gets a field violation.
+type errorWords struct {
+	messages map[error]string
+	entity   string            // e.g. "metadata"; empty: no field violation
+	fields   map[string]string // property name -> field of entity
+}
+
+// toStatus turns a domain error into a gRPC status error, in the table's
+// words. Messages are generic on purpose: error text from below may name
+// files, tables or engine state that clients must not see.
 func toStatus(ctx context.Context, log *slog.Logger, err error) error {
+	return errorWords{}.status(ctx, log, err)
+}
+
+// status is toStatus in the call's words where it has some.
+func (w errorWords) status(ctx context.Context, log *slog.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	var prop *store.PropertyError
+	if w.entity != "" && errors.As(err, &prop) {
+		return propertyStatus(prop, w.entity, w.fields)
+	}
+	var running *retention.RunningError
+	if errors.As(err, &running) {
+		return runningStatus(running)
+	}
 	for _, m := range errorCodes {
 		if errors.Is(err, m.err) {
-			return status.Error(m.code, m.message)
+			message, ok := w.messages[m.err]
+			if !ok {
+				message = m.message
+			}
+			return status.Error(m.code, message)
 		}
 	}
 	log.ErrorContext(ctx, "internal error", "err", err)
@@ -66,4 +103,16 @@ func propertyStatus(prop *store.PropertyError, message string, fields map[string
 	var v violations
 	v.add(field, prop.Err.Error())
 	return v.err()
+}
+
+// runningStatus is FAILED_PRECONDITION naming the running purge a new one
+// overlaps, as a PURGE_RUNNING precondition failure clients can act on.
+func runningStatus(running *retention.RunningError) error {
+	st := status.New(codes.FailedPrecondition, fmt.Sprintf("purge %s of %s images is running", running.JobID, running.Kind))
+	if detailed, err := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{
+		Type: "PURGE_RUNNING", Subject: "purges/" + running.JobID, Description: "at most one purge runs per image type",
+	}}}); err == nil {
+		st = detailed
+	}
+	return st.Err()
 }

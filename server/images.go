@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -109,15 +107,11 @@ func checkImage(m imageMessage, message string) (images.Image, error) {
 // createError is the status of a failed create of img, sent in request
 // field message.
 func (h *imageHandler[M]) createError(ctx context.Context, img images.Image, err error, message string) error {
-	var prop *store.PropertyError
-	switch {
-	case errors.Is(err, store.ErrAlreadyExists):
-		return status.Errorf(codes.AlreadyExists,
-			"camera %q already has a different %s image captured at %s", img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))
-	case errors.As(err, &prop):
-		return propertyStatus(prop, message, imageFields)
-	}
-	return toStatus(ctx, h.log, err)
+	return errorWords{
+		messages: map[error]string{store.ErrAlreadyExists: fmt.Sprintf("camera %q already has a different %s image captured at %s",
+			img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))},
+		entity: message, fields: imageFields,
+	}.status(ctx, h.log, err)
 }
 
 func (h *imageHandler[M]) latest(ctx context.Context, cameraID string, filter images.Filter) (M, error) {
@@ -128,11 +122,10 @@ func (h *imageHandler[M]) latest(ctx context.Context, cameraID string, filter im
 		return zero, err
 	}
 	img, err := h.repo.Latest(ctx, cameraID, images.Span{}, filter)
-	if errors.Is(err, store.ErrNotFound) {
-		return zero, status.Errorf(codes.NotFound, "camera %q has no matching %s image", cameraID, h.repo.Kind())
-	}
 	if err != nil {
-		return zero, toStatus(ctx, h.log, err)
+		return zero, errorWords{messages: map[error]string{
+			store.ErrNotFound: fmt.Sprintf("camera %q has no matching %s image", cameraID, h.repo.Kind()),
+		}}.status(ctx, h.log, err)
 	}
 	return h.fromImage(img), nil
 }

@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -122,19 +120,7 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 	// A purge is how space comes back: its records pass the free-space guard.
 	j, err := s.engine.Start(diskspace.Exempt(ctx), retention.StartRequest{Kinds: kinds, Cutoff: cutoff, DryRun: req.GetDryRun(),
 		RowsPerSecond: float64(req.GetRowsPerSecond()), UsePolicies: req.GetUsePolicies()})
-	var running *retention.RunningError
-	switch {
-	case errors.Is(err, retention.ErrNoPolicies):
-		return nil, status.Error(codes.FailedPrecondition, "no retention policy sets a retention for the image types; create retentionPolicies/default or another policy first")
-	case errors.As(err, &running):
-		st := status.New(codes.FailedPrecondition, fmt.Sprintf("purge %s of %s images is running", running.JobID, running.Kind))
-		if detailed, derr := st.WithDetails(&errdetails.PreconditionFailure{Violations: []*errdetails.PreconditionFailure_Violation{{
-			Type: "PURGE_RUNNING", Subject: "purges/" + running.JobID, Description: "at most one purge runs per image type",
-		}}}); derr == nil {
-			st = detailed
-		}
-		return nil, st.Err()
-	case err != nil:
+	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
 	return &metadatav1.StartPurgeResponse{Job: purgeJob(j)}, nil
@@ -155,11 +141,8 @@ func (s *retentionService) get(ctx context.Context, id string) (*retention.Job, 
 		return nil, err
 	}
 	j, err := s.engine.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "purge %q not found", id)
-	}
 	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
+		return nil, errorWords{messages: map[error]string{store.ErrNotFound: fmt.Sprintf("purge %q not found", id)}}.status(ctx, s.log, err)
 	}
 	return j, nil
 }
@@ -198,13 +181,11 @@ func (s *retentionService) CancelPurge(ctx context.Context, req *metadatav1.Canc
 		return nil, err
 	}
 	j, err := s.engine.Cancel(ctx, req.GetJobId())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, status.Errorf(codes.NotFound, "purge %q not found", req.GetJobId())
-	case errors.Is(err, retention.ErrJobEnded):
-		return nil, status.Errorf(codes.FailedPrecondition, "purge %q has ended; only a pending or running purge can be cancelled", req.GetJobId())
-	case err != nil:
-		return nil, toStatus(ctx, s.log, err)
+	if err != nil {
+		return nil, errorWords{messages: map[error]string{
+			store.ErrNotFound:     fmt.Sprintf("purge %q not found", req.GetJobId()),
+			retention.ErrJobEnded: fmt.Sprintf("purge %q has ended; only a pending or running purge can be cancelled", req.GetJobId()),
+		}}.status(ctx, s.log, err)
 	}
 	return &metadatav1.CancelPurgeResponse{Job: purgeJob(j)}, nil
 }

@@ -2,13 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
@@ -178,17 +175,11 @@ func (v *violations) maskViolation(i int, path string, immutable ...string) {
 // policyStatus maps an error about the resource name to a status.
 func (s *retentionService) policyStatus(ctx context.Context, name string, err error) error {
 	name = bounded(name, maxEchoBytes)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return status.Errorf(codes.NotFound, "%s not found", name)
-	case errors.Is(err, store.ErrAlreadyExists):
-		return status.Errorf(codes.AlreadyExists, "%s already exists", name)
-	case errors.Is(err, store.ErrConflict):
-		return status.Errorf(codes.Aborted, "%s is not the version the request expects (etag); read it again and retry", name)
-	case errors.Is(err, retention.ErrTooManyPrefixes):
-		return status.Errorf(codes.ResourceExhausted, "at most %d prefix policies", retention.MaxPrefixPolicies)
-	}
-	return toStatus(ctx, s.log, err)
+	return errorWords{messages: map[error]string{
+		store.ErrNotFound:      name + " not found",
+		store.ErrAlreadyExists: name + " already exists",
+		store.ErrConflict:      name + " is not the version the request expects (etag); read it again and retry",
+	}}.status(ctx, s.log, err)
 }
 
 func (s *retentionService) CreateRetentionPolicy(ctx context.Context, req *metadatav1.CreateRetentionPolicyRequest) (*metadatav1.CreateRetentionPolicyResponse, error) {

@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -77,15 +75,12 @@ func (s *videoService) CreateVideoMetadata(ctx context.Context, req *metadatav1.
 		return nil, err
 	}
 	stored, err := s.repo.Create(ctx, m)
-	var prop *store.PropertyError
-	switch {
-	case errors.Is(err, store.ErrAlreadyExists):
-		return nil, status.Errorf(codes.AlreadyExists,
-			"camera %q already has a different recording starting at %s", m.CameraID, m.CapturedAt.Format(time.RFC3339Nano))
-	case errors.As(err, &prop):
-		return nil, propertyStatus(prop, "metadata", videoFields)
-	case err != nil:
-		return nil, toStatus(ctx, s.log, err)
+	if err != nil {
+		return nil, errorWords{
+			messages: map[error]string{store.ErrAlreadyExists: fmt.Sprintf("camera %q already has a different recording starting at %s",
+				m.CameraID, m.CapturedAt.Format(time.RFC3339Nano))},
+			entity: "metadata", fields: videoFields,
+		}.status(ctx, s.log, err)
 	}
 	return &metadatav1.CreateVideoMetadataResponse{Metadata: videoMessage(stored)}, nil
 }
@@ -97,11 +92,10 @@ func (s *videoService) GetLatestVideoMetadata(ctx context.Context, req *metadata
 		return nil, err
 	}
 	m, err := s.repo.Latest(ctx, req.GetCameraId())
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "camera %q has no recording", req.GetCameraId())
-	}
 	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
+		return nil, errorWords{messages: map[error]string{
+			store.ErrNotFound: fmt.Sprintf("camera %q has no recording", req.GetCameraId()),
+		}}.status(ctx, s.log, err)
 	}
 	return &metadatav1.GetLatestVideoMetadataResponse{Metadata: videoMessage(m)}, nil
 }
