@@ -97,10 +97,8 @@ func (s *acquisitionInstanceService) ListActiveAcquisitionInstances(ctx context.
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	resp := &metadatav1.ListActiveAcquisitionInstancesResponse{NextPageToken: encodePageToken(fingerprint, next)}
-	for _, in := range instances {
-		resp.Instances = append(resp.Instances, acquisitionInstanceMessage(in))
-	}
+	resp := &metadatav1.ListActiveAcquisitionInstancesResponse{}
+	resp.Instances, resp.NextPageToken = listPage(fingerprint, instances, next, acquisitionInstanceMessage)
 	return resp, nil
 }
 

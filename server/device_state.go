@@ -175,10 +175,8 @@ func (s *deviceStateService) ListDeviceStates(ctx context.Context, req *metadata
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	resp := &metadatav1.ListDeviceStatesResponse{NextPageToken: encodePageToken(fingerprint, next)}
-	for _, st := range states {
-		resp.DeviceStates = append(resp.DeviceStates, deviceStateMessage(st))
-	}
+	resp := &metadatav1.ListDeviceStatesResponse{}
+	resp.DeviceStates, resp.NextPageToken = listPage(fingerprint, states, next, deviceStateMessage)
 	return resp, nil
 }
 

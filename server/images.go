@@ -192,7 +192,8 @@ func (h *imageHandler[M]) list(ctx context.Context, req listRequest) ([]M, strin
 	if err != nil {
 		return nil, "", toStatus(ctx, h.log, err)
 	}
-	return h.fromImages(imgs), encodePageToken(p.fingerprint, next), nil
+	msgs, token := listPage(p.fingerprint, imgs, next, h.fromImage)
+	return msgs, token, nil
 }
 
 func (h *imageHandler[M]) fromImages(imgs []images.Image) []M {

@@ -51,3 +51,14 @@ func (v *violations) checkPageToken(token, fingerprint string) *store.Cursor {
 	}
 	return &store.Cursor{PartitionKey: pt.Partition, RowKey: pt.Row}
 }
+
+// listPage is one page of a list call as its response carries it: each
+// item as its message, and the token of the next page of the query
+// (empty on the last). Every list call maps its page so.
+func listPage[T, M any](fingerprint string, items []T, next *store.Cursor, message func(T) M) ([]M, string) {
+	var out []M
+	for _, item := range items {
+		out = append(out, message(item))
+	}
+	return out, encodePageToken(fingerprint, next)
+}

@@ -166,10 +166,8 @@ func (s *retentionService) ListPurges(ctx context.Context, req *metadatav1.ListP
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	resp := &metadatav1.ListPurgesResponse{NextPageToken: encodePageToken(fingerprint, next)}
-	for _, j := range jobs {
-		resp.Jobs = append(resp.Jobs, purgeJob(j))
-	}
+	resp := &metadatav1.ListPurgesResponse{}
+	resp.Jobs, resp.NextPageToken = listPage(fingerprint, jobs, next, purgeJob)
 	return resp, nil
 }
 

@@ -226,10 +226,8 @@ func (s *retentionService) ListRetentionPolicies(ctx context.Context, req *metad
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	resp := &metadatav1.ListRetentionPoliciesResponse{NextPageToken: encodePageToken(fingerprint, next)}
-	for _, p := range policies {
-		resp.RetentionPolicies = append(resp.RetentionPolicies, policyMessage(p))
-	}
+	resp := &metadatav1.ListRetentionPoliciesResponse{}
+	resp.RetentionPolicies, resp.NextPageToken = listPage(fingerprint, policies, next, policyMessage)
 	return resp, nil
 }
 
@@ -321,10 +319,8 @@ func (s *retentionService) ListLegalHolds(ctx context.Context, req *metadatav1.L
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	resp := &metadatav1.ListLegalHoldsResponse{NextPageToken: encodePageToken(fingerprint, next)}
-	for _, h := range holds {
-		resp.LegalHolds = append(resp.LegalHolds, holdMessage(h))
-	}
+	resp := &metadatav1.ListLegalHoldsResponse{}
+	resp.LegalHolds, resp.NextPageToken = listPage(fingerprint, holds, next, holdMessage)
 	return resp, nil
 }
 

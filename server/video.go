@@ -115,9 +115,7 @@ func (s *videoService) ListVideoMetadata(ctx context.Context, req *metadatav1.Li
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	resp := &metadatav1.ListVideoMetadataResponse{NextPageToken: encodePageToken(p.fingerprint, next)}
-	for _, m := range ms {
-		resp.Metadata = append(resp.Metadata, videoMessage(m))
-	}
+	resp := &metadatav1.ListVideoMetadataResponse{}
+	resp.Metadata, resp.NextPageToken = listPage(p.fingerprint, ms, next, videoMessage)
 	return resp, nil
 }

@@ -22,3 +22,25 @@ func FillPage(limit int, resume *Cursor, read func(resume *Cursor, want int) (Pa
 		resume = page.Next
 	}
 }
+
+// ReadPage is FillPage with each entity of the page decoded: the items
+// and the cursor of what follows (nil when nothing does). Every list of
+// the repositories reads its pages so.
+func ReadPage[T any](limit int, resume *Cursor, read func(resume *Cursor, want int) (Page, error), decode func(Entity) (T, error)) ([]T, *Cursor, error) {
+	page, err := FillPage(limit, resume, read)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]T, len(page.Entities))
+	for i, e := range page.Entities {
+		if out[i], err = decode(e); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, page.Next, nil
+}
+
+// Decoded is a decoding that cannot fail, as ReadPage takes one.
+func Decoded[T any](decode func(Entity) T) func(Entity) (T, error) {
+	return func(e Entity) (T, error) { return decode(e), nil }
+}

@@ -177,7 +177,7 @@ type ListOptions struct {
 func (r *Repository) ListActive(ctx context.Context, opts ListOptions) ([]Instance, *store.Cursor, error) {
 	since := r.now().Add(-opts.Within)
 	scan := store.Scan{Partitions: store.Range{From: store.MinutePartitionKey(since)}}
-	page, err := store.FillPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
+	return store.ReadPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		scan.Resume, scan.Limit = resume, want
 		page, err := r.active.Scan(ctx, scan)
 		if err != nil {
@@ -207,15 +207,7 @@ func (r *Repository) ListActive(ctx context.Context, opts ListOptions) ([]Instan
 			}
 		}
 		return page, nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Instance, len(page.Entities))
-	for i, e := range page.Entities {
-		out[i] = instanceFromEntity(e)
-	}
-	return out, page.Next, nil
+	}, store.Decoded(instanceFromEntity))
 }
 
 // current reads the instance row of an active row and reports whether the

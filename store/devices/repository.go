@@ -59,17 +59,9 @@ func (r *Repository) Get(ctx context.Context, deviceID string) (State, error) {
 // List returns one page of at most limit (1 to store.MaxPageSize) states in
 // device id order, and the cursor of the next page (nil on the last).
 func (r *Repository) List(ctx context.Context, limit int, resume *store.Cursor) ([]State, *store.Cursor, error) {
-	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
+	return store.ReadPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		return r.table.Scan(ctx, store.Scan{Limit: want, Resume: resume})
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]State, len(page.Entities))
-	for i, e := range page.Entities {
-		out[i] = stateFromEntity(e)
-	}
-	return out, page.Next, nil
+	}, store.Decoded(stateFromEntity))
 }
 
 // Update is one change of one device's state.

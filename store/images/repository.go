@@ -309,20 +309,10 @@ func (r *Repository) List(ctx context.Context, opts ListOptions) ([]Image, *stor
 			return nil, nil, nil
 		}
 	}
-	page, err := store.FillPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
+	return store.ReadPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		q.Resume, q.Limit = resume, want
 		return r.primary.Query(ctx, q)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Image, len(page.Entities))
-	for i, e := range page.Entities {
-		if out[i], err = imageFromEntity(e); err != nil {
-			return nil, nil, err
-		}
-	}
-	return out, page.Next, nil
+	}, imageFromEntity)
 }
 
 // intersect is the range of the rows in both a and b; ok is false when

@@ -171,19 +171,9 @@ func (s *jobStore) list(ctx context.Context, state State, limit int, resume *sto
 	if state != "" {
 		where = []store.Equal{{Property: propState, Value: string(state)}}
 	}
-	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, limit int) (store.Page, error) {
+	return store.ReadPage(limit, resume, func(resume *store.Cursor, limit int) (store.Page, error) {
 		return s.table.Query(ctx, store.Query{PartitionKey: jobPartition, Where: where, Resume: resume, Limit: limit})
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]*Job, len(page.Entities))
-	for i, e := range page.Entities {
-		if out[i], err = jobFromEntity(e); err != nil {
-			return nil, nil, err
-		}
-	}
-	return out, page.Next, nil
+	}, jobFromEntity)
 }
 
 // staleMarker is how old an active marker without its job must be before

@@ -192,19 +192,11 @@ func (p *Policies) GetPolicy(ctx context.Context, scope PolicyScope, target stri
 // ListPolicies returns a page of up to limit policies: the camera
 // policies by camera id, the default, then the prefix policies by prefix.
 func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cursor) ([]Policy, *store.Cursor, error) {
-	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
+	return store.ReadPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		page, err := p.policies.Scan(ctx, store.Scan{Limit: want, Resume: resume})
 		page.Entities = slices.DeleteFunc(page.Entities, isPrefixCount)
 		return page, err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Policy, len(page.Entities))
-	for i, e := range page.Entities {
-		out[i] = policyFromEntity(e)
-	}
-	return out, page.Next, nil
+	}, store.Decoded(policyFromEntity))
 }
 
 // PolicyUpdate changes the days of some kinds of one policy.
@@ -280,17 +272,9 @@ func (p *Policies) GetHold(ctx context.Context, cameraID string) (Hold, error) {
 
 // ListHolds returns a page of up to limit holds, by camera id.
 func (p *Policies) ListHolds(ctx context.Context, limit int, resume *store.Cursor) ([]Hold, *store.Cursor, error) {
-	page, err := store.FillPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
+	return store.ReadPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		return p.holds.Query(ctx, store.Query{PartitionKey: holdsPart, Limit: want, Resume: resume})
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Hold, len(page.Entities))
-	for i, e := range page.Entities {
-		out[i] = holdFromEntity(e)
-	}
-	return out, page.Next, nil
+	}, store.Decoded(holdFromEntity))
 }
 
 // UpdateHold changes a hold's reason; store.ErrNotFound if the camera has

@@ -79,20 +79,10 @@ type ListOptions struct {
 // recordings unless it is the last.
 func (r *Repository) List(ctx context.Context, opts ListOptions) ([]Metadata, *store.Cursor, error) {
 	q := store.Query{PartitionKey: opts.CameraID, Rows: store.InvertedTicksRows(opts.Start, opts.End)}
-	page, err := store.FillPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
+	return store.ReadPage(opts.Limit, opts.Resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		q.Resume, q.Limit = resume, want
 		return r.table.Query(ctx, q)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Metadata, len(page.Entities))
-	for i, e := range page.Entities {
-		if out[i], err = fromEntity(e); err != nil {
-			return nil, nil, err
-		}
-	}
-	return out, page.Next, nil
+	}, fromEntity)
 }
 
 // Latest returns the camera's newest recording; store.ErrNotFound if it
