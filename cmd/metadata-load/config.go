@@ -45,6 +45,10 @@ type config struct {
 	reportPath string
 	// progress is auto (on when stderr is a terminal), on or off.
 	progress string
+	// cpuProfile, when set, is where the tool writes a CPU profile of
+	// itself: on a machine it shares with the server, its own cost is
+	// taken from the server's.
+	cpuProfile string
 }
 
 // loadConfig is the shape of a measured workload.
@@ -103,6 +107,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.rssInterval, "rss-interval", 5*time.Second, "how often soak samples the server's RSS")
 	fs.StringVar(&c.reportPath, "report", "-", "file the JSON report is written to; - is stdout")
 	fs.StringVar(&c.progress, "progress", "auto", "live progress on stderr: auto (when stderr is a terminal), on, off")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the tool itself to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return config{}, err
 	}

@@ -250,3 +250,20 @@ func TestUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestCPUProfileIsWritten(t *testing.T) {
+	s := startServer(t)
+	path := t.TempDir() + "/cpu.prof"
+	code, rep, _, stderr := runTool(t, append([]string{"bench", "-addr", s.addr, "-ops", "200", "-cpuprofile", path}, strings.Fields(fleetArgs)...)...)
+	if code != exitOK || rep.Workload.Calls != 200 {
+		t.Fatalf("exit %d, report %+v: %s", code, rep.Workload, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pprof profile is gzipped protobuf.
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s is not a gzipped profile: %d bytes", path, len(b))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"golang.org/x/term"
@@ -39,6 +40,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "metadata-load:", err)
 		return exitUsage
 	}
+	if cfg.cpuProfile != "" {
+		stop, err := startCPUProfile(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "metadata-load: -cpuprofile:", err)
+			return exitUsage
+		}
+		defer stop()
+	}
 	cl, err := dial(cfg.client)
 	if err != nil {
 		fmt.Fprintln(stderr, "metadata-load:", err)
@@ -60,6 +69,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// startCPUProfile profiles the tool into path until the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // progressFor is the live progress -progress asks for: with auto, only
