@@ -37,8 +37,9 @@ type config struct {
 	purgeAge time.Duration
 	// ceiling measures health checks at the workload's concurrency first.
 	ceiling bool
-	// serverPID is the server process whose RSS is sampled; 0 finds the
-	// local process listening on the target port, if any.
+	// serverPID is the server process whose CPU time is reported and whose
+	// RSS is sampled; 0 finds the local process listening on the target
+	// port, if any.
 	serverPID   int
 	rssInterval time.Duration
 	// reportPath is where the JSON report goes; "-" is stdout.
@@ -103,7 +104,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	historyDays := fs.String("history-days", "1,7,30", "history mode: the history depths, in days, to measure reads at")
 	fs.DurationVar(&c.purgeAge, "purge-older-than", 0, "purge-during: purge images older than this (default half of -days)")
 	fs.BoolVar(&c.ceiling, "ceiling", false, "run, soak and history (at every depth): first measure health checks at the same concurrency and report ratios")
-	fs.IntVar(&c.serverPID, "server-pid", 0, "pid of the server whose RSS soak samples (default: the local process listening on -addr's port, if any; -1: none)")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "pid of the server whose CPU time runs report and whose RSS soak samples (default: the local process listening on -addr's port, if any; -1: none)")
 	fs.DurationVar(&c.rssInterval, "rss-interval", 5*time.Second, "how often soak samples the server's RSS")
 	fs.StringVar(&c.reportPath, "report", "-", "file the JSON report is written to; - is stdout")
 	fs.StringVar(&c.progress, "progress", "auto", "live progress on stderr: auto (when stderr is a terminal), on, off")

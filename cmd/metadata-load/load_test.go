@@ -81,7 +81,15 @@ func TestRunMixesEveryRPCAndComparesWithHealthChecks(t *testing.T) {
 			t.Errorf("ratio %s = %v", key, rep.Ratios[key])
 		}
 	}
-	for _, path := range []string{"workload.rpcs.get_latest.latency_ms.p99", "workload.per_second", "ceiling.rpcs.health_check.latency_ms.max", "seed.calls"} {
+	// The server runs in this process: the tool finds it by its port, and
+	// its CPU time is the tool's own.
+	for name, p := range map[string]*phaseReport{"workload": rep.Workload, "ceiling": rep.Ceiling} {
+		if c := p.CPU; c == nil || c.ClientUsPerCall <= 0 || c.ServerPID != os.Getpid() || c.ServerUsPerCall <= 0 {
+			t.Errorf("%s CPU: %+v", name, p.CPU)
+		}
+	}
+	for _, path := range []string{"workload.rpcs.get_latest.latency_ms.p99", "workload.per_second", "ceiling.rpcs.health_check.latency_ms.max", "seed.calls",
+		"workload.cpu.client_us_per_call", "workload.cpu.server_us_per_call"} {
 		if _, ok := field(t, shape, path).(float64); !ok {
 			t.Errorf("%s is not a number", path)
 		}
@@ -222,6 +230,9 @@ func TestSoakFailsWhenCallsFail(t *testing.T) {
 	}
 	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 || rep.RSS != nil {
 		t.Fatalf("report of the failed soak: %d errors, by code %v; RSS sampled %v with -server-pid -1", rep.Errors, rep.Workload.ErrorsByCode, rep.RSS)
+	}
+	if c := rep.Workload.CPU; c == nil || c.ServerPID != 0 || c.ServerSeconds != 0 {
+		t.Fatalf("server CPU reported with -server-pid -1: %+v", c)
 	}
 }
 
