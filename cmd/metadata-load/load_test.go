@@ -5,10 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/grpcclient"
 )
 
 // runTool runs the tool in process with args and returns its exit code,
@@ -276,5 +281,43 @@ func TestCPUProfileIsWritten(t *testing.T) {
 	// A pprof profile is gzipped protobuf.
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Fatalf("%s is not a gzipped profile: %d bytes", path, len(b))
+	}
+}
+
+func TestCreatorReusesItsMessagesWithoutMixingImages(t *testing.T) {
+	s := startServer(t)
+	cl, err := dial(grpcclient.Config{Addr: s.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.conn.Close()
+	f := newFleet(fleetConfig{cameras: 10, prefix: "reuse-", kinds: []kind{single}}, rand.New(rand.NewPCG(1, 2)))
+	c := f.creator()
+	at := time.Date(2026, 12, 4, 2, 40, 0, 0, time.UTC).Add(f.offset)
+	// Camera 9 after camera 1 with the same messages: the second create
+	// must not leak into the first image, nor carry any of its fields.
+	for _, cam := range []int{1, 9} {
+		if err := c.create(t.Context(), cl, single, cam, at.Add(time.Duration(cam)*time.Minute)); err != nil {
+			t.Fatalf("create of camera %d: %v", cam, err)
+		}
+	}
+	client := metadatav1.NewSingleImageMetadataServiceClient(s.conn)
+	for _, cam := range []int{1, 9} {
+		got, err := client.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: f.ids[cam]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, capturedAt := got.GetMetadata(), at.Add(time.Duration(cam)*time.Minute)
+		n := noise(cam, capturedAt, single)
+		wantURI := "https://images.example.net/" + f.ids[cam] + "/" + capturedAt.Format("2006/01/02/1504") + ".jpg"
+		if !m.GetCapturedAt().AsTime().Equal(capturedAt) || m.GetBlobUri() != wantURI || m.GetSizeBytes() != 150_000+int64(n%250_000) {
+			t.Errorf("camera %d: captured %v, uri %s, size %d; want %v, %s", cam, m.GetCapturedAt().AsTime(), m.GetBlobUri(), m.GetSizeBytes(), capturedAt, wantURI)
+		}
+		want := maps.Clone(f.attrs[cam])
+		want["exposure_ms"] = fmt.Sprint(2 + n%30)
+		want["iso"] = fmt.Sprint(100 << (n >> 8 % 4))
+		if !maps.Equal(m.GetAttributes(), want) {
+			t.Errorf("camera %d attributes %v, want %v", cam, m.GetAttributes(), want)
+		}
 	}
 }

@@ -100,13 +100,31 @@ type workload struct {
 	calls, errors atomic.Int64
 }
 
+// worker is what one of a phase's concurrent callers keeps from call to
+// call.
+type worker struct {
+	rng     *rand.Rand
+	creates *creator
+	// ctx is the worker's own child of the run's context: each call's
+	// deadline hangs off it, so workers do not contend on registering
+	// their calls with one shared parent.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (w *workload) worker(ctx context.Context) *worker {
+	wk := &worker{rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), creates: w.fleet.creator()}
+	wk.ctx, wk.cancel = context.WithCancel(ctx)
+	return wk
+}
+
 // call makes one call of o and returns its error.
-func (w *workload) call(ctx context.Context, rng *rand.Rand, o op) error {
-	f := w.fleet
+func (w *workload) call(ctx context.Context, wk *worker, o op) error {
+	f, rng := w.fleet, wk.rng
 	switch o {
 	case opCreate:
 		img, _ := w.live.take()
-		err := f.create(ctx, w.cl, img.kind, img.camera, img.at)
+		err := wk.creates.create(ctx, w.cl, img.kind, img.camera, img.at)
 		if err == nil {
 			f.wrote(img.at)
 		}
@@ -188,7 +206,8 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 	var wg sync.WaitGroup
 	for range lc.concurrency {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			wk := w.worker(ctx)
+			defer wk.cancel()
 			for runCtx.Err() == nil {
 				n := started.Add(1)
 				if lc.ops > 0 && n > lc.ops {
@@ -200,7 +219,7 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 				if p.onCall != nil {
 					p.onCall(n)
 				}
-				w.once(ctx, rng, lc.callTimeout, lc.mix.pick(rng), p.recorder())
+				w.once(wk, lc.callTimeout, lc.mix.pick(wk.rng), p.recorder())
 			}
 		})
 	}
@@ -208,11 +227,11 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 }
 
 // once makes one call of o with its own deadline and records it in rec.
-func (w *workload) once(ctx context.Context, rng *rand.Rand, timeout time.Duration, o op, rec *recorder) {
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
+func (w *workload) once(wk *worker, timeout time.Duration, o op, rec *recorder) {
+	callCtx, cancel := context.WithTimeout(wk.ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	err := w.call(callCtx, rng, o)
+	err := w.call(callCtx, wk, o)
 	rec.record(o, time.Since(start), err)
 	w.calls.Add(1)
 	if err != nil {
@@ -233,14 +252,16 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 	var wg sync.WaitGroup
 	for range concurrency {
 		wg.Go(func() {
+			wk := w.worker(ctx)
+			defer wk.cancel()
 			for ctx.Err() == nil {
 				img, ok := tl.take()
 				if !ok {
 					return
 				}
-				callCtx, cancel := context.WithTimeout(ctx, w.callTimeout)
+				callCtx, cancel := context.WithTimeout(wk.ctx, w.callTimeout)
 				start := time.Now()
-				err := w.fleet.create(callCtx, w.cl, img.kind, img.camera, img.at)
+				err := wk.creates.create(callCtx, w.cl, img.kind, img.camera, img.at)
 				cancel()
 				rec.record(opCreate, time.Since(start), err)
 				w.calls.Add(1)
