@@ -46,6 +46,8 @@ type config struct {
 	reportPath string
 	// progress is auto (on when stderr is a terminal), on or off.
 	progress string
+	// conns is how many connections the tool's calls are spread over.
+	conns int
 	// cpuProfile, when set, is where the tool writes a CPU profile of
 	// itself: on a machine it shares with the server, its own cost is
 	// taken from the server's.
@@ -90,6 +92,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	mixFlag := fs.String("mix", defaultMix, "weights of the calls in the workload: create, get-latest, batch-get-latest, list")
 	fs.IntVar(&c.load.concurrency, "concurrency", 16, "calls in flight at once")
+	fs.IntVar(&c.conns, "conns", 1, "connections to the server; workers are spread over them in turn")
 	fs.Float64Var(&c.load.rate, "rate", 0, "calls per second across all workers (0: as fast as -concurrency allows)")
 	fs.DurationVar(&c.load.duration, "duration", 30*time.Second, "how long the workload runs")
 	fs.Int64Var(&c.load.ops, "ops", 0, "stop after this many calls (0: only -duration bounds the run)")
@@ -134,6 +137,8 @@ func (c *config) check() error {
 		return errors.New("-cameras must be at least 1")
 	case c.load.concurrency < 1 || c.seedConcurrency < 1:
 		return errors.New("-concurrency and -seed-concurrency must be at least 1")
+	case c.conns < 1:
+		return errors.New("-conns must be at least 1")
 	case c.load.rate < 0 || c.load.ops < 0 || c.days < 0:
 		return errors.New("-rate, -ops and -days must not be negative")
 	case c.load.duration <= 0 && c.load.ops == 0:

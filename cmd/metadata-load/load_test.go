@@ -257,6 +257,7 @@ func TestUsageErrors(t *testing.T) {
 		{"falling history", []string{"history", "-history-days", "7,1"}},
 		{"key without certificate", []string{"ceiling", "-tls-key", "k.pem"}},
 		{"token twice", []string{"ceiling", "-token", "a", "-token-file", "b"}},
+		{"no connection", []string{"run", "-conns", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, _, stderr := runTool(t, tc.args...)
@@ -319,5 +320,34 @@ func TestCreatorReusesItsMessagesWithoutMixingImages(t *testing.T) {
 		if !maps.Equal(m.GetAttributes(), want) {
 			t.Errorf("camera %d attributes %v, want %v", cam, m.GetAttributes(), want)
 		}
+	}
+}
+
+func TestConnsSpreadsWorkersOverConnections(t *testing.T) {
+	for _, conns := range []int{1, 3} {
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+			s := startServer(t)
+			code, rep, _, stderr := runTool(t, "bench", "-addr", s.addr, "-cameras", "30", "-concurrency", "6", "-conns", fmt.Sprint(conns),
+				"-mix", "create=1", "-types", "single", "-ops", "600")
+			if code != exitOK || rep.Workload.Calls != 600 || rep.Errors != 0 || rep.Config.Conns != conns {
+				t.Fatalf("exit %d, %+v, conns %d: %s", code, rep.Workload, rep.Config.Conns, stderr)
+			}
+			// The test's own client has made no call yet: every connection is the tool's.
+			got := s.lis.received()
+			if len(got) != conns {
+				t.Fatalf("the server accepted %d connections, want %d", len(got), conns)
+			}
+			var total int64
+			for _, n := range got {
+				total += n
+			}
+			// Two of the six workers on each: every connection carries a
+			// fair share of the creates, not just its handshake.
+			for i, n := range got {
+				if n < total/int64(conns)/2 {
+					t.Errorf("connection %d carried %d of %d bytes: %v", i, n, total, got)
+				}
+			}
+		})
 	}
 }

@@ -48,16 +48,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
-	cl, err := dial(cfg.client)
+	conns, err := dialAll(cfg.client, cfg.conns)
 	if err != nil {
 		fmt.Fprintln(stderr, "metadata-load:", err)
 		return exitUsage
 	}
-	defer cl.conn.Close()
+	defer closeAll(conns)
 	if !cfg.client.Secure() && cfg.client.SendsToken() {
 		fmt.Fprintln(stderr, "metadata-load: warning: the bearer token is sent without TLS")
 	}
-	rep, err := execute(ctx, cfg, cl, progressFor(cfg.progress, stderr))
+	rep, err := execute(ctx, cfg, conns, progressFor(cfg.progress, stderr))
 	if rep != nil {
 		if werr := rep.write(cfg.reportPath, stdout); werr != nil {
 			fmt.Fprintln(stderr, "metadata-load: report:", werr)

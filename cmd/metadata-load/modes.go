@@ -24,7 +24,7 @@ type runner struct {
 	serverPIDErr error
 }
 
-func execute(ctx context.Context, cfg config, cl *clients, show *progress) (*report, error) {
+func execute(ctx context.Context, cfg config, conns []*clients, show *progress) (*report, error) {
 	f := newFleet(cfg.fleet, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	now := time.Now()
 	nowAt := f.at(now)
@@ -32,12 +32,12 @@ func execute(ctx context.Context, cfg config, cl *clients, show *progress) (*rep
 	f.newest.Store(nowAt.UnixNano())
 	r := &runner{
 		cfg: cfg, show: show, now: nowAt,
-		w: &workload{cl: cl, fleet: f, callTimeout: cfg.load.callTimeout,
+		w: &workload{conns: conns, fleet: f, callTimeout: cfg.load.callTimeout,
 			live: &timeline{fleet: f, start: nowAt.Add(time.Minute), step: time.Minute}},
 		rep: &report{Mode: cfg.mode, Target: cfg.client.Addr, StartedAt: now.UTC(), Config: reportConfig{
 			Cameras: cfg.fleet.cameras, Mix: cfg.load.mix.weightsByName(), Concurrency: cfg.load.concurrency,
 			Rate: cfg.load.rate, DurationSeconds: cfg.load.duration.Seconds(), Ops: cfg.load.ops, Days: cfg.days,
-			SeedIntervalSecond: cfg.seedInterval.Seconds(), TLS: cfg.client.Secure(),
+			SeedIntervalSecond: cfg.seedInterval.Seconds(), Conns: cfg.conns, TLS: cfg.client.Secure(),
 			Token: cfg.client.SendsToken(),
 		}},
 		seeded: newRecorder(),

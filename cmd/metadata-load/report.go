@@ -41,6 +41,7 @@ type reportConfig struct {
 	Ops                int64          `json:"ops,omitempty"`
 	Days               int            `json:"days,omitempty"`
 	SeedIntervalSecond float64        `json:"seed_interval_seconds,omitempty"`
+	Conns              int            `json:"conns"`
 	TLS                bool           `json:"tls"`
 	Token              bool           `json:"token"`
 }

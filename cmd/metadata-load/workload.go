@@ -89,7 +89,9 @@ func (m mix) weightsByName() map[string]int {
 
 // workload makes the calls of a run against one server.
 type workload struct {
-	cl    *clients
+	// conns are the connections to the server; a phase's workers take
+	// them in turn.
+	conns []*clients
 	fleet *fleet
 	// live hands out the images creates write, from the run's start on.
 	live *timeline
@@ -103,6 +105,7 @@ type workload struct {
 // worker is what one of a phase's concurrent callers keeps from call to
 // call.
 type worker struct {
+	cl      *clients
 	rng     *rand.Rand
 	creates *creator
 	// ctx is the worker's own child of the run's context: each call's
@@ -112,8 +115,9 @@ type worker struct {
 	cancel context.CancelFunc
 }
 
-func (w *workload) worker(ctx context.Context) *worker {
-	wk := &worker{rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), creates: w.fleet.creator()}
+// worker is the state of a phase's i-th worker, on the i-th connection in turn.
+func (w *workload) worker(ctx context.Context, i int) *worker {
+	wk := &worker{cl: w.conns[i%len(w.conns)], rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), creates: w.fleet.creator()}
 	wk.ctx, wk.cancel = context.WithCancel(ctx)
 	return wk
 }
@@ -124,7 +128,7 @@ func (w *workload) call(ctx context.Context, wk *worker, o op) error {
 	switch o {
 	case opCreate:
 		img, _ := w.live.take()
-		err := wk.creates.create(ctx, w.cl, img.kind, img.camera, img.at)
+		err := wk.creates.create(ctx, wk.cl, img.kind, img.camera, img.at)
 		if err == nil {
 			f.wrote(img.at)
 		}
@@ -134,11 +138,11 @@ func (w *workload) call(ctx context.Context, wk *worker, o op) error {
 		var err error
 		switch f.kind(rng) {
 		case single:
-			_, err = w.cl.single.GetLatestSingleImageMetadata(ctx, &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: id})
+			_, err = wk.cl.single.GetLatestSingleImageMetadata(ctx, &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: id})
 		case pano:
-			_, err = w.cl.pano.GetLatestPanoImageMetadata(ctx, &metadatav1.GetLatestPanoImageMetadataRequest{CameraId: id})
+			_, err = wk.cl.pano.GetLatestPanoImageMetadata(ctx, &metadatav1.GetLatestPanoImageMetadataRequest{CameraId: id})
 		case preStitch:
-			_, err = w.cl.preStitch.GetLatestPreStitchImageMetadata(ctx, &metadatav1.GetLatestPreStitchImageMetadataRequest{CameraId: id})
+			_, err = wk.cl.preStitch.GetLatestPreStitchImageMetadata(ctx, &metadatav1.GetLatestPreStitchImageMetadataRequest{CameraId: id})
 		}
 		return err
 	case opBatchGetLatest:
@@ -146,11 +150,11 @@ func (w *workload) call(ctx context.Context, wk *worker, o op) error {
 		var err error
 		switch f.kind(rng) {
 		case single:
-			_, err = w.cl.single.BatchGetLatestSingleImageMetadata(ctx, &metadatav1.BatchGetLatestSingleImageMetadataRequest{CameraIds: ids})
+			_, err = wk.cl.single.BatchGetLatestSingleImageMetadata(ctx, &metadatav1.BatchGetLatestSingleImageMetadataRequest{CameraIds: ids})
 		case pano:
-			_, err = w.cl.pano.BatchGetLatestPanoImageMetadata(ctx, &metadatav1.BatchGetLatestPanoImageMetadataRequest{CameraIds: ids})
+			_, err = wk.cl.pano.BatchGetLatestPanoImageMetadata(ctx, &metadatav1.BatchGetLatestPanoImageMetadataRequest{CameraIds: ids})
 		case preStitch:
-			_, err = w.cl.preStitch.BatchGetLatestPreStitchImageMetadata(ctx, &metadatav1.BatchGetLatestPreStitchImageMetadataRequest{CameraIds: ids})
+			_, err = wk.cl.preStitch.BatchGetLatestPreStitchImageMetadata(ctx, &metadatav1.BatchGetLatestPreStitchImageMetadataRequest{CameraIds: ids})
 		}
 		return err
 	case opList:
@@ -160,15 +164,15 @@ func (w *workload) call(ctx context.Context, wk *worker, o op) error {
 		var err error
 		switch f.kind(rng) {
 		case single:
-			_, err = w.cl.single.ListSingleImageMetadata(ctx, &metadatav1.ListSingleImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
+			_, err = wk.cl.single.ListSingleImageMetadata(ctx, &metadatav1.ListSingleImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
 		case pano:
-			_, err = w.cl.pano.ListPanoImageMetadata(ctx, &metadatav1.ListPanoImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
+			_, err = wk.cl.pano.ListPanoImageMetadata(ctx, &metadatav1.ListPanoImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
 		case preStitch:
-			_, err = w.cl.preStitch.ListPreStitchImageMetadata(ctx, &metadatav1.ListPreStitchImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
+			_, err = wk.cl.preStitch.ListPreStitchImageMetadata(ctx, &metadatav1.ListPreStitchImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
 		}
 		return err
 	case opHealth:
-		_, err := w.cl.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		_, err := wk.cl.health.Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	}
 	return fmt.Errorf("unknown op %s", o)
@@ -204,9 +208,9 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 	defer bar.finish()
 	var started atomic.Int64
 	var wg sync.WaitGroup
-	for range lc.concurrency {
+	for i := range lc.concurrency {
 		wg.Go(func() {
-			wk := w.worker(ctx)
+			wk := w.worker(ctx, i)
 			defer wk.cancel()
 			for runCtx.Err() == nil {
 				n := started.Add(1)
@@ -250,9 +254,9 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 	started := time.Now()
 	defer func() { rec.addActive(time.Since(started)) }()
 	var wg sync.WaitGroup
-	for range concurrency {
+	for i := range concurrency {
 		wg.Go(func() {
-			wk := w.worker(ctx)
+			wk := w.worker(ctx, i)
 			defer wk.cancel()
 			for ctx.Err() == nil {
 				img, ok := tl.take()
@@ -261,7 +265,7 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 				}
 				callCtx, cancel := context.WithTimeout(wk.ctx, w.callTimeout)
 				start := time.Now()
-				err := wk.creates.create(callCtx, w.cl, img.kind, img.camera, img.at)
+				err := wk.creates.create(callCtx, wk.cl, img.kind, img.camera, img.at)
 				cancel()
 				rec.record(opCreate, time.Since(start), err)
 				w.calls.Add(1)
