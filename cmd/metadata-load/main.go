@@ -8,13 +8,23 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 
 	"golang.org/x/term"
 )
 
+// gcPercent is the garbage collector's target when GOGC is unset. The
+// tool's heap is a few MiB, so at Go's default, 100, it collects many times
+// a second under load: 7-8% of its CPU at 64 clients, taken from a server
+// on the same machine. metadatad sets the same for the same reason.
+const gcPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
