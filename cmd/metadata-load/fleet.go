@@ -1,19 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 )
 
 // kind is an image type; every camera captures one of each kind it is
@@ -70,6 +62,8 @@ type fleet struct {
 	// knows of; newest (unix nanoseconds) grows as the workload writes.
 	oldest time.Time
 	newest atomic.Int64
+	// encoded are the attributes in wire form, per image type.
+	encoded map[kind]*encodedAttrs
 }
 
 var (
@@ -90,6 +84,7 @@ func newFleet(c fleetConfig, rng *rand.Rand) *fleet {
 			"timezone": []string{"Europe/Oslo", "America/Denver", "Australia/Perth"}[i%3],
 		})
 	}
+	f.encodeFleetAttrs()
 	return f
 }
 
@@ -103,90 +98,6 @@ func noise(camera int, at time.Time, k kind) uint64 {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
-}
-
-// Every image's two varying attributes take one of these values, so an
-// image's attributes are built without formatting a number.
-var (
-	exposures = func() (out [30]string) {
-		for i := range out {
-			out[i] = strconv.Itoa(2 + i)
-		}
-		return out
-	}()
-	isos = [4]string{"100", "200", "400", "800"}
-)
-
-// creator writes the fleet's images for one worker, into request messages
-// it reuses from call to call: a fresh request with its attributes map
-// was most of what a create allocated in the tool, and the tool shares its
-// machine with the server it measures. A unary call has encoded its
-// request by the time it returns, so the next call may overwrite it.
-type creator struct {
-	fleet     *fleet
-	single    metadatav1.CreateSingleImageMetadataRequest
-	pano      metadatav1.CreatePanoImageMetadataRequest
-	preStitch metadatav1.CreatePreStitchImageMetadataRequest
-	attrs     map[string]string
-	captured  timestamppb.Timestamp
-	buf       []byte
-	// reply takes every create's response undecoded: the tool reads
-	// nothing of it, and decoding the stored image was a tenth of the
-	// tool's CPU per create, none of it the server's.
-	reply emptypb.Empty
-}
-
-func (f *fleet) creator() *creator {
-	c := &creator{fleet: f, attrs: map[string]string{}}
-	c.single.Metadata = &metadatav1.SingleImageMetadata{ContentType: "image/jpeg", Width: 1920, Height: 1080}
-	c.pano.Metadata = &metadatav1.PanoImageMetadata{ContentType: "image/jpeg", Width: 8192, Height: 2048}
-	c.preStitch.Metadata = &metadatav1.PreStitchImageMetadata{ContentType: "image/jpeg", Width: 4056, Height: 3040}
-	return c
-}
-
-// create writes the image of kind k that camera captured at.
-func (c *creator) create(ctx context.Context, cl *clients, k kind, camera int, at time.Time) error {
-	f := c.fleet
-	id := f.ids[camera]
-	n := noise(camera, at, k)
-	clear(c.attrs)
-	maps.Copy(c.attrs, f.attrs[camera])
-	c.attrs["exposure_ms"] = exposures[n%30]
-	c.attrs["iso"] = isos[n>>8%4]
-	c.captured.Seconds, c.captured.Nanos = at.Unix(), int32(at.Nanosecond())
-	switch k {
-	case single:
-		m := c.single.Metadata
-		m.CameraId, m.CapturedAt, m.Attributes = id, &c.captured, c.attrs
-		m.BlobUri = c.blobURI(id, "/", at, ".jpg")
-		m.SizeBytes = 150_000 + int64(n%250_000)
-		return cl.conn.Invoke(ctx, metadatav1.SingleImageMetadataService_CreateSingleImageMetadata_FullMethodName, &c.single, &c.reply)
-	case pano:
-		m := c.pano.Metadata
-		m.CameraId, m.CapturedAt, m.Attributes = id, &c.captured, c.attrs
-		m.BlobUri = c.blobURI(id, "/pano/", at, ".jpg")
-		m.SizeBytes = 2_000_000 + int64(n%1_500_000)
-		m.IsClearDay = n%10 < 3
-		return cl.conn.Invoke(ctx, metadatav1.PanoImageMetadataService_CreatePanoImageMetadata_FullMethodName, &c.pano, &c.reply)
-	case preStitch:
-		m := c.preStitch.Metadata
-		m.CameraId, m.CapturedAt, m.Attributes = id, &c.captured, c.attrs
-		m.BlobUri = c.blobURI(id, "/raw/", at, "-0.jpg")
-		m.SizeBytes = 3_000_000 + int64(n%800_000)
-		c.buf = append(append(append(c.buf[:0], "pano-"...), id...), '-')
-		c.buf = at.UTC().AppendFormat(c.buf, "200601021504")
-		m.PanoImageCorrelationId = string(c.buf)
-		return cl.conn.Invoke(ctx, metadatav1.PreStitchImageMetadataService_CreatePreStitchImageMetadata_FullMethodName, &c.preStitch, &c.reply)
-	}
-	return fmt.Errorf("unknown image type %d", k)
-}
-
-// blobURI is where the image's blob would be: the camera's directory, the
-// kind's part, the capture minute and the suffix.
-func (c *creator) blobURI(id, part string, at time.Time, suffix string) string {
-	c.buf = append(append(append(c.buf[:0], "https://images.example.net/"...), id...), part...)
-	c.buf = append(at.UTC().AppendFormat(c.buf, "2006/01/02/1504"), suffix...)
-	return string(c.buf)
 }
 
 // camera picks a camera at random.
