@@ -153,7 +153,7 @@ func (c *creator) request(k kind, camera int, at time.Time) (encodedRequest, str
 		return nil, "", err
 	}
 	e := f.encoded[k]
-	c.buf = append(append(append(c.buf, e.cameras[camera]...), e.exposures[n%30]...), e.isos[n>>8%4]...)
+	c.buf = append(append(append(c.buf, e.cameras[camera]...), e.exposures[n%uint64(len(exposures))]...), e.isos[n>>8%uint64(len(isos))]...)
 	// A fresh slice for gRPC, which may still hold the request after the
 	// call returns on an error.
 	field := createField[k]
