@@ -9,7 +9,9 @@
 # capture time), then, for every build given, starts metadatad on a fresh
 # embedded store and runs metadata-load's creates through gRPC at 16 and 64
 # clients, with a health-check ceiling at the same concurrency. It prints
-# each figure and its ratio to PostgreSQL, and removes everything it made.
+# each figure and its ratio to PostgreSQL, with the CPU microseconds per
+# create of the load tool and of the daemon (both share this machine), and
+# removes everything it made.
 #
 # Then purges, in three cases: 200,000 expired rows over 40 cameras, 200,000
 # over 4,000 and 100,000 over 10,000, each case's rows spread evenly over
@@ -123,7 +125,10 @@ if [[ " $PARTS " == *" creates "* ]]; then
 	pg_started=
 	printf 'postgresql 15, pgbench %d clients: %.0f inserts/s (%s rows)\n' "$PG_CLIENTS" "$pg_tps" "$rows"
 
-	printf '\n%-28s %8s %12s %12s %10s %14s\n' build clients creates/s health/s "vs pg" "vs health"
+	# client and server us/create: each process's CPU time (user and system)
+	# over the creates, as the load tool reports it ("-" from a tool too old to).
+	printf '\n%-28s %8s %12s %12s %10s %14s %10s %10s\n' build clients creates/s health/s "vs pg" "vs health" \
+		"client us" "server us"
 	for build in "${builds[@]}"; do
 		for c in $CLIENTS; do
 			data="$work/data-$c"
@@ -138,10 +143,11 @@ if [[ " $PARTS " == *" creates "* ]]; then
 			kill "$daemon_pid" && wait "$daemon_pid" || true
 			daemon_pid=
 			rm -rf "$data"
-			read -r creates health errors < <(jq -r '[.workload.per_second, .ceiling.per_second, .errors] | @tsv' "$work/report.json")
+			read -r creates health errors client_us server_us < <(jq -r '[.workload.per_second, .ceiling.per_second, .errors,
+				(.workload.cpu.client_us_per_call // "-"), (.workload.cpu.server_us_per_call // "-")] | @tsv' "$work/report.json")
 			if [[ $errors != 0 ]]; then echo "$build: $errors calls failed" >&2; exit 1; fi
-			printf '%-28s %8d %12.0f %12.0f %10.2f %14.2f\n' "$(basename "$build")" "$c" "$creates" "$health" \
-				"$(echo "$creates / $pg_tps" | bc -l)" "$(echo "$creates / $health" | bc -l)"
+			printf '%-28s %8d %12.0f %12.0f %10.2f %14.2f %10s %10s\n' "$(basename "$build")" "$c" "$creates" "$health" \
+				"$(echo "$creates / $pg_tps" | bc -l)" "$(echo "$creates / $health" | bc -l)" "$client_us" "$server_us"
 		done
 	done
 fi

@@ -18,6 +18,29 @@ type clients struct {
 	health    healthpb.HealthClient
 }
 
+// dialAll makes n connections (n grpc.ClientConns, each its own HTTP/2
+// connection). grpc-go carries every call of a connection through that
+// connection's one reader and one writer goroutine, so one connection
+// serializes the tool's calls, and the server's for that connection.
+func dialAll(c grpcclient.Config, n int) ([]*clients, error) {
+	var all []*clients
+	for range n {
+		cl, err := dial(c)
+		if err != nil {
+			closeAll(all)
+			return nil, err
+		}
+		all = append(all, cl)
+	}
+	return all, nil
+}
+
+func closeAll(all []*clients) {
+	for _, cl := range all {
+		_ = cl.conn.Close()
+	}
+}
+
 func dial(c grpcclient.Config) (*clients, error) {
 	conn, err := c.Dial()
 	if err != nil {

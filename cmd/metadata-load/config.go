@@ -37,14 +37,21 @@ type config struct {
 	purgeAge time.Duration
 	// ceiling measures health checks at the workload's concurrency first.
 	ceiling bool
-	// serverPID is the server process whose RSS is sampled; 0 finds the
-	// local process listening on the target port, if any.
+	// serverPID is the server process whose CPU time is reported and whose
+	// RSS is sampled; 0 finds the local process listening on the target
+	// port, if any.
 	serverPID   int
 	rssInterval time.Duration
 	// reportPath is where the JSON report goes; "-" is stdout.
 	reportPath string
 	// progress is auto (on when stderr is a terminal), on or off.
 	progress string
+	// conns is how many connections the tool's calls are spread over.
+	conns int
+	// cpuProfile, when set, is where the tool writes a CPU profile of
+	// itself: on a machine it shares with the server, its own cost is
+	// taken from the server's.
+	cpuProfile string
 }
 
 // loadConfig is the shape of a measured workload.
@@ -85,6 +92,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	mixFlag := fs.String("mix", defaultMix, "weights of the calls in the workload: create, get-latest, batch-get-latest, list")
 	fs.IntVar(&c.load.concurrency, "concurrency", 16, "calls in flight at once")
+	fs.IntVar(&c.conns, "conns", 1, "connections to the server; workers are spread over them in turn")
 	fs.Float64Var(&c.load.rate, "rate", 0, "calls per second across all workers (0: as fast as -concurrency allows)")
 	fs.DurationVar(&c.load.duration, "duration", 30*time.Second, "how long the workload runs")
 	fs.Int64Var(&c.load.ops, "ops", 0, "stop after this many calls (0: only -duration bounds the run)")
@@ -99,10 +107,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	historyDays := fs.String("history-days", "1,7,30", "history mode: the history depths, in days, to measure reads at")
 	fs.DurationVar(&c.purgeAge, "purge-older-than", 0, "purge-during: purge images older than this (default half of -days)")
 	fs.BoolVar(&c.ceiling, "ceiling", false, "run, soak and history (at every depth): first measure health checks at the same concurrency and report ratios")
-	fs.IntVar(&c.serverPID, "server-pid", 0, "pid of the server whose RSS soak samples (default: the local process listening on -addr's port, if any; -1: none)")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "pid of the server whose CPU time runs report and whose RSS soak samples (default: the local process listening on -addr's port, if any; -1: none)")
 	fs.DurationVar(&c.rssInterval, "rss-interval", 5*time.Second, "how often soak samples the server's RSS")
 	fs.StringVar(&c.reportPath, "report", "-", "file the JSON report is written to; - is stdout")
 	fs.StringVar(&c.progress, "progress", "auto", "live progress on stderr: auto (when stderr is a terminal), on, off")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the tool itself to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return config{}, err
 	}
@@ -128,6 +137,8 @@ func (c *config) check() error {
 		return errors.New("-cameras must be at least 1")
 	case c.load.concurrency < 1 || c.seedConcurrency < 1:
 		return errors.New("-concurrency and -seed-concurrency must be at least 1")
+	case c.conns < 1:
+		return errors.New("-conns must be at least 1")
 	case c.load.rate < 0 || c.load.ops < 0 || c.days < 0:
 		return errors.New("-rate, -ops and -days must not be negative")
 	case c.load.duration <= 0 && c.load.ops == 0:

@@ -6,7 +6,10 @@
 // frontends do (GetLatest, BatchGetLatest of a few hundred cameras, List over
 // a time range), at a fixed rate or a fixed concurrency. Latencies go into
 // HDR histograms; the end of every run prints a JSON report (throughput,
-// p50/p90/p99/max per RPC, errors by gRPC code).
+// p50/p90/p99/max per RPC, errors by gRPC code, and the CPU time the tool
+// and, when it runs on this machine, the server spent per call). Beside the
+// server on a small machine the tool's own cost is taken from the server's,
+// so its workers reuse their messages and send creates pre-encoded.
 //
 // Modes:
 //

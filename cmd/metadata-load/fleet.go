@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 )
 
 // kind is an image type; every camera captures one of each kind it is
@@ -67,6 +62,8 @@ type fleet struct {
 	// knows of; newest (unix nanoseconds) grows as the workload writes.
 	oldest time.Time
 	newest atomic.Int64
+	// encoded are the attributes in wire form, per image type.
+	encoded map[kind]*encodedAttrs
 }
 
 var (
@@ -87,6 +84,7 @@ func newFleet(c fleetConfig, rng *rand.Rand) *fleet {
 			"timezone": []string{"Europe/Oslo", "America/Denver", "Australia/Perth"}[i%3],
 		})
 	}
+	f.encodeFleetAttrs()
 	return f
 }
 
@@ -100,41 +98,6 @@ func noise(camera int, at time.Time, k kind) uint64 {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
-}
-
-// create writes the image of kind k that camera captured at.
-func (f *fleet) create(ctx context.Context, cl *clients, k kind, camera int, at time.Time) error {
-	id := f.ids[camera]
-	n := noise(camera, at, k)
-	stamp := at.UTC().Format("2006/01/02/1504")
-	attrs := make(map[string]string, len(f.attrs[camera])+2)
-	for key, v := range f.attrs[camera] {
-		attrs[key] = v
-	}
-	attrs["exposure_ms"] = fmt.Sprint(2 + n%30)
-	attrs["iso"] = fmt.Sprint(100 << (n >> 8 % 4))
-	captured := timestamppb.New(at)
-	var err error
-	switch k {
-	case single:
-		_, err = cl.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{Metadata: &metadatav1.SingleImageMetadata{
-			CameraId: id, CapturedAt: captured, BlobUri: "https://images.example.net/" + id + "/" + stamp + ".jpg",
-			ContentType: "image/jpeg", SizeBytes: 150_000 + int64(n%250_000), Width: 1920, Height: 1080, Attributes: attrs,
-		}})
-	case pano:
-		_, err = cl.pano.CreatePanoImageMetadata(ctx, &metadatav1.CreatePanoImageMetadataRequest{Metadata: &metadatav1.PanoImageMetadata{
-			CameraId: id, CapturedAt: captured, BlobUri: "https://images.example.net/" + id + "/pano/" + stamp + ".jpg",
-			ContentType: "image/jpeg", SizeBytes: 2_000_000 + int64(n%1_500_000), Width: 8192, Height: 2048, Attributes: attrs,
-			IsClearDay: n%10 < 3,
-		}})
-	case preStitch:
-		_, err = cl.preStitch.CreatePreStitchImageMetadata(ctx, &metadatav1.CreatePreStitchImageMetadataRequest{Metadata: &metadatav1.PreStitchImageMetadata{
-			CameraId: id, CapturedAt: captured, BlobUri: "https://images.example.net/" + id + "/raw/" + stamp + "-0.jpg",
-			ContentType: "image/jpeg", SizeBytes: 3_000_000 + int64(n%800_000), Width: 4056, Height: 3040, Attributes: attrs,
-			PanoImageCorrelationId: "pano-" + id + "-" + at.UTC().Format("200601021504"),
-		}})
-	}
-	return err
 }
 
 // camera picks a camera at random.

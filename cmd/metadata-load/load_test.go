@@ -5,10 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/grpcclient"
 )
 
 // runTool runs the tool in process with args and returns its exit code,
@@ -81,7 +86,15 @@ func TestRunMixesEveryRPCAndComparesWithHealthChecks(t *testing.T) {
 			t.Errorf("ratio %s = %v", key, rep.Ratios[key])
 		}
 	}
-	for _, path := range []string{"workload.rpcs.get_latest.latency_ms.p99", "workload.per_second", "ceiling.rpcs.health_check.latency_ms.max", "seed.calls"} {
+	// The server runs in this process: the tool finds it by its port, and
+	// its CPU time is the tool's own.
+	for name, p := range map[string]*phaseReport{"workload": rep.Workload, "ceiling": rep.Ceiling} {
+		if c := p.CPU; c == nil || c.ClientUsPerCall <= 0 || c.ServerPID != os.Getpid() || c.ServerUsPerCall <= 0 {
+			t.Errorf("%s CPU: %+v", name, p.CPU)
+		}
+	}
+	for _, path := range []string{"workload.rpcs.get_latest.latency_ms.p99", "workload.per_second", "ceiling.rpcs.health_check.latency_ms.max", "seed.calls",
+		"workload.cpu.client_us_per_call", "workload.cpu.server_us_per_call"} {
 		if _, ok := field(t, shape, path).(float64); !ok {
 			t.Errorf("%s is not a number", path)
 		}
@@ -223,6 +236,9 @@ func TestSoakFailsWhenCallsFail(t *testing.T) {
 	if rep.Errors == 0 || rep.Workload.ErrorsByCode["Unavailable"] == 0 || rep.RSS != nil {
 		t.Fatalf("report of the failed soak: %d errors, by code %v; RSS sampled %v with -server-pid -1", rep.Errors, rep.Workload.ErrorsByCode, rep.RSS)
 	}
+	if c := rep.Workload.CPU; c == nil || c.ServerPID != 0 || c.ServerSeconds != 0 {
+		t.Fatalf("server CPU reported with -server-pid -1: %+v", c)
+	}
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -241,11 +257,96 @@ func TestUsageErrors(t *testing.T) {
 		{"falling history", []string{"history", "-history-days", "7,1"}},
 		{"key without certificate", []string{"ceiling", "-tls-key", "k.pem"}},
 		{"token twice", []string{"ceiling", "-token", "a", "-token-file", "b"}},
+		{"no connection", []string{"run", "-conns", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, _, stderr := runTool(t, tc.args...)
 			if code != exitUsage || stderr == "" {
 				t.Fatalf("exit %d, stderr %q; want %d and a reason", code, stderr, exitUsage)
+			}
+		})
+	}
+}
+
+func TestCPUProfileIsWritten(t *testing.T) {
+	s := startServer(t)
+	path := t.TempDir() + "/cpu.prof"
+	code, rep, _, stderr := runTool(t, append([]string{"bench", "-addr", s.addr, "-ops", "200", "-cpuprofile", path}, strings.Fields(fleetArgs)...)...)
+	if code != exitOK || rep.Workload.Calls != 200 {
+		t.Fatalf("exit %d, report %+v: %s", code, rep.Workload, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pprof profile is gzipped protobuf.
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s is not a gzipped profile: %d bytes", path, len(b))
+	}
+}
+
+func TestCreatorReusesItsMessagesWithoutMixingImages(t *testing.T) {
+	s := startServer(t)
+	cl, err := dial(grpcclient.Config{Addr: s.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.conn.Close()
+	f := newFleet(fleetConfig{cameras: 10, prefix: "reuse-", kinds: []kind{single}}, rand.New(rand.NewPCG(1, 2)))
+	c := f.creator()
+	at := time.Date(2026, 12, 4, 2, 40, 0, 0, time.UTC).Add(f.offset)
+	// Camera 9 after camera 1 with the same messages: the second create
+	// must not leak into the first image, nor carry any of its fields.
+	for _, cam := range []int{1, 9} {
+		if err := c.create(t.Context(), cl, single, cam, at.Add(time.Duration(cam)*time.Minute)); err != nil {
+			t.Fatalf("create of camera %d: %v", cam, err)
+		}
+	}
+	client := metadatav1.NewSingleImageMetadataServiceClient(s.conn)
+	for _, cam := range []int{1, 9} {
+		got, err := client.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: f.ids[cam]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, capturedAt := got.GetMetadata(), at.Add(time.Duration(cam)*time.Minute)
+		n := noise(cam, capturedAt, single)
+		wantURI := "https://images.example.net/" + f.ids[cam] + "/" + capturedAt.Format("2006/01/02/1504") + ".jpg"
+		if !m.GetCapturedAt().AsTime().Equal(capturedAt) || m.GetBlobUri() != wantURI || m.GetSizeBytes() != 150_000+int64(n%250_000) {
+			t.Errorf("camera %d: captured %v, uri %s, size %d; want %v, %s", cam, m.GetCapturedAt().AsTime(), m.GetBlobUri(), m.GetSizeBytes(), capturedAt, wantURI)
+		}
+		want := maps.Clone(f.attrs[cam])
+		want["exposure_ms"] = fmt.Sprint(2 + n%30)
+		want["iso"] = fmt.Sprint(100 << (n >> 8 % 4))
+		if !maps.Equal(m.GetAttributes(), want) {
+			t.Errorf("camera %d attributes %v, want %v", cam, m.GetAttributes(), want)
+		}
+	}
+}
+
+func TestConnsSpreadsWorkersOverConnections(t *testing.T) {
+	for _, conns := range []int{1, 3} {
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+			s := startServer(t)
+			code, rep, _, stderr := runTool(t, "bench", "-addr", s.addr, "-cameras", "30", "-concurrency", "6", "-conns", fmt.Sprint(conns),
+				"-mix", "create=1", "-types", "single", "-ops", "600")
+			if code != exitOK || rep.Workload.Calls != 600 || rep.Errors != 0 || rep.Config.Conns != conns {
+				t.Fatalf("exit %d, %+v, conns %d: %s", code, rep.Workload, rep.Config.Conns, stderr)
+			}
+			// The test's own client has made no call yet: every connection is the tool's.
+			got := s.lis.received()
+			if len(got) != conns {
+				t.Fatalf("the server accepted %d connections, want %d", len(got), conns)
+			}
+			var total int64
+			for _, n := range got {
+				total += n
+			}
+			// Two of the six workers on each: every connection carries a
+			// fair share of the creates, not just its handshake.
+			for i, n := range got {
+				if n < total/int64(conns)/2 {
+					t.Errorf("connection %d carried %d of %d bytes: %v", i, n, total, got)
+				}
 			}
 		})
 	}

@@ -18,9 +18,13 @@ type runner struct {
 	now time.Time
 	// seeded records every seeding create of the run.
 	seeded *recorder
+	// serverPID is the server's process when it runs on this machine
+	// (0 when not, or not visible), or why it could not be looked for.
+	serverPID    int
+	serverPIDErr error
 }
 
-func execute(ctx context.Context, cfg config, cl *clients, show *progress) (*report, error) {
+func execute(ctx context.Context, cfg config, conns []*clients, show *progress) (*report, error) {
 	f := newFleet(cfg.fleet, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	now := time.Now()
 	nowAt := f.at(now)
@@ -28,18 +32,22 @@ func execute(ctx context.Context, cfg config, cl *clients, show *progress) (*rep
 	f.newest.Store(nowAt.UnixNano())
 	r := &runner{
 		cfg: cfg, show: show, now: nowAt,
-		w: &workload{cl: cl, fleet: f, callTimeout: cfg.load.callTimeout,
+		w: &workload{conns: conns, fleet: f, callTimeout: cfg.load.callTimeout,
 			live: &timeline{fleet: f, start: nowAt.Add(time.Minute), step: time.Minute}},
 		rep: &report{Mode: cfg.mode, Target: cfg.client.Addr, StartedAt: now.UTC(), Config: reportConfig{
 			Cameras: cfg.fleet.cameras, Mix: cfg.load.mix.weightsByName(), Concurrency: cfg.load.concurrency,
 			Rate: cfg.load.rate, DurationSeconds: cfg.load.duration.Seconds(), Ops: cfg.load.ops, Days: cfg.days,
-			SeedIntervalSecond: cfg.seedInterval.Seconds(), TLS: cfg.client.Secure(),
+			SeedIntervalSecond: cfg.seedInterval.Seconds(), Conns: cfg.conns, TLS: cfg.client.Secure(),
 			Token: cfg.client.SendsToken(),
 		}},
 		seeded: newRecorder(),
 	}
 	for _, k := range cfg.fleet.kinds {
 		r.rep.Config.Types = append(r.rep.Config.Types, k.String())
+	}
+	r.serverPID = cfg.serverPID
+	if r.serverPID == 0 {
+		r.serverPID, r.serverPIDErr = localServerPID(cfg.client.Addr)
 	}
 	err := r.mode(ctx)
 	r.rep.Errors = r.w.errors.Load()
@@ -98,10 +106,19 @@ func (r *runner) seed(ctx context.Context, fromDays, toDays int) error {
 func (r *runner) ceiling(ctx context.Context) *phaseReport {
 	lc := r.cfg.load
 	lc.mix, lc.rate = mix{ops: []op{opHealth}, weights: []int{1}, total: 1}, 0
+	return r.measure(ctx, "health", lc)
+}
+
+// measure runs one phase of lc into a recorder of its own and reports it,
+// with the CPU the tool and the server spent on it.
+func (r *runner) measure(ctx context.Context, label string, lc loadConfig) *phaseReport {
 	rec := newRecorder()
-	r.w.run(ctx, phase{label: "health", load: lc, recorder: func() *recorder { return rec }}, r.show)
+	cpu := startCPU(r.serverPID)
+	r.w.run(ctx, phase{label: label, load: lc, recorder: func() *recorder { return rec }}, r.show)
 	rec.end()
-	return rec.summary()
+	p := rec.summary()
+	p.CPU = cpu.finish(p.Calls)
+	return p
 }
 
 // workload runs the mixed workload, after the ceiling when asked, and
@@ -113,10 +130,7 @@ func (r *runner) workload(ctx context.Context) error {
 	if r.cfg.ceiling {
 		r.rep.Ceiling = r.ceiling(ctx)
 	}
-	rec := newRecorder()
-	r.w.run(ctx, phase{label: r.cfg.mode, load: r.cfg.load, recorder: func() *recorder { return rec }}, r.show)
-	rec.end()
-	r.rep.Workload = rec.summary()
+	r.rep.Workload = r.measure(ctx, r.cfg.mode, r.cfg.load)
 	if c := r.rep.Ceiling; c != nil && c.PerSecond > 0 {
 		r.rep.Ratios = map[string]float64{"throughput_vs_health": round(r.rep.Workload.PerSecond / c.PerSecond)}
 		latencyRatios(r.rep.Workload, c, p50, string(opHealth), "_p50_vs_health", r.rep.Ratios)
@@ -128,16 +142,12 @@ func (r *runner) workload(ctx context.Context) error {
 // soak is the workload with the server's memory watched; any failed call
 // fails the run.
 func (r *runner) soak(ctx context.Context) error {
-	pid := r.cfg.serverPID
-	if pid == 0 {
-		var err error
-		if pid, err = localServerPID(r.cfg.client.Addr); err != nil {
-			return fmt.Errorf("finding the server process: %w", err)
-		}
+	if r.serverPIDErr != nil {
+		return fmt.Errorf("finding the server process: %w", r.serverPIDErr)
 	}
 	var rss *rssSampler
-	if pid > 0 {
-		rss = sampleRSS(pid, r.cfg.rssInterval)
+	if r.serverPID > 0 {
+		rss = sampleRSS(r.serverPID, r.cfg.rssInterval)
 	}
 	err := r.workload(ctx)
 	if rss != nil {
@@ -173,10 +183,8 @@ func (r *runner) history(ctx context.Context) error {
 		if r.cfg.ceiling {
 			ceiling = r.ceiling(ctx)
 		}
-		rec := newRecorder()
-		r.w.run(ctx, phase{label: fmt.Sprintf("reads at %dd", days), load: lc, recorder: func() *recorder { return rec }}, r.show)
-		rec.end()
-		step := historyStep{Days: days, Images: int64(time.Duration(days)*24*time.Hour/r.cfg.seedInterval) + 1, Reads: rec.summary(), Ceiling: ceiling}
+		measured := r.measure(ctx, fmt.Sprintf("reads at %dd", days), lc)
+		step := historyStep{Days: days, Images: int64(time.Duration(days)*24*time.Hour/r.cfg.seedInterval) + 1, Reads: measured, Ceiling: ceiling}
 		if ceiling != nil {
 			step.VsHealth = map[string]float64{}
 			latencyRatios(step.Reads, ceiling, p50, string(opHealth), "_p50_vs_health", step.VsHealth)

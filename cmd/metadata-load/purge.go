@@ -93,12 +93,12 @@ func (r *runner) purge(ctx context.Context, current *atomic.Pointer[recorder], d
 	for _, k := range r.cfg.fleet.kinds {
 		req.ImageTypes = append(req.ImageTypes, imageTypes[k])
 	}
-	resp, err := r.w.cl.retention.StartPurge(ctx, req)
+	resp, err := r.w.conns[0].retention.StartPurge(ctx, req)
 	if err != nil {
 		return err
 	}
 	pr.JobID = resp.GetJob().GetJobId()
-	stream, err := r.w.cl.retention.WatchPurge(ctx, &metadatav1.WatchPurgeRequest{JobId: pr.JobID})
+	stream, err := r.w.conns[0].retention.WatchPurge(ctx, &metadatav1.WatchPurgeRequest{JobId: pr.JobID})
 	if err != nil {
 		return err
 	}

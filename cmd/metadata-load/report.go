@@ -41,6 +41,7 @@ type reportConfig struct {
 	Ops                int64          `json:"ops,omitempty"`
 	Days               int            `json:"days,omitempty"`
 	SeedIntervalSecond float64        `json:"seed_interval_seconds,omitempty"`
+	Conns              int            `json:"conns"`
 	TLS                bool           `json:"tls"`
 	Token              bool           `json:"token"`
 }
@@ -53,6 +54,20 @@ type phaseReport struct {
 	PerSecond    float64              `json:"per_second"`
 	ErrorsByCode map[string]int64     `json:"errors_by_code,omitempty"`
 	RPCs         map[string]rpcReport `json:"rpcs"`
+	// CPU is what the phase cost the tool and the server in CPU time.
+	CPU *cpuReport `json:"cpu,omitempty"`
+}
+
+// cpuReport is the CPU time (user and system) the tool spent over a phase
+// and, when the server runs on this machine, the server's, each also per
+// call of the phase: with -mix create=1, microseconds per create. A server
+// in the tool's own process (the tests') is counted in both.
+type cpuReport struct {
+	ClientSeconds   float64 `json:"client_seconds"`
+	ClientUsPerCall float64 `json:"client_us_per_call"`
+	ServerPID       int     `json:"server_pid,omitempty"`
+	ServerSeconds   float64 `json:"server_seconds,omitempty"`
+	ServerUsPerCall float64 `json:"server_us_per_call,omitempty"`
 }
 
 // rpcReport is one RPC's figures; per_second counts successful calls.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +27,49 @@ type testServer struct {
 	addr string
 	srv  *server.Server
 	conn *grpc.ClientConn
+	lis  *countingListener
+}
+
+// countingListener counts the bytes the server reads from each connection
+// it accepts.
+type countingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	n := new(atomic.Int64)
+	l.mu.Lock()
+	l.conns = append(l.conns, n)
+	l.mu.Unlock()
+	return countingConn{Conn: c, read: n}, nil
+}
+
+// received is the bytes read from each connection accepted so far.
+func (l *countingListener) received() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int64
+	for _, n := range l.conns {
+		out = append(out, n.Load())
+	}
+	return out
+}
+
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
+	return n, err
 }
 
 func startServer(t *testing.T) *testServer {
@@ -58,10 +103,11 @@ func startServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	lis := &countingListener{Listener: tcp}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	t.Cleanup(func() {
@@ -79,7 +125,7 @@ func startServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &testServer{addr: lis.Addr().String(), srv: srv, conn: conn}
+	return &testServer{addr: lis.Addr().String(), srv: srv, conn: conn, lis: lis}
 }
 
 // seeded reports whether the first cameras of the tool's fleet have an

@@ -89,7 +89,9 @@ func (m mix) weightsByName() map[string]int {
 
 // workload makes the calls of a run against one server.
 type workload struct {
-	cl    *clients
+	// conns are the connections to the server; a phase's workers take
+	// them in turn.
+	conns []*clients
 	fleet *fleet
 	// live hands out the images creates write, from the run's start on.
 	live *timeline
@@ -100,13 +102,33 @@ type workload struct {
 	calls, errors atomic.Int64
 }
 
+// worker is what one of a phase's concurrent callers keeps from call to
+// call.
+type worker struct {
+	cl      *clients
+	rng     *rand.Rand
+	creates *creator
+	// ctx is the worker's own child of the run's context: each call's
+	// deadline hangs off it, so workers do not contend on registering
+	// their calls with one shared parent.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// worker is the state of a phase's i-th worker, on the i-th connection in turn.
+func (w *workload) worker(ctx context.Context, i int) *worker {
+	wk := &worker{cl: w.conns[i%len(w.conns)], rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), creates: w.fleet.creator()}
+	wk.ctx, wk.cancel = context.WithCancel(ctx)
+	return wk
+}
+
 // call makes one call of o and returns its error.
-func (w *workload) call(ctx context.Context, rng *rand.Rand, o op) error {
-	f := w.fleet
+func (w *workload) call(ctx context.Context, wk *worker, o op) error {
+	f, rng := w.fleet, wk.rng
 	switch o {
 	case opCreate:
 		img, _ := w.live.take()
-		err := f.create(ctx, w.cl, img.kind, img.camera, img.at)
+		err := wk.creates.create(ctx, wk.cl, img.kind, img.camera, img.at)
 		if err == nil {
 			f.wrote(img.at)
 		}
@@ -116,11 +138,11 @@ func (w *workload) call(ctx context.Context, rng *rand.Rand, o op) error {
 		var err error
 		switch f.kind(rng) {
 		case single:
-			_, err = w.cl.single.GetLatestSingleImageMetadata(ctx, &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: id})
+			_, err = wk.cl.single.GetLatestSingleImageMetadata(ctx, &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: id})
 		case pano:
-			_, err = w.cl.pano.GetLatestPanoImageMetadata(ctx, &metadatav1.GetLatestPanoImageMetadataRequest{CameraId: id})
+			_, err = wk.cl.pano.GetLatestPanoImageMetadata(ctx, &metadatav1.GetLatestPanoImageMetadataRequest{CameraId: id})
 		case preStitch:
-			_, err = w.cl.preStitch.GetLatestPreStitchImageMetadata(ctx, &metadatav1.GetLatestPreStitchImageMetadataRequest{CameraId: id})
+			_, err = wk.cl.preStitch.GetLatestPreStitchImageMetadata(ctx, &metadatav1.GetLatestPreStitchImageMetadataRequest{CameraId: id})
 		}
 		return err
 	case opBatchGetLatest:
@@ -128,11 +150,11 @@ func (w *workload) call(ctx context.Context, rng *rand.Rand, o op) error {
 		var err error
 		switch f.kind(rng) {
 		case single:
-			_, err = w.cl.single.BatchGetLatestSingleImageMetadata(ctx, &metadatav1.BatchGetLatestSingleImageMetadataRequest{CameraIds: ids})
+			_, err = wk.cl.single.BatchGetLatestSingleImageMetadata(ctx, &metadatav1.BatchGetLatestSingleImageMetadataRequest{CameraIds: ids})
 		case pano:
-			_, err = w.cl.pano.BatchGetLatestPanoImageMetadata(ctx, &metadatav1.BatchGetLatestPanoImageMetadataRequest{CameraIds: ids})
+			_, err = wk.cl.pano.BatchGetLatestPanoImageMetadata(ctx, &metadatav1.BatchGetLatestPanoImageMetadataRequest{CameraIds: ids})
 		case preStitch:
-			_, err = w.cl.preStitch.BatchGetLatestPreStitchImageMetadata(ctx, &metadatav1.BatchGetLatestPreStitchImageMetadataRequest{CameraIds: ids})
+			_, err = wk.cl.preStitch.BatchGetLatestPreStitchImageMetadata(ctx, &metadatav1.BatchGetLatestPreStitchImageMetadataRequest{CameraIds: ids})
 		}
 		return err
 	case opList:
@@ -142,15 +164,15 @@ func (w *workload) call(ctx context.Context, rng *rand.Rand, o op) error {
 		var err error
 		switch f.kind(rng) {
 		case single:
-			_, err = w.cl.single.ListSingleImageMetadata(ctx, &metadatav1.ListSingleImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
+			_, err = wk.cl.single.ListSingleImageMetadata(ctx, &metadatav1.ListSingleImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
 		case pano:
-			_, err = w.cl.pano.ListPanoImageMetadata(ctx, &metadatav1.ListPanoImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
+			_, err = wk.cl.pano.ListPanoImageMetadata(ctx, &metadatav1.ListPanoImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
 		case preStitch:
-			_, err = w.cl.preStitch.ListPreStitchImageMetadata(ctx, &metadatav1.ListPreStitchImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
+			_, err = wk.cl.preStitch.ListPreStitchImageMetadata(ctx, &metadatav1.ListPreStitchImageMetadataRequest{CameraId: id, StartTime: start, EndTime: end, PageSize: size})
 		}
 		return err
 	case opHealth:
-		_, err := w.cl.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		_, err := wk.cl.health.Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	}
 	return fmt.Errorf("unknown op %s", o)
@@ -186,9 +208,10 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 	defer bar.finish()
 	var started atomic.Int64
 	var wg sync.WaitGroup
-	for range lc.concurrency {
+	for i := range lc.concurrency {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			wk := w.worker(ctx, i)
+			defer wk.cancel()
 			for runCtx.Err() == nil {
 				n := started.Add(1)
 				if lc.ops > 0 && n > lc.ops {
@@ -200,7 +223,7 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 				if p.onCall != nil {
 					p.onCall(n)
 				}
-				w.once(ctx, rng, lc.callTimeout, lc.mix.pick(rng), p.recorder())
+				w.once(wk, lc.callTimeout, lc.mix.pick(wk.rng), p.recorder())
 			}
 		})
 	}
@@ -208,11 +231,11 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 }
 
 // once makes one call of o with its own deadline and records it in rec.
-func (w *workload) once(ctx context.Context, rng *rand.Rand, timeout time.Duration, o op, rec *recorder) {
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
+func (w *workload) once(wk *worker, timeout time.Duration, o op, rec *recorder) {
+	callCtx, cancel := context.WithTimeout(wk.ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	err := w.call(callCtx, rng, o)
+	err := w.call(callCtx, wk, o)
 	rec.record(o, time.Since(start), err)
 	w.calls.Add(1)
 	if err != nil {
@@ -231,16 +254,18 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 	started := time.Now()
 	defer func() { rec.addActive(time.Since(started)) }()
 	var wg sync.WaitGroup
-	for range concurrency {
+	for i := range concurrency {
 		wg.Go(func() {
+			wk := w.worker(ctx, i)
+			defer wk.cancel()
 			for ctx.Err() == nil {
 				img, ok := tl.take()
 				if !ok {
 					return
 				}
-				callCtx, cancel := context.WithTimeout(ctx, w.callTimeout)
+				callCtx, cancel := context.WithTimeout(wk.ctx, w.callTimeout)
 				start := time.Now()
-				err := w.fleet.create(callCtx, w.cl, img.kind, img.camera, img.at)
+				err := wk.creates.create(callCtx, wk.cl, img.kind, img.camera, img.at)
 				cancel()
 				rec.record(opCreate, time.Since(start), err)
 				w.calls.Add(1)
