@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
-	"github.com/metadatad/metadatad/store/backup"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 )
 
 // backupChunk is the most data one BackupResponse carries: well under the

@@ -12,8 +12,8 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/server"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 )
 
 // startBackupServer serves an embedded store on disk (backups are of its

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/backup"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
@@ -77,8 +77,8 @@ var offTheAPI = map[string]string{
 	"backup.ErrNotEmpty":         "metadatad restore's: its target directory",
 	"pebble.ErrUnfinished":       "the store's open, before any call",
 	"azqueue.ErrMessageTooLarge": "the purge engine's own queue messages, bounded by it",
-	"queue.ErrLostMessage":       "the purge engine's own queue",
-	"transfer.ErrMismatch":       "metadatad copy's verification",
+	"tablequeue.ErrLostMessage":  "the purge engine's own queue",
+	"tablecopy.ErrMismatch":      "metadatad copy's verification",
 }
 
 // TestEverySentinelHasACode: an exported Err variable of the store and
@@ -108,11 +108,16 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
 		"backup.ErrBusy": backup.ErrBusy,
 	}
-	dirs, err := filepath.Glob("../store/*")
+	var dirs []string
+	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() != "testdata" {
+			dirs = append(dirs, path)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs = append(dirs, "../store")
 	found := 0
 	for _, dir := range dirs {
 		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {

@@ -30,9 +30,9 @@ import (
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
 

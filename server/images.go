@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/watchfeed"
 )
 
 // imageMessage is what the three image metadata messages have in common;
@@ -45,7 +45,7 @@ type imageHandler[M imageMessage] struct {
 	repo *images.Repository
 	log  *slog.Logger
 	// feed streams the kind's new images to Watch calls; creates publish to it.
-	feed *feed.Feed
+	feed *watchfeed.Feed
 	// stopping is closed when the server shuts down: watches end then.
 	stopping <-chan struct{}
 	// fromImage builds the kind's message from a stored image.

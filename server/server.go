@@ -25,12 +25,12 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store/acquisition"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/devices"
-	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/video"
+	"github.com/metadatad/metadatad/store/watchfeed"
 )
 
 // streamWorkers is the server's pool of call goroutines. grpc-go suggests
@@ -112,7 +112,7 @@ type Server struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	// feeds stream new images to the Watch RPCs; Serve runs their tails.
-	feeds []*feed.Feed
+	feeds []*watchfeed.Feed
 }
 
 // New builds the server and its interceptor chain. It refuses a service
@@ -123,9 +123,9 @@ func New(opts Options) (*Server, error) {
 	}
 	// stopping ends open streams when Shutdown begins.
 	stopping := make(chan struct{})
-	feeds := make([]*feed.Feed, 0, 3)
+	feeds := make([]*watchfeed.Feed, 0, 3)
 	for _, repo := range []*images.Repository{opts.Single, opts.Pano, opts.PreStitch} {
-		f, err := feed.New(feed.Options{Repo: repo, Poll: opts.Watch.Poll, Window: opts.Watch.Window,
+		f, err := watchfeed.New(watchfeed.Options{Repo: repo, Poll: opts.Watch.Poll, Window: opts.Watch.Window,
 			Buffer: opts.Watch.Buffer, MaxResumeAge: opts.Watch.MaxResumeAge, Now: opts.Watch.Now, Logger: opts.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("server: %s feed: %w", repo.Kind(), err)
@@ -189,7 +189,7 @@ func (o *Options) fill() error {
 
 // services are the services the options ask for, the image services
 // with their feeds.
-func (o *Options) services(feeds []*feed.Feed, stopping chan struct{}) []service {
+func (o *Options) services(feeds []*watchfeed.Feed, stopping chan struct{}) []service {
 	log := o.Logger
 	services := []service{
 		{&metadatav1.SingleImageMetadataService_ServiceDesc, &singleImageService{

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
-	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/observed"
 )
 
 // TestCallIsTracedDownToTheStore makes a call through the real server and
@@ -19,7 +19,7 @@ import (
 func TestCallIsTracedDownToTheStore(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
-	backend := instrument.Backend(openMemPebble(t), instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")})
+	backend := observed.Backend(openMemPebble(t), observed.Options{Name: "embedded", Tracer: tp.Tracer("store")})
 	h := startServerOpts(t, backend, serverOpts{tracerProvider: tp})
 
 	if _, err := healthpb.NewHealthClient(h.conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {

@@ -14,26 +14,26 @@ import (
 	"google.golang.org/grpc/status"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
-	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/watchfeed"
 )
 
 // WatchOptions configure the image services' Watch RPCs.
 type WatchOptions struct {
 	// Poll, when positive, finds the new images of watched cameras by
-	// reading the store at this interval (see package feed), for a store
+	// reading the store at this interval (see package watchfeed), for a store
 	// that several replicas write (Azure); 0
 	// feeds the creates this server makes, for a store one process owns
 	// (the embedded store).
 	Poll time.Duration
 	// Window is how far from the moment an image becomes readable its
-	// captured_at may lie to be streamed; 0 means feed.DefaultWindow.
+	// captured_at may lie to be streamed; 0 means watchfeed.DefaultWindow.
 	Window time.Duration
 	// Buffer is how many new images wait for a stream's client before the
-	// stream is ended as fallen behind; 0 means feed.DefaultBuffer.
+	// stream is ended as fallen behind; 0 means watchfeed.DefaultBuffer.
 	Buffer int
 	// MaxResumeAge is how old a resume token a Watch accepts; 0 means
-	// feed.DefaultMaxResumeAge. A resume reads the watched cameras' images
+	// watchfeed.DefaultMaxResumeAge. A resume reads the watched cameras' images
 	// from the token's point on.
 	MaxResumeAge time.Duration
 	// Now is the feeds' clock; nil means time.Now.
@@ -221,7 +221,7 @@ func (h *imageHandler[M]) checkWatch(req watchRequest) (*time.Time, error) {
 		v.add("resume_token", "malformed")
 	case stamp.Before(now.Add(-h.feed.MaxResumeAge())):
 		v.add("resume_token", fmt.Sprintf("older than %s: read the gap with List and watch anew", h.feed.MaxResumeAge()))
-	case stamp.After(now.Add(feed.ClockSkew)):
+	case stamp.After(now.Add(watchfeed.ClockSkew)):
 		v.add("resume_token", "from the future")
 	}
 	if err := v.err(); err != nil {

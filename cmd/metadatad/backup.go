@@ -13,8 +13,8 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/grpcclient"
 	"github.com/metadatad/metadatad/server"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 )
 
 // runBackup is `metadatad backup`: a backup of the embedded store, taken

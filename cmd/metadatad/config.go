@@ -17,11 +17,11 @@ import (
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
-	"github.com/metadatad/metadatad/store/feed"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/video"
+	"github.com/metadatad/metadatad/store/watchfeed"
 )
 
 // defaultPurgeRowsPerSecond is the daemon's cap on purge deletes, primary
@@ -174,9 +174,9 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
 	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
 	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica reads the new images of the cameras its Watch calls watch (the create may land on any replica): their primary partitions, or the index for many cameras; with no Watch open it reads nothing")
-	fs.DurationVar(&c.watchWindow, "watch-window", feed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
-	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", feed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")
-	fs.IntVar(&c.watchBuffer, "watch-buffer", feed.DefaultBuffer, "new images a Watch stream holds for a client that does not read; past it the stream ends with RESOURCE_EXHAUSTED and a resume token")
+	fs.DurationVar(&c.watchWindow, "watch-window", watchfeed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
+	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", watchfeed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")
+	fs.IntVar(&c.watchBuffer, "watch-buffer", watchfeed.DefaultBuffer, "new images a Watch stream holds for a client that does not read; past it the stream ends with RESOURCE_EXHAUSTED and a resume token")
 	fs.DurationVar(&c.healthInterval, "health-interval", 5*time.Second, "how often health checks that the store answers (and has space)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for calls in flight")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of the Prometheus /metrics endpoint, e.g. :9464 (off when empty)")

@@ -22,7 +22,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/transfer"
+	"github.com/metadatad/metadatad/store/tablecopy"
 )
 
 // runCopy is `metadatad copy`: every table of a deployment from one backend
@@ -62,7 +62,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer dst.close()
 
-	opts := transfer.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(f.config), Restart: f.restart}
+	opts := tablecopy.Options{From: src.backend, To: dst.backend, Source: src.name, Tables: copyTables(f.config), Restart: f.restart}
 	if bar := copyProgress(); bar != nil {
 		defer bar.Finish()
 		var table string
@@ -76,7 +76,7 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 			before = rows
 		}
 	}
-	report, err := transfer.Run(ctx, opts)
+	report, err := tablecopy.Run(ctx, opts)
 	if report != nil {
 		printCopyReport(out, f.from, f.to, report)
 	}
@@ -264,7 +264,7 @@ func copyProgress() *progressbar.ProgressBar {
 		progressbar.OptionSpinnerType(14), progressbar.OptionClearOnFinish())
 }
 
-func printCopyReport(out io.Writer, from, to string, r *transfer.Report) {
+func printCopyReport(out io.Writer, from, to string, r *tablecopy.Report) {
 	fmt.Fprintf(out, "copy %s -> %s: %d rows in %s (%.0f rows/s), %d reads and %d writes (%.3f storage operations per row)\n",
 		from, to, r.Rows, r.Duration.Round(time.Millisecond), float64(r.Rows)/max(r.Duration.Seconds(), 1e-9),
 		r.Reads, r.Writes, float64(r.Reads+r.Writes)/max(float64(r.Rows), 1))

@@ -15,9 +15,9 @@ import (
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/server/tlscreds"
 	"github.com/metadatad/metadatad/store/acquisition"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/devices"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/video"
 )

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/metadatad/metadatad/store/backup"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 )
 
 // notAlone is the refusal of a data directory the engine could not open

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/internal/azurite"
-	"github.com/metadatad/metadatad/store/backup"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 )
 
 // TestStartRefusals: the daemon refuses, with exit status 1 and one

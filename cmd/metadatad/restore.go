@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/azqueue"
 	"github.com/metadatad/metadatad/store/aztable"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/metadatad/metadatad/internal/telemetry"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/instrument"
-	"github.com/metadatad/metadatad/store/queue"
+	"github.com/metadatad/metadatad/store/observed"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // observability is what the daemon reports: metrics with -metrics-listen,
@@ -46,7 +46,7 @@ func observe(ctx context.Context, cfg config, b *backend) (observability, error)
 	if o.metrics == nil && o.tracing == nil {
 		return o, nil
 	}
-	opts := instrument.Options{Name: cfg.store}
+	opts := observed.Options{Name: cfg.store}
 	if o.metrics != nil {
 		opts.Metrics = o.metrics.Store
 		if b.embedded != nil {
@@ -59,13 +59,13 @@ func observe(ctx context.Context, cfg config, b *backend) (observability, error)
 	if o.tracing != nil {
 		opts.Tracer = o.tracing.Tracer("github.com/metadatad/metadatad/store")
 	}
-	b.tables = instrument.Backend(b.tables, opts)
+	b.tables = observed.Backend(b.tables, opts)
 	if o.metrics != nil && b.queue == nil {
 		t, err := b.tables.Table(ctx, retention.DefaultQueueTable)
 		if err != nil {
 			return observability{}, err
 		}
-		b.queue = queue.Open(t, queue.Options{})
+		b.queue = tablequeue.Open(t, tablequeue.Options{})
 	}
 	return o, nil
 }

@@ -20,10 +20,10 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
-	"github.com/metadatad/metadatad/store/transfer"
+	"github.com/metadatad/metadatad/store/pebble/backup"
+	"github.com/metadatad/metadatad/store/tablecopy"
 )
 
 var unfinishedKills = flag.Int("unfinished-kills", 5, "kill -9 points of each of TestRestoreKilledIsRefusedUntilRerun and TestCopyKilledIsRefusedUntilRerun")
@@ -319,7 +319,7 @@ func copyPositionRecorded(t *testing.T, dir string) bool {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	return len(scanAll(t, db, transfer.ProgressTable)) > 0
+	return len(scanAll(t, db, tablecopy.ProgressTable)) > 0
 }
 
 // TestBackupScratchOfKilledServerRemoved kills the daemon while it streams

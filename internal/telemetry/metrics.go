@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/observed"
 )
 
 // Metrics is the registry /metrics serves and the series the server and
@@ -25,8 +25,8 @@ type Metrics struct {
 	// GRPC counts calls by service, method and code, with handling-time
 	// histograms; the server puts its interceptors in its chain.
 	GRPC *grpcprom.ServerMetrics
-	// Store is for instrument.Backend.
-	Store *instrument.Metrics
+	// Store is for observed.Backend.
+	Store *observed.Metrics
 }
 
 // NewMetrics creates the registry with the gRPC, store, Go runtime and
@@ -37,7 +37,7 @@ func NewMetrics() *Metrics {
 		Registry: reg,
 		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 			grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0001, 4, 10)))),
-		Store: instrument.NewMetrics(reg),
+		Store: observed.NewMetrics(reg),
 	}
 	reg.MustRegister(m.GRPC, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -16,7 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/metadatad/metadatad/internal/azretry"
-	"github.com/metadatad/metadatad/store/queue"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // Azure's limits on a receive.
@@ -117,7 +117,7 @@ func send(ctx context.Context, c *azqueue.QueueClient, body []byte, ttl int32) e
 
 // Receive returns up to limit visible messages and hides them for visibility
 // (rounded up to whole seconds, as Azure counts it).
-func (q *Queue) Receive(ctx context.Context, limit int, visibility time.Duration) ([]queue.Message, error) {
+func (q *Queue) Receive(ctx context.Context, limit int, visibility time.Duration) ([]tablequeue.Message, error) {
 	n := int32(min(limit, maxReceive))
 	secs := visibilitySeconds(visibility)
 	resp, err := q.main.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{
@@ -126,7 +126,7 @@ func (q *Queue) Receive(ctx context.Context, limit int, visibility time.Duration
 	if err != nil {
 		return nil, fmt.Errorf("azqueue: receive: %w", describe(err))
 	}
-	out := make([]queue.Message, 0, len(resp.Messages))
+	out := make([]tablequeue.Message, 0, len(resp.Messages))
 	for _, m := range resp.Messages {
 		if m == nil || m.MessageID == nil || m.PopReceipt == nil {
 			continue
@@ -143,20 +143,20 @@ func (q *Queue) Receive(ctx context.Context, limit int, visibility time.Duration
 		if m.DequeueCount != nil {
 			count = int(*m.DequeueCount)
 		}
-		out = append(out, queue.Message{ID: *m.MessageID, Body: body, DequeueCount: count, Receipt: *m.PopReceipt})
+		out = append(out, tablequeue.Message{ID: *m.MessageID, Body: body, DequeueCount: count, Receipt: *m.PopReceipt})
 	}
 	return out, nil
 }
 
 // Extend hides a received message for visibility from now (rounded up to
 // whole seconds) and returns it with its new pop receipt. A message
-// received again since, or deleted, fails with queue.ErrLostMessage.
-func (q *Queue) Extend(ctx context.Context, m queue.Message, visibility time.Duration) (queue.Message, error) {
+// received again since, or deleted, fails with tablequeue.ErrLostMessage.
+func (q *Queue) Extend(ctx context.Context, m tablequeue.Message, visibility time.Duration) (tablequeue.Message, error) {
 	resp, err := q.main.UpdateMessage(ctx, m.ID, m.Receipt, base64.StdEncoding.EncodeToString(m.Body),
 		&azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(visibilitySeconds(visibility))})
 	switch {
 	case queueerror.HasCode(err, queueerror.MessageNotFound, queueerror.PopReceiptMismatch):
-		return m, fmt.Errorf("%w: %s", queue.ErrLostMessage, m.ID)
+		return m, fmt.Errorf("%w: %s", tablequeue.ErrLostMessage, m.ID)
 	case err != nil:
 		return m, fmt.Errorf("azqueue: extend: %w", describe(err))
 	case resp.PopReceipt == nil:
@@ -172,21 +172,21 @@ func visibilitySeconds(visibility time.Duration) int32 {
 }
 
 // Delete removes a received message. A message already gone counts as
-// deleted; one received again since fails with queue.ErrLostMessage.
-func (q *Queue) Delete(ctx context.Context, m queue.Message) error {
+// deleted; one received again since fails with tablequeue.ErrLostMessage.
+func (q *Queue) Delete(ctx context.Context, m tablequeue.Message) error {
 	_, err := q.main.DeleteMessage(ctx, m.ID, m.Receipt, nil)
 	switch {
 	case err == nil, queueerror.HasCode(err, queueerror.MessageNotFound):
 		return nil
 	case queueerror.HasCode(err, queueerror.PopReceiptMismatch):
-		return fmt.Errorf("%w: %s", queue.ErrLostMessage, m.ID)
+		return fmt.Errorf("%w: %s", tablequeue.ErrLostMessage, m.ID)
 	}
 	return fmt.Errorf("azqueue: delete: %w", describe(err))
 }
 
 // DeadLetter moves a received message to the poison queue, where it
 // lives Options.PoisonTTL.
-func (q *Queue) DeadLetter(ctx context.Context, m queue.Message) error {
+func (q *Queue) DeadLetter(ctx context.Context, m tablequeue.Message) error {
 	if err := send(ctx, q.poison, m.Body, q.poisonTTL); err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/store/azqueue"
-	"github.com/metadatad/metadatad/store/queue"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
@@ -35,7 +35,7 @@ func open(t *testing.T) (*azqueue.Queue, string, string) {
 	return q, conn, name
 }
 
-func receiveOne(t *testing.T, q *azqueue.Queue, visibility time.Duration) queue.Message {
+func receiveOne(t *testing.T, q *azqueue.Queue, visibility time.Duration) tablequeue.Message {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -49,7 +49,7 @@ func receiveOne(t *testing.T, q *azqueue.Queue, visibility time.Duration) queue.
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("no message became visible within 30s")
-	return queue.Message{}
+	return tablequeue.Message{}
 }
 
 func TestSendReceiveDelete(t *testing.T) {
@@ -93,7 +93,7 @@ func TestRedeliveryAfterVisibilityTimeout(t *testing.T) {
 	if second.ID != first.ID || second.DequeueCount != 2 {
 		t.Fatalf("redelivered %+v after %+v", second, first)
 	}
-	if err := q.Delete(t.Context(), first); !errors.Is(err, queue.ErrLostMessage) {
+	if err := q.Delete(t.Context(), first); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("delete with the first receipt: %v, want ErrLostMessage", err)
 	}
 	if err := q.Delete(t.Context(), second); err != nil {
@@ -126,14 +126,14 @@ func TestExtendKeepsAMessageHidden(t *testing.T) {
 			t.Fatalf("an extended message was delivered again: %d, %v", len(msgs), err)
 		}
 	}
-	if err := q.Delete(t.Context(), first); !errors.Is(err, queue.ErrLostMessage) {
+	if err := q.Delete(t.Context(), first); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("delete with the receipt before the extension: %v, want ErrLostMessage", err)
 	}
 	taker := receiveOne(t, q, time.Minute)
 	if taker.ID != first.ID || taker.DequeueCount != 2 {
 		t.Fatalf("after the extensions stopped: %+v, want the message delivered a second time", taker)
 	}
-	if _, err := q.Extend(t.Context(), held, time.Second); !errors.Is(err, queue.ErrLostMessage) {
+	if _, err := q.Extend(t.Context(), held, time.Second); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("extension by the receiver that lost it: %v, want ErrLostMessage", err)
 	}
 	if err := q.Delete(t.Context(), taker); err != nil {

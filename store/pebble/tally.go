@@ -14,7 +14,7 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/observed"
 )
 
 // Tallies (store.Purger): per tallied table, UTC day and partition, one key
@@ -202,12 +202,12 @@ func (d *DB) tallied(tableKey string) *tallyState {
 }
 
 // ownTable finds this DB's table in t, which may be wrapped by the
-// portable layer and by store/instrument.
+// portable layer and by store/observed.
 func (d *DB) ownTable(t store.Table) (*table, error) {
 	if t == nil {
 		return nil, errors.New("pebble: no table")
 	}
-	own, ok := store.EngineTable(instrument.Unwrap(t)).(*table)
+	own, ok := store.EngineTable(observed.Unwrap(t)).(*table)
 	if !ok || own.db != d {
 		return nil, fmt.Errorf("pebble: table %s is not of this store", t.Name())
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/queue"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // Default tables of the engine's own state.
@@ -29,15 +29,15 @@ const (
 )
 
 // Queue is the work queue the engine fans tasks through: at-least-once, with
-// a visibility timeout. *queue.Queue implements it on a store table.
+// a visibility timeout. *tablequeue.Queue implements it on a store table.
 type Queue interface {
 	Send(ctx context.Context, body []byte) error
-	Receive(ctx context.Context, max int, visibility time.Duration) ([]queue.Message, error)
+	Receive(ctx context.Context, max int, visibility time.Duration) ([]tablequeue.Message, error)
 	// Extend hides a received message for visibility from now and returns
-	// it with its new receipt; queue.ErrLostMessage if another receiver has it.
-	Extend(ctx context.Context, m queue.Message, visibility time.Duration) (queue.Message, error)
-	Delete(ctx context.Context, m queue.Message) error
-	DeadLetter(ctx context.Context, m queue.Message) error
+	// it with its new receipt; tablequeue.ErrLostMessage if another receiver has it.
+	Extend(ctx context.Context, m tablequeue.Message, visibility time.Duration) (tablequeue.Message, error)
+	Delete(ctx context.Context, m tablequeue.Message) error
+	DeadLetter(ctx context.Context, m tablequeue.Message) error
 }
 
 // Options configures Open. Zero fields take the documented defaults.
@@ -252,7 +252,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.queue = queue.Open(q, queue.Options{Now: opts.Now})
+		e.queue = tablequeue.Open(q, tablequeue.Options{Now: opts.Now})
 	}
 	return e, nil
 }

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/observed"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
@@ -21,7 +21,7 @@ func TestPurgePhasesAreSpans(t *testing.T) {
 	opts := quickOptions()
 	opts.TracerProvider = tp
 	f := newQueueFixture(t, opts)
-	f.openEngine(t, instrument.Backend(f.base, instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
+	f.openEngine(t, observed.Backend(f.base, observed.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
 	f.seed(t, cameras)
 	f.run(t)
 	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
@@ -72,7 +72,7 @@ func TestEmbeddedPurgeIsASpan(t *testing.T) {
 	opts := quickOptions()
 	opts.TracerProvider = tp
 	f := newFixture(t, opts)
-	f.openEngine(t, instrument.Backend(f.base, instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
+	f.openEngine(t, observed.Backend(f.base, observed.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
 	f.seed(t, cameras)
 	f.run(t)
 	if j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); j.State != retention.Succeeded {

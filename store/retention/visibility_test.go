@@ -9,8 +9,8 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/queue"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // TestSlowTaskIsWorkedOnce: a task whose deletes take three times the
@@ -107,7 +107,7 @@ func engineQueue(t *testing.T, f *fixture) retention.Queue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return queue.Open(q, queue.Options{Now: f.opts.Now})
+	return tablequeue.Open(q, tablequeue.Options{Now: f.opts.Now})
 }
 
 // requireWorkedOnce purges two cameras in one task whose first delete
@@ -167,6 +167,6 @@ func (q twiceSent) Send(ctx context.Context, body []byte) error {
 // unextended fails every extension of a message's visibility.
 type unextended struct{ retention.Queue }
 
-func (unextended) Extend(context.Context, queue.Message, time.Duration) (queue.Message, error) {
-	return queue.Message{}, errors.New("extension refused")
+func (unextended) Extend(context.Context, tablequeue.Message, time.Duration) (tablequeue.Message, error) {
+	return tablequeue.Message{}, errors.New("extension refused")
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/queue"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // errTaskLost fails a job one of whose tasks was given up unrecorded.
@@ -51,7 +51,7 @@ const (
 // process runs one delivery of a task, keeping its message hidden from
 // other workers for as long as it runs. A delivery that fails leaves the
 // message to be delivered again.
-func (e *Engine) process(ctx context.Context, msg queue.Message) error {
+func (e *Engine) process(ctx context.Context, msg tablequeue.Message) error {
 	taskCtx, held, stop := e.keepHidden(ctx, msg)
 	settle, err := e.runTask(taskCtx, msg)
 	stop()
@@ -67,10 +67,10 @@ func (e *Engine) process(ctx context.Context, msg queue.Message) error {
 // heldMessage is a message being worked on, with its latest receipt.
 type heldMessage struct {
 	mu  sync.Mutex
-	msg queue.Message
+	msg tablequeue.Message
 }
 
-func (h *heldMessage) current() queue.Message {
+func (h *heldMessage) current() tablequeue.Message {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.msg
@@ -82,7 +82,7 @@ func (h *heldMessage) current() queue.Message {
 // (this process stalled past the timeout and another worker took it), the
 // returned context is cancelled: the task is the other worker's now. stop
 // ends the extensions and waits for them.
-func (e *Engine) keepHidden(ctx context.Context, msg queue.Message) (context.Context, *heldMessage, func()) {
+func (e *Engine) keepHidden(ctx context.Context, msg tablequeue.Message) (context.Context, *heldMessage, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	held := &heldMessage{msg: msg}
 	done := make(chan struct{})
@@ -98,7 +98,7 @@ func (e *Engine) keepHidden(ctx context.Context, msg queue.Message) (context.Con
 			}
 			extended, err := e.queue.Extend(ctx, held.current(), e.opts.VisibilityTimeout)
 			switch {
-			case errors.Is(err, queue.ErrLostMessage):
+			case errors.Is(err, tablequeue.ErrLostMessage):
 				e.log.Warn("purge worker: task taken by another worker; stopping it here", "id", msg.ID)
 				cancel()
 				return
@@ -123,7 +123,7 @@ func (e *Engine) keepHidden(ctx context.Context, msg queue.Message) (context.Con
 // It is idempotent: a task delivered twice, or again after a crash, finds
 // its finished cameras recorded and its deleted rows gone, and its counts
 // were fixed before the first delete.
-func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, error) {
+func (e *Engine) runTask(ctx context.Context, msg tablequeue.Message) (settlement, error) {
 	m, settle, err := e.claimTask(msg)
 	if m == nil {
 		return settle, err
@@ -208,7 +208,7 @@ func (e *Engine) runTask(ctx context.Context, msg queue.Message) (settlement, er
 
 // claimTask reads a task's message and claims the task for this
 // delivery; a nil message is one not to run, settled as returned.
-func (e *Engine) claimTask(msg queue.Message) (*taskMessage, settlement, error) {
+func (e *Engine) claimTask(msg tablequeue.Message) (*taskMessage, settlement, error) {
 	var m taskMessage
 	if err := json.Unmarshal(msg.Body, &m); err != nil {
 		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)

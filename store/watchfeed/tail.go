@@ -1,4 +1,4 @@
-package feed
+package watchfeed
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ func (f *Feed) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 		if err := t.pass(ctx); err != nil && ctx.Err() == nil {
-			f.log.WarnContext(ctx, "feed: tail pass failed; trying again", "kind", f.repo.Kind(), "err", err)
+			f.log.WarnContext(ctx, "watchfeed: tail pass failed; trying again", "kind", f.repo.Kind(), "err", err)
 		}
 		timer.Reset(f.poll)
 	}
@@ -70,7 +70,7 @@ func newTail(f *Feed) *tail {
 func (t *tail) readCamera(ctx context.Context, camera string, now time.Time) (*cameraState, error) {
 	imgs, err := t.feed.cameraImages(ctx, camera, t.feed.windowOf(now))
 	if err != nil {
-		return nil, fmt.Errorf("feed: read camera %s: %w", camera, err)
+		return nil, fmt.Errorf("watchfeed: read camera %s: %w", camera, err)
 	}
 	st := &cameraState{seen: make(map[string]time.Time, len(imgs)), missing: make(map[string]time.Time)}
 	for _, img := range imgs {
@@ -134,7 +134,7 @@ func (t *tail) readCameras(ctx context.Context, states map[string]*cameraState, 
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("feed: read cameras: %w", err)
+		return nil, fmt.Errorf("watchfeed: read cameras: %w", err)
 	}
 	var out []found
 	for i, camera := range cameras {
@@ -151,7 +151,7 @@ func (t *tail) readIndex(ctx context.Context, states map[string]*cameraState, wi
 	f := t.feed
 	rows, err := f.indexRows(ctx, window, func(camera string) bool { return states[camera] != nil })
 	if err != nil {
-		return nil, nil, fmt.Errorf("feed: scan the index: %w", err)
+		return nil, nil, fmt.Errorf("watchfeed: scan the index: %w", err)
 	}
 	// Only passes write seen, one at a time: reading it here needs no lock.
 	rows = slices.DeleteFunc(rows, func(row images.IndexRow) bool {
@@ -171,7 +171,7 @@ func (t *tail) readIndex(ctx context.Context, states map[string]*cameraState, wi
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("feed: read indexed images: %w", err)
+		return nil, nil, fmt.Errorf("watchfeed: read indexed images: %w", err)
 	}
 	var out []found
 	var missing []absent

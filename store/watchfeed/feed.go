@@ -1,4 +1,4 @@
-package feed
+package watchfeed
 
 import (
 	"context"
@@ -86,13 +86,13 @@ type Feed struct {
 // New makes a feed; with Options.Poll its tail runs in Run.
 func New(opts Options) (*Feed, error) {
 	if opts.Repo == nil {
-		return nil, errors.New("feed: Options needs the Repo")
+		return nil, errors.New("watchfeed: Options needs the Repo")
 	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
 	}
 	if opts.Poll > 0 && opts.Window <= opts.Repo.IndexLag() {
-		return nil, fmt.Errorf("feed: Window %s must exceed the index lag %s: a primary row may land that long after its index row", opts.Window, opts.Repo.IndexLag())
+		return nil, fmt.Errorf("watchfeed: Window %s must exceed the index lag %s: a primary row may land that long after its index row", opts.Window, opts.Repo.IndexLag())
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultBuffer

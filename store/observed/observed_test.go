@@ -1,4 +1,4 @@
-package instrument_test
+package observed_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/instrument"
+	"github.com/metadatad/metadatad/store/observed"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/storetest"
 )
@@ -34,12 +34,12 @@ func openPebble(t *testing.T) *pebble.DB {
 // wrapper keeps every rule, fast paths and cross-table transactions included.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Backend {
-		return instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(prometheus.NewRegistry())})
+		return observed.Backend(openPebble(t), observed.Options{Name: "embedded", Metrics: observed.NewMetrics(prometheus.NewRegistry())})
 	})
 }
 
 func TestKeepsFastPaths(t *testing.T) {
-	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(prometheus.NewRegistry())})
+	b := observed.Backend(openPebble(t), observed.Options{Name: "embedded", Metrics: observed.NewMetrics(prometheus.NewRegistry())})
 	if _, ok := b.(store.Transactor); !ok {
 		t.Error("wrapped Pebble backend lost store.Transactor")
 	}
@@ -61,7 +61,7 @@ func (p plainBackend) Table(ctx context.Context, name string) (store.Table, erro
 }
 
 func TestAddsNoFastPaths(t *testing.T) {
-	b := instrument.Backend(plainBackend{openPebble(t)}, instrument.Options{Name: "plain", Metrics: instrument.NewMetrics(prometheus.NewRegistry())})
+	b := observed.Backend(plainBackend{openPebble(t)}, observed.Options{Name: "plain", Metrics: observed.NewMetrics(prometheus.NewRegistry())})
 	if _, ok := b.(store.Transactor); ok {
 		t.Error("wrapper of a backend without transactions claims store.Transactor")
 	}
@@ -76,7 +76,7 @@ func TestAddsNoFastPaths(t *testing.T) {
 
 func TestRecordsLatencyAndErrors(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(reg)})
+	b := observed.Backend(openPebble(t), observed.Options{Name: "embedded", Metrics: observed.NewMetrics(reg)})
 	tbl, err := b.Table(t.Context(), "Things")
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, operation string) ui
 func TestSpansOnlyWithinATrace(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
-	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Tracer: tp.Tracer("store")})
+	b := observed.Backend(openPebble(t), observed.Options{Name: "embedded", Tracer: tp.Tracer("store")})
 	tbl, err := b.Table(t.Context(), "Things")
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestSpansOnlyWithinATrace(t *testing.T) {
 // is given, in the stage's batch too, and records Exclusive as "purge".
 func TestForwardsPurger(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	b := instrument.Backend(openPebble(t), instrument.Options{Name: "embedded", Metrics: instrument.NewMetrics(reg)})
+	b := observed.Backend(openPebble(t), observed.Options{Name: "embedded", Metrics: observed.NewMetrics(reg)})
 	p, ok := b.(store.Purger)
 	if !ok {
 		t.Fatal("wrapped Pebble backend lost store.Purger")
@@ -219,7 +219,7 @@ func TestForwardsPurger(t *testing.T) {
 	if c := histogramCount(t, reg, "purge"); c != 1 {
 		t.Errorf("purge observed %d times, want 1", c)
 	}
-	if _, ok := instrument.Backend(plainBackend{openPebble(t)}, instrument.Options{Name: "plain"}).(store.Purger); ok {
+	if _, ok := observed.Backend(plainBackend{openPebble(t)}, observed.Options{Name: "plain"}).(store.Purger); ok {
 		t.Error("wrapper of a backend without purges claims store.Purger")
 	}
 }

@@ -1,4 +1,4 @@
-package transfer_test
+package tablecopy_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/pebble"
-	"github.com/metadatad/metadatad/store/transfer"
+	"github.com/metadatad/metadatad/store/tablecopy"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
@@ -115,9 +115,9 @@ func requireSameTables(t *testing.T, want, got store.Backend) {
 	}
 }
 
-func run(t *testing.T, from, to store.Backend, source string) (*transfer.Report, error) {
+func run(t *testing.T, from, to store.Backend, source string) (*tablecopy.Report, error) {
 	t.Helper()
-	return transfer.Run(t.Context(), transfer.Options{From: from, To: to, Source: source, Tables: tables, PageSize: 64})
+	return tablecopy.Run(t.Context(), tablecopy.Options{From: from, To: to, Source: source, Tables: tables, PageSize: 64})
 }
 
 // TestRoundTripThroughAzure: embedded -> Azure Table Storage -> embedded
@@ -135,12 +135,12 @@ func TestRoundTripThroughAzure(t *testing.T) {
 	}
 	requireSameTables(t, first, azure)
 	requireSameTables(t, first, last)
-	for _, r := range []*transfer.Report{out, back} {
+	for _, r := range []*tablecopy.Report{out, back} {
 		if r.Rows != int64(len(tables)*3*130) {
 			t.Errorf("copied %d rows, want %d", r.Rows, len(tables)*3*130)
 		}
 		for _, tr := range r.Tables {
-			if tr.SourceRows != 390 || tr.TargetRows != 390 || tr.Sampled != transfer.DefaultVerifySample || len(tr.Mismatches) > 0 {
+			if tr.SourceRows != 390 || tr.TargetRows != 390 || tr.Sampled != tablecopy.DefaultVerifySample || len(tr.Mismatches) > 0 {
 				t.Errorf("verification of %s: %+v", tr.Table, tr)
 			}
 		}
@@ -280,7 +280,7 @@ func TestVerificationFindsADifference(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := run(t, from, to, "embedded:from")
-	if !errors.Is(err, transfer.ErrMismatch) {
+	if !errors.Is(err, tablecopy.ErrMismatch) {
 		t.Fatalf("copy onto a changed target: %v, want ErrMismatch", err)
 	}
 	last := r.Tables[len(r.Tables)-1]

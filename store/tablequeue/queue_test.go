@@ -1,4 +1,4 @@
-package queue_test
+package tablequeue_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/pebble"
-	"github.com/metadatad/metadatad/store/queue"
+	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // clock is a settable time source.
@@ -34,7 +34,7 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func open(t *testing.T) (*queue.Queue, store.Table, *clock) {
+func open(t *testing.T) (*tablequeue.Queue, store.Table, *clock) {
 	t.Helper()
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
 	if err != nil {
@@ -46,10 +46,10 @@ func open(t *testing.T) (*queue.Queue, store.Table, *clock) {
 		t.Fatal(err)
 	}
 	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	return queue.Open(tbl, queue.Options{Now: c.Now}), tbl, c
+	return tablequeue.Open(tbl, tablequeue.Options{Now: c.Now}), tbl, c
 }
 
-func receive(t *testing.T, q *queue.Queue, max int) []queue.Message {
+func receive(t *testing.T, q *tablequeue.Queue, max int) []tablequeue.Message {
 	t.Helper()
 	msgs, err := q.Receive(t.Context(), max, time.Minute)
 	if err != nil {
@@ -58,7 +58,7 @@ func receive(t *testing.T, q *queue.Queue, max int) []queue.Message {
 	return msgs
 }
 
-func bodies(msgs []queue.Message) []string {
+func bodies(msgs []tablequeue.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = string(m.Body)
@@ -107,7 +107,7 @@ func TestDeleteAfterRedeliveryIsLost(t *testing.T) {
 	stale := receive(t, q, 1)[0]
 	c.Advance(2 * time.Minute)
 	fresh := receive(t, q, 1)[0]
-	if err := q.Delete(t.Context(), stale); !errors.Is(err, queue.ErrLostMessage) {
+	if err := q.Delete(t.Context(), stale); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("delete by the first receiver: %v, want ErrLostMessage", err)
 	}
 	if err := q.Delete(t.Context(), fresh); err != nil {
@@ -142,7 +142,7 @@ func TestExtendKeepsAMessageHidden(t *testing.T) {
 			t.Fatalf("an extended message was delivered again %s after its first receive", 40*time.Second)
 		}
 	}
-	if err := q.Delete(t.Context(), first); !errors.Is(err, queue.ErrLostMessage) {
+	if err := q.Delete(t.Context(), first); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("delete with the receipt before the extension: %v, want ErrLostMessage", err)
 	}
 	c.Advance(2 * time.Minute)
@@ -150,7 +150,7 @@ func TestExtendKeepsAMessageHidden(t *testing.T) {
 	if len(taker) != 1 || taker[0].DequeueCount != 2 {
 		t.Fatalf("after the extension ran out: %+v, want the message delivered a second time", taker)
 	}
-	if _, err := q.Extend(t.Context(), held, time.Minute); !errors.Is(err, queue.ErrLostMessage) {
+	if _, err := q.Extend(t.Context(), held, time.Minute); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("extension by the receiver that lost it: %v, want ErrLostMessage", err)
 	}
 	if err := q.Delete(t.Context(), taker[0]); err != nil {
@@ -177,7 +177,7 @@ func TestReleaseAllMakesInFlightVisible(t *testing.T) {
 	if got := fmt.Sprint(bodies(again)); got != "[held also held waiting]" {
 		t.Fatalf("after ReleaseAll %s, want every message at once", got)
 	}
-	if err := q.Delete(t.Context(), held[0]); !errors.Is(err, queue.ErrLostMessage) {
+	if err := q.Delete(t.Context(), held[0]); !errors.Is(err, tablequeue.ErrLostMessage) {
 		t.Fatalf("delete with a receipt from before the release: %v, want ErrLostMessage", err)
 	}
 	if n, err := q.ReleaseAll(t.Context()); err != nil || n != 3 {
@@ -253,7 +253,7 @@ func TestDepth(t *testing.T) {
 		t.Run(map[bool]string{false: "counter", true: "query"}[plain], func(t *testing.T) {
 			q, tbl, c := open(t)
 			if plain {
-				q = queue.Open(struct{ store.Table }{tbl}, queue.Options{Now: c.Now})
+				q = tablequeue.Open(struct{ store.Table }{tbl}, tablequeue.Options{Now: c.Now})
 			}
 			for i := range 3 {
 				if err := q.Send(t.Context(), []byte(fmt.Sprint(i))); err != nil {
@@ -276,7 +276,7 @@ func TestDepth(t *testing.T) {
 	}
 }
 
-func wantDepth(t *testing.T, q *queue.Queue, want int64) {
+func wantDepth(t *testing.T, q *tablequeue.Queue, want int64) {
 	t.Helper()
 	if n, err := q.Depth(t.Context()); err != nil || n != want {
 		t.Errorf("Depth = %d, %v; want %d", n, err, want)

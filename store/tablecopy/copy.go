@@ -1,4 +1,4 @@
-package transfer
+package tablecopy
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const (
 
 // ErrMismatch reports a target that does not hold what the source holds
 // after the copy.
-var ErrMismatch = errors.New("transfer: target differs from source")
+var ErrMismatch = errors.New("tablecopy: target differs from source")
 
 // Options configures Run.
 type Options struct {
@@ -101,7 +101,7 @@ type Report struct {
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	opts = opts.withDefaults()
 	if opts.From == nil || opts.To == nil || opts.Source == "" {
-		return nil, errors.New("transfer: Options needs From, To and Source")
+		return nil, errors.New("tablecopy: Options needs From, To and Source")
 	}
 	progress, err := opts.To.Table(ctx, ProgressTable)
 	if err != nil {
@@ -118,14 +118,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		report.Rows += tr.Rows
 		report.Tables = append(report.Tables, tr)
 		if err != nil {
-			return report, fmt.Errorf("transfer: table %s: %w", name, err)
+			return report, fmt.Errorf("tablecopy: table %s: %w", name, err)
 		}
 	}
 	var mismatched []string
 	for i := range report.Tables {
 		tr := &report.Tables[i]
 		if err := c.verify(ctx, tr); err != nil {
-			return report, fmt.Errorf("transfer: verifying %s: %w", tr.Table, err)
+			return report, fmt.Errorf("tablecopy: verifying %s: %w", tr.Table, err)
 		}
 		if len(tr.Mismatches) > 0 {
 			mismatched = append(mismatched, tr.Table)

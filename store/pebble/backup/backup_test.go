@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/backup"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/pebble/backup"
 )
 
 var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-// Package transfer copies tables from one backend to another: the embedded
+// Package tablecopy copies tables from one backend to another: the embedded
 // store to Azure Table Storage, or back.
 //
 // Tables are copied one after the other in the order given, so a caller
@@ -17,4 +17,4 @@
 // a row deleted from it after it was copied stays in the target. Copy from
 // a store no one writes (a stopped server, a restored backup) for an exact
 // copy.
-package transfer
+package tablecopy

@@ -1,4 +1,4 @@
-// Package feed delivers new image metadata to the watchers of its cameras as
+// Package watchfeed delivers new image metadata to the watchers of its cameras as
 // it is created: the machinery behind the image services' Watch RPCs.
 //
 // A Feed serves one image kind. New images reach it one of two ways:
@@ -58,4 +58,4 @@
 // therefore misses nothing: an image delivered after that event either had
 // a Stamp at or after it, or was published after the new subscription
 // began.
-package feed
+package watchfeed

@@ -1,4 +1,4 @@
-package feed
+package watchfeed
 
 import (
 	"cmp"
@@ -46,7 +46,7 @@ func (f *Feed) sinceByCamera(ctx context.Context, cameras []string, r captureRan
 	return inParallel(ctx, len(cameras), func(ctx context.Context, i int) error {
 		imgs, err := f.cameraImages(ctx, cameras[i], r)
 		if err != nil {
-			return fmt.Errorf("feed: read camera %s: %w", cameras[i], err)
+			return fmt.Errorf("watchfeed: read camera %s: %w", cameras[i], err)
 		}
 		emitting.Lock()
 		defer emitting.Unlock()
@@ -66,7 +66,7 @@ func (f *Feed) sinceByCamera(ctx context.Context, cameras []string, r captureRan
 func (f *Feed) sinceByIndex(ctx context.Context, cameras map[string]bool, r captureRange, emit func(images.Image) error) error {
 	rows, err := f.indexRows(ctx, r, func(camera string) bool { return cameras[camera] })
 	if err != nil {
-		return fmt.Errorf("feed: scan the index: %w", err)
+		return fmt.Errorf("watchfeed: scan the index: %w", err)
 	}
 	for len(rows) > 0 {
 		minute := rows[0].PartitionKey[:min(len(rows[0].PartitionKey), minuteKeyLen)]

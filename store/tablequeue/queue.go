@@ -1,4 +1,4 @@
-package queue
+package tablequeue
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const (
 
 // ErrLostMessage reports a Delete of a message that another receiver took
 // after its visibility timeout passed.
-var ErrLostMessage = errors.New("queue: message was received again")
+var ErrLostMessage = errors.New("tablequeue: message was received again")
 
 // Message is one received message.
 type Message struct {
@@ -76,7 +76,7 @@ func (q *Queue) Send(ctx context.Context, body []byte) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("queue: send: %w", err)
+		return fmt.Errorf("tablequeue: send: %w", err)
 	}
 	return nil
 }
@@ -92,7 +92,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 	for len(out) < max {
 		page, err := q.table.Query(ctx, query)
 		if err != nil {
-			return out, fmt.Errorf("queue: receive: %w", err)
+			return out, fmt.Errorf("tablequeue: receive: %w", err)
 		}
 		for _, e := range page.Entities {
 			if len(out) == max {
@@ -110,7 +110,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility time.Duration) 
 				continue // another receiver took it first
 			}
 			if err != nil {
-				return out, fmt.Errorf("queue: receive: %w", err)
+				return out, fmt.Errorf("tablequeue: receive: %w", err)
 			}
 			body, _ := e.Properties[propBody].([]byte)
 			out = append(out, Message{ID: e.RowKey, Body: body, DequeueCount: int(count + 1), Receipt: taken.ETag})
@@ -134,7 +134,7 @@ func (q *Queue) Extend(ctx context.Context, m Message, visibility time.Duration)
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return m, fmt.Errorf("%w: %s", ErrLostMessage, m.ID)
 	case err != nil:
-		return m, fmt.Errorf("queue: extend: %w", err)
+		return m, fmt.Errorf("tablequeue: extend: %w", err)
 	}
 	m.Receipt = written.ETag
 	return m, nil
@@ -151,7 +151,7 @@ func (q *Queue) ReleaseAll(ctx context.Context) (int, error) {
 	for {
 		page, err := q.table.Query(ctx, query)
 		if err != nil {
-			return released, fmt.Errorf("queue: release: %w", err)
+			return released, fmt.Errorf("tablequeue: release: %w", err)
 		}
 		for _, e := range page.Entities {
 			if visibleAt, _ := e.Properties[propVisibleAt].(time.Time); !visibleAt.After(now) {
@@ -163,7 +163,7 @@ func (q *Queue) ReleaseAll(ctx context.Context) (int, error) {
 				continue // received or deleted since: not left behind
 			}
 			if err != nil {
-				return released, fmt.Errorf("queue: release: %w", err)
+				return released, fmt.Errorf("tablequeue: release: %w", err)
 			}
 			released++
 		}
@@ -185,7 +185,7 @@ func (q *Queue) Delete(ctx context.Context, m Message) error {
 	case errors.Is(err, store.ErrConflict):
 		return fmt.Errorf("%w: %s", ErrLostMessage, m.ID)
 	case err != nil:
-		return fmt.Errorf("queue: delete: %w", err)
+		return fmt.Errorf("tablequeue: delete: %w", err)
 	}
 	return nil
 }
@@ -200,7 +200,7 @@ func (q *Queue) DeadLetter(ctx context.Context, m Message) error {
 			propDeadLettered: q.now().UTC()},
 	}, store.Replace)
 	if err != nil {
-		return fmt.Errorf("queue: dead-letter: %w", err)
+		return fmt.Errorf("tablequeue: dead-letter: %w", err)
 	}
 	return q.Delete(ctx, m)
 }
@@ -215,7 +215,7 @@ func (q *Queue) RetireDeadLetters(ctx context.Context, horizon time.Time) (int, 
 	for {
 		page, err := q.table.Query(ctx, query)
 		if err != nil {
-			return retired, fmt.Errorf("queue: retire dead letters: %w", err)
+			return retired, fmt.Errorf("tablequeue: retire dead letters: %w", err)
 		}
 		for _, e := range page.Entities {
 			at, ok := e.Properties[propDeadLettered].(time.Time)
@@ -226,7 +226,7 @@ func (q *Queue) RetireDeadLetters(ctx context.Context, horizon time.Time) (int, 
 				continue
 			}
 			if err := q.table.Delete(ctx, poisonPartition, e.RowKey, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return retired, fmt.Errorf("queue: retire dead letters: %w", err)
+				return retired, fmt.Errorf("tablequeue: retire dead letters: %w", err)
 			}
 			retired++
 		}
@@ -243,7 +243,7 @@ func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	if c, ok := q.table.(store.Counter); ok {
 		n, err := c.CountRows(ctx, readyPartition, store.Range{})
 		if err != nil {
-			return 0, fmt.Errorf("queue: depth: %w", err)
+			return 0, fmt.Errorf("tablequeue: depth: %w", err)
 		}
 		return n, nil
 	}
@@ -252,7 +252,7 @@ func (q *Queue) Depth(ctx context.Context) (int64, error) {
 	for {
 		page, err := q.table.Query(ctx, query)
 		if err != nil {
-			return 0, fmt.Errorf("queue: depth: %w", err)
+			return 0, fmt.Errorf("tablequeue: depth: %w", err)
 		}
 		n += int64(len(page.Entities))
 		if page.Next == nil {
