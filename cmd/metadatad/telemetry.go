@@ -13,7 +13,6 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/observed"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // observability is what the daemon reports: metrics with -metrics-listen,
@@ -26,9 +25,8 @@ type observability struct {
 }
 
 // observe starts metrics and tracing as configured and wraps the store's
-// tables so that every operation is measured and traced. With metrics, the
-// embedded store gets the queue the engine would make itself, so that its
-// depth can be read. With both off it changes nothing.
+// tables so that every operation is measured and traced. With both off it
+// changes nothing.
 func observe(ctx context.Context, cfg config, b *backend) (observability, error) {
 	var o observability
 	if telemetry.TracingEnabled() {
@@ -60,13 +58,6 @@ func observe(ctx context.Context, cfg config, b *backend) (observability, error)
 		opts.Tracer = o.tracing.Tracer("github.com/metadatad/metadatad/store")
 	}
 	b.tables = observed.Backend(b.tables, opts)
-	if o.metrics != nil && b.queue == nil {
-		t, err := b.tables.Table(ctx, retention.DefaultQueueTable)
-		if err != nil {
-			return observability{}, err
-		}
-		b.queue = tablequeue.Open(t, tablequeue.Options{})
-	}
 	return o, nil
 }
 

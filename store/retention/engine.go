@@ -247,7 +247,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.policies = &Policies{policies: policies, holds: holds, now: opts.Now}
 	e.queue = opts.Queue
-	if e.queue == nil {
+	if e.queue == nil && e.purger == nil { // the embedded store purges without one
 		q, err := opts.Backend.Table(ctx, DefaultQueueTable)
 		if err != nil {
 			return nil, err
