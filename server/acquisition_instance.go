@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/acquisition"
 )
 
@@ -86,19 +87,17 @@ func (s *acquisitionInstanceService) ListActiveAcquisitionInstances(ctx context.
 	case within.AsDuration() <= 0:
 		v.add("within", "must be positive")
 	}
-	limit := v.checkPageSize(req.GetPageSize())
-	fingerprint := queryFingerprint(metadatav1.AcquisitionInstanceService_ListActiveAcquisitionInstances_FullMethodName,
-		within.AsDuration().String())
-	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
-	if err := v.err(); err != nil {
+	var err error
+	resp := &metadatav1.ListActiveAcquisitionInstancesResponse{}
+	resp.Instances, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
+		method: metadatav1.AcquisitionInstanceService_ListActiveAcquisitionInstances_FullMethodName,
+		params: []string{within.AsDuration().String()}, pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
+	}, func(limit int, resume *store.Cursor) ([]acquisition.Instance, *store.Cursor, error) {
+		return s.repo.ListActive(ctx, acquisition.ListOptions{Within: within.AsDuration(), Limit: limit, Resume: resume})
+	}, acquisitionInstanceMessage)
+	if err != nil {
 		return nil, err
 	}
-	instances, next, err := s.repo.ListActive(ctx, acquisition.ListOptions{Within: within.AsDuration(), Limit: limit, Resume: resume})
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	resp := &metadatav1.ListActiveAcquisitionInstancesResponse{}
-	resp.Instances, resp.NextPageToken = listPage(fingerprint, instances, next, acquisitionInstanceMessage)
 	return resp, nil
 }
 

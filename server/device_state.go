@@ -165,18 +165,17 @@ func (s *deviceStateService) GetDeviceState(ctx context.Context, req *metadatav1
 
 func (s *deviceStateService) ListDeviceStates(ctx context.Context, req *metadatav1.ListDeviceStatesRequest) (*metadatav1.ListDeviceStatesResponse, error) {
 	var v violations
-	limit := v.checkPageSize(req.GetPageSize())
-	fingerprint := queryFingerprint(metadatav1.DeviceStateService_ListDeviceStates_FullMethodName)
-	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
-	if err := v.err(); err != nil {
+	var err error
+	resp := &metadatav1.ListDeviceStatesResponse{}
+	resp.DeviceStates, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
+		method:   metadatav1.DeviceStateService_ListDeviceStates_FullMethodName,
+		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
+	}, func(limit int, resume *store.Cursor) ([]devices.State, *store.Cursor, error) {
+		return s.repo.List(ctx, limit, resume)
+	}, deviceStateMessage)
+	if err != nil {
 		return nil, err
 	}
-	states, next, err := s.repo.List(ctx, limit, resume)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	resp := &metadatav1.ListDeviceStatesResponse{}
-	resp.DeviceStates, resp.NextPageToken = listPage(fingerprint, states, next, deviceStateMessage)
 	return resp, nil
 }
 

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"strings"
 
 	"github.com/metadatad/metadatad/store"
@@ -61,4 +63,32 @@ func listPage[T, M any](fingerprint string, items []T, next *store.Cursor, messa
 		out = append(out, message(item))
 	}
 	return out, encodePageToken(fingerprint, next)
+}
+
+// pageQuery is a list call's query: its method and parameters, which its
+// page tokens are bound to, and the page the caller asks for.
+type pageQuery struct {
+	method    string
+	params    []string
+	pageSize  int32
+	pageToken string
+}
+
+// readPage serves a list call: its page size and token checked (with the
+// violations v already holds, of the call's own parameters), one page read
+// through read, its items mapped to messages with the next page's token.
+func readPage[T, M any](ctx context.Context, log *slog.Logger, v *violations, q pageQuery,
+	read func(limit int, resume *store.Cursor) ([]T, *store.Cursor, error), message func(T) M) ([]M, string, error) {
+	limit := v.checkPageSize(q.pageSize)
+	fingerprint := queryFingerprint(q.method, q.params...)
+	resume := v.checkPageToken(q.pageToken, fingerprint)
+	if err := v.err(); err != nil {
+		return nil, "", err
+	}
+	items, next, err := read(limit, resume)
+	if err != nil {
+		return nil, "", toStatus(ctx, log, err)
+	}
+	msgs, token := listPage(fingerprint, items, next, message)
+	return msgs, token, nil
 }

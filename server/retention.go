@@ -149,7 +149,6 @@ func (s *retentionService) get(ctx context.Context, id string) (*retention.Job, 
 
 func (s *retentionService) ListPurges(ctx context.Context, req *metadatav1.ListPurgesRequest) (*metadatav1.ListPurgesResponse, error) {
 	var v violations
-	limit := v.checkPageSize(req.GetPageSize())
 	var state retention.State
 	if req.GetState() != metadatav1.PurgeState_PURGE_STATE_UNSPECIFIED {
 		var ok bool
@@ -157,17 +156,17 @@ func (s *retentionService) ListPurges(ctx context.Context, req *metadatav1.ListP
 			v.add("state", fmt.Sprintf("unknown purge state %v", req.GetState()))
 		}
 	}
-	fingerprint := queryFingerprint(metadatav1.RetentionService_ListPurges_FullMethodName, string(state))
-	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
-	if err := v.err(); err != nil {
+	var err error
+	resp := &metadatav1.ListPurgesResponse{}
+	resp.Jobs, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
+		method: metadatav1.RetentionService_ListPurges_FullMethodName, params: []string{string(state)},
+		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
+	}, func(limit int, resume *store.Cursor) ([]*retention.Job, *store.Cursor, error) {
+		return s.engine.ListInState(ctx, state, limit, resume)
+	}, purgeJob)
+	if err != nil {
 		return nil, err
 	}
-	jobs, next, err := s.engine.ListInState(ctx, state, limit, resume)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	resp := &metadatav1.ListPurgesResponse{}
-	resp.Jobs, resp.NextPageToken = listPage(fingerprint, jobs, next, purgeJob)
 	return resp, nil
 }
 

@@ -216,18 +216,17 @@ func (s *retentionService) GetRetentionPolicy(ctx context.Context, req *metadata
 
 func (s *retentionService) ListRetentionPolicies(ctx context.Context, req *metadatav1.ListRetentionPoliciesRequest) (*metadatav1.ListRetentionPoliciesResponse, error) {
 	var v violations
-	limit := v.checkPageSize(req.GetPageSize())
-	fingerprint := queryFingerprint(metadatav1.RetentionService_ListRetentionPolicies_FullMethodName)
-	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
-	if err := v.err(); err != nil {
+	var err error
+	resp := &metadatav1.ListRetentionPoliciesResponse{}
+	resp.RetentionPolicies, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
+		method:   metadatav1.RetentionService_ListRetentionPolicies_FullMethodName,
+		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
+	}, func(limit int, resume *store.Cursor) ([]retention.Policy, *store.Cursor, error) {
+		return s.engine.Policies().ListPolicies(ctx, limit, resume)
+	}, policyMessage)
+	if err != nil {
 		return nil, err
 	}
-	policies, next, err := s.engine.Policies().ListPolicies(ctx, limit, resume)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	resp := &metadatav1.ListRetentionPoliciesResponse{}
-	resp.RetentionPolicies, resp.NextPageToken = listPage(fingerprint, policies, next, policyMessage)
 	return resp, nil
 }
 
@@ -309,18 +308,17 @@ func (s *retentionService) GetLegalHold(ctx context.Context, req *metadatav1.Get
 
 func (s *retentionService) ListLegalHolds(ctx context.Context, req *metadatav1.ListLegalHoldsRequest) (*metadatav1.ListLegalHoldsResponse, error) {
 	var v violations
-	limit := v.checkPageSize(req.GetPageSize())
-	fingerprint := queryFingerprint(metadatav1.RetentionService_ListLegalHolds_FullMethodName)
-	resume := v.checkPageToken(req.GetPageToken(), fingerprint)
-	if err := v.err(); err != nil {
+	var err error
+	resp := &metadatav1.ListLegalHoldsResponse{}
+	resp.LegalHolds, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
+		method:   metadatav1.RetentionService_ListLegalHolds_FullMethodName,
+		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
+	}, func(limit int, resume *store.Cursor) ([]retention.Hold, *store.Cursor, error) {
+		return s.engine.Policies().ListHolds(ctx, limit, resume)
+	}, holdMessage)
+	if err != nil {
 		return nil, err
 	}
-	holds, next, err := s.engine.Policies().ListHolds(ctx, limit, resume)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
-	resp := &metadatav1.ListLegalHoldsResponse{}
-	resp.LegalHolds, resp.NextPageToken = listPage(fingerprint, holds, next, holdMessage)
 	return resp, nil
 }
 
