@@ -62,6 +62,7 @@ var readCalls = []readCall{
 // Panics run in a child test process: a panic the server fails to recover
 // kills the process, and must fail only its own case.
 func TestInternalErrorsDoNotLeak(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	faults := []struct {
 		name  string
 		fault func() error

@@ -138,6 +138,7 @@ func TestBatchCreateResultPerImage(t *testing.T) {
 // TestBatchCreateLimits: an empty call and one over 1,000 images are
 // INVALID_ARGUMENT as a whole and write nothing; 1,000 images are taken.
 func TestBatchCreateLimits(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachKind(t, func(t *testing.T, h *harness, k kind, c kindClient) {
 		before := h.snapshot(t)
 		_, err := batchCreate(t.Context(), c, nil)

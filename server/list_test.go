@@ -111,6 +111,7 @@ func TestListExtremeInstants(t *testing.T) {
 // TestListPaging pages through 250 images and checks that each is listed
 // exactly once, in order, and that only the last page has no token.
 func TestListPaging(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	cases := []struct {
 		name       string
 		start, end *timestamppb.Timestamp

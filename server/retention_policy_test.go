@@ -372,6 +372,7 @@ func TestRetentionPolicyValidation(t *testing.T) {
 // images, a camera's own policy and a legal hold keep theirs, and types no
 // policy sets are not purged.
 func TestPurgeWithPoliciesOverGRPC(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) {
 		now := minute(0).Add(retention.Days(2))
 		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, now: func() time.Time { return now }})

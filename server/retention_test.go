@@ -69,6 +69,7 @@ func singleCount(t *testing.T, h *harness, camera string) int {
 // TestPurgeOverGRPC walks the README's retention story: a dry run, then a
 // purge watched to its end, leaving exactly the young rows.
 func TestPurgeOverGRPC(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachServer(t, func(t *testing.T, h *harness) {
 		const cameras = 3
 		seedMinutes(t, h, cameras)
@@ -262,6 +263,7 @@ func TestRetentionDaysAreWholeDaysInUTC(t *testing.T) {
 // whose pages may come back short); a finished job cannot be cancelled, an
 // unknown one is not found; the next purge does the work.
 func TestCancelPurgeOverGRPC(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) { testCancelPurge(t, b.open(t)) })
 }
 
@@ -390,6 +392,7 @@ func testRetentionSchedule(t *testing.T, backend store.Backend) {
 // exactly the expired. That the cap paces every deleted row, primary and
 // index, is store/retention's TestPurgePacesEveryDeletedRow.
 func TestPurgeRateIsValidatedAndKept(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachServer(t, func(t *testing.T, h *harness) {
 		cutoff := &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(minute(2).Add(15 * time.Second))}
 		_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff, RowsPerSecond: -1})

@@ -42,6 +42,7 @@ type validationCase struct {
 // TestBadInput checks that every bad request gets INVALID_ARGUMENT with a
 // google.rpc.BadRequest naming the field, and writes nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachKind(t, func(t *testing.T, h *harness, k kind, c kindClient) {
 		seedForValidation(t, h)
 		before := h.snapshot(t)

@@ -214,6 +214,7 @@ func TestWatchResumeAfterDisconnectLosesNothing(t *testing.T) {
 // rest. On Azure the images reach the stream through the tail, a pass's new
 // images at once.
 func TestWatchEndsASlowConsumerWithAResumePoint(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) {
 		opts := watchOpts(b)
 		opts.Buffer = 8
