@@ -80,6 +80,7 @@ func deletesRows(op string) bool {
 // short of the end, and the next purge deletes the rest, its counts and
 // the cancelled job's adding up to every expired row.
 func TestCancelStopsAtATaskBoundary(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	kind := images.Single
 	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, phase := range cancelPhases {

@@ -18,6 +18,7 @@ import (
 // rows deleted and counted, or it keeps both rows for the next purge,
 // which retires it: never its primary row without its index row.
 func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	points := []struct {
 		name string
 		// at says whether a write is the point, for the kind's tables.

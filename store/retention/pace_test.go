@@ -20,6 +20,7 @@ import (
 // within one burst, however it is paced. The caps are low enough that
 // the purge outgrows their bursts, so the limiters do wait.
 func TestPurgePacesEveryDeletedRow(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	cases := []struct {
 		name         string
 		process, job float64

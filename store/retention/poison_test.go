@@ -67,6 +67,7 @@ func (t *faultTable) Update(ctx context.Context, e store.Entity, mode store.Writ
 // rows included, and is counted failed; the others of its task are
 // purged.
 func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	const victim = "cam-003"
 	injected := errors.New("injected: the partition keeps failing")
 	cases := []struct {

@@ -328,6 +328,7 @@ func TestPrefixPolicyBound(t *testing.T) {
 // ends with exact counts, each camera left exactly the images its policy
 // keeps, each with its index row, the held camera untouched.
 func TestCrashAtAnyWriteWithPoliciesResumesExactly(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		crashAtEveryWrite(t, newFixture, crashWithPoliciesAndResume)
 	})

@@ -277,6 +277,7 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 // crashes after 0, 1, 2, ... writes until a purge runs to its end, engine
 // stopped, without reaching the crash point; every point before it crashed.
 func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		crashAtEveryWrite(t, newFixture, crashAndResume)
 	})

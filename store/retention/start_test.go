@@ -23,6 +23,7 @@ import (
 // and the job it began never runs: no row is deleted, and the job (if left)
 // ends failed and frees its image type for the next purge.
 func TestFailedStartNeverRuns(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		for _, cleanupFails := range []bool{false, true} {
 			for cancelAt := 1; cancelAt <= 4; cancelAt++ {

@@ -17,6 +17,7 @@ import (
 // queue's visibility timeout keeps its message hidden while it runs, so no
 // other worker takes it up at the same time.
 func TestSlowTaskIsWorkedOnce(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
@@ -85,6 +86,7 @@ func TestSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T) {
 // one: that first delivery fails, and the purge still ends, exact, once the
 // message comes back again.
 func TestTaskBackWhileItRunsWaits(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
 	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
