@@ -45,6 +45,7 @@ func metadatadRun(t *testing.T, env []string, args ...string) (code int, stdout,
 // the closest match, never the whole usage, and before anything is
 // created.
 func TestCommandLine(t *testing.T) {
+	t.Parallel() // independent: daemons, data directories and ports of its own
 	dataDir := filepath.Join(t.TempDir(), "data")
 	for _, tc := range []struct {
 		name string

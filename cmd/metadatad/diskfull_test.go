@@ -238,6 +238,7 @@ func TestEngineFatalErrorStopsTheProcess(t *testing.T) {
 // engine meets first, a flush or a log write that fails, depends on timing;
 // both must end the same way.
 func TestFullDiskWithTheGuardOffStopsTheProcess(t *testing.T) {
+	t.Parallel() // independent: daemons, data directories and ports of its own
 	const diskBytes = 64 << 20
 	disk := mountDisk(t, diskBytes)
 	dataDir := filepath.Join(disk, "data")

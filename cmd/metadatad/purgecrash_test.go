@@ -25,6 +25,7 @@ var purgeKills = flag.Int("purge-kills", 10, "kill -9 points of TestPurgeKilledA
 // purge resumes and ends with exact counts, every image younger than the
 // cutoff is still there, and the index matches the primary tables.
 func TestPurgeKilledAtRandomPointsCompletesExactly(t *testing.T) {
+	t.Parallel() // independent: daemons, data directories and ports of its own
 	const (
 		cameras = 40
 		minutes = 100
