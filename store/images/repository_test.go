@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -145,6 +146,12 @@ func (s slowInserts) Insert(ctx context.Context, e store.Entity) (store.Entity, 
 // CreateTimeout and never writes the primary row later, leaving only the
 // harmless index row; IndexLag states the bound.
 func TestCreateWithoutTransactorGivesUpInTime(t *testing.T) {
+	synctest.Test(t, testCreateWithoutTransactorGivesUpInTime)
+}
+
+// testCreateWithoutTransactorGivesUpInTime runs in a bubble: its timeouts
+// and the wait for the stalled write are virtual.
+func testCreateWithoutTransactorGivesUpInTime(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
 	const timeout, margin = 100 * time.Millisecond, 50 * time.Millisecond

@@ -7,8 +7,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -387,19 +385,15 @@ func (f *fixture) otherReplica(t *testing.T) *retention.Engine {
 // waits for nothing.
 func TestCancelStopsAPacedPurgeAtOnce(t *testing.T) {
 	kind := images.Single
-	wall := time.Now()
 	for _, s := range []struct {
 		name        string
 		azureEngine bool
 	}{{"pebble", false}, {"pebble-queue", true}} {
 		t.Run(s.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				// The fixture's images are of 2026; the bubble starts in 2000.
-				clock := &testClock{}
-				clock.advance(wall.Sub(time.Now()))
 				opts := quickOptions()
 				opts.PollInterval, opts.VisibilityTimeout = 0, time.Minute // their defaults' scale
-				f := openPebbleFixtureOn(t, opts, vfs.NewCrashableMem(), s.azureEngine, clock)
+				f := newBubbleFixture(t, opts, s.azureEngine)
 				f.seed(t, 20)
 				asked := make(chan struct{})
 				var once sync.Once

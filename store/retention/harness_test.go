@@ -158,6 +158,17 @@ func openPebbleFixtureOn(t *testing.T, opts retention.Options, fs *vfs.MemFS, az
 	return f
 }
 
+// newBubbleFixture is newFixture (with azureEngine, newQueueFixture) for a
+// test inside a synctest bubble, where time is virtual and only moves while
+// every goroutine of the test waits: the store's clock starts a month after
+// base, since the bubble's own starts in 2000, before the images.
+func newBubbleFixture(t *testing.T, opts retention.Options, azureEngine bool) *fixture {
+	t.Helper()
+	clock := &testClock{}
+	clock.advance(base.AddDate(0, 1, 0).Sub(time.Now()))
+	return openPebbleFixtureOn(t, opts, vfs.NewCrashableMem(), azureEngine, clock)
+}
+
 // newAzureFixture opens tables and a queue of the test's own on Azurite.
 func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
 	t.Helper()
