@@ -398,10 +398,10 @@ func TestPurgeRateIsValidatedAndKept(t *testing.T) {
 		_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff, RowsPerSecond: -1})
 		requireFieldViolation(t, err, "rows_per_second")
 		seedMinutes(t, h, 2)
-		// 24 rows expire; at 10 a second, one at a time once the first is
-		// taken, the deletes take at least 2.3 s. Unpaced they take a few
-		// milliseconds on the embedded store.
-		const rate, rows = 10, 3 * 2 * 2 * 2
+		// The cap reaches the engine and stays on the job; how it paces the
+		// deletes is store/retention's TestPacedPurgeTakesItsRowsOverItsRate,
+		// in virtual time.
+		const rate, rows = 1000, 3 * 2 * 2 * 2
 		started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{Cutoff: cutoff, RowsPerSecond: rate})
 		requireOK(t, err, "StartPurge")
 		snaps := watch(t, h, started.GetJob().GetJobId())
@@ -409,9 +409,6 @@ func TestPurgeRateIsValidatedAndKept(t *testing.T) {
 		if last.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED ||
 			last.GetRowsPerSecond() != rate || last.GetMetadataRowsDeleted()+last.GetIndexRowsDeleted() != rows {
 			t.Fatalf("capped purge ended %v", last)
-		}
-		if took, least := last.GetEndTime().AsTime().Sub(last.GetStartTime().AsTime()), time.Duration(rows-1)*time.Second/rate; took < least {
-			t.Errorf("a purge of %d rows at %d rows a second took %s, want at least %s", rows, rate, took, least)
 		}
 	})
 }

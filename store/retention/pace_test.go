@@ -4,6 +4,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -155,4 +156,70 @@ func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPacedPurgeTakesItsRowsOverItsRate: a purge capped at R rows a second
+// deletes its N expired rows in (N-burst)/R seconds at the least, where the
+// burst is a tenth of a second's rows, and not much longer: the cap is a
+// rate, not only a count of rows asked. It runs in a synctest bubble, where
+// the limiter's waits are virtual: the purge's own time is exact and costs
+// no wall-clock time. An unpaced purge of the same rows takes no virtual
+// time beyond the engine's polls.
+func TestPacedPurgeTakesItsRowsOverItsRate(t *testing.T) {
+	t.Parallel() // independent: bubbles and stores of their own
+	kind := images.Single
+	const rate = 40.0
+	cases := []struct {
+		name         string
+		process, job float64
+	}{
+		{"unpaced", 0, 0},
+		{"process cap", rate, 0},
+		{"job cap", 0, rate},
+		{"job cap below the process's", 2 * rate, rate},
+	}
+	for _, s := range []struct {
+		name        string
+		azureEngine bool
+	}{{"pebble", false}, {"pebble-queue", true}} {
+		for _, c := range cases {
+			t.Run(s.name+"/"+c.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					opts := quickOptions()
+					opts.RowsPerSecond = c.process
+					opts.PollInterval, opts.VisibilityTimeout = time.Second, time.Minute
+					f := newBubbleFixture(t, opts, s.azureEngine)
+					f.seedKinds(t, 10, []images.Kind{kind})
+					before := f.census(t, kind, base.Add(2*time.Minute))
+					f.run(t)
+					j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff, RowsPerSecond: c.job})
+					f.stop()
+					if j.State != retention.Succeeded {
+						t.Fatalf("state %s (%s)", j.State, j.Error)
+					}
+					rows := j.Totals().MetadataRows + j.Totals().IndexRows
+					if want := before.primaryOld + before.indexOld; rows != want || rows < 100 {
+						t.Fatalf("purge deleted %d rows, %d expired (want at least 100, to outgrow the burst)", rows, want)
+					}
+					took := j.Ended.Sub(j.Started)
+					t.Logf("%d rows in %s of virtual time", rows, took)
+					// Polls for tasks add at most one PollInterval, paced or
+					// not; pacing twice (one cap's wait after the other's)
+					// would add a third of the time.
+					slack := opts.PollInterval
+					if c.process == 0 && c.job == 0 {
+						if took > slack {
+							t.Errorf("unpaced purge of %d rows took %s of virtual time, want at most %s", rows, took, slack)
+						}
+						return
+					}
+					burst := int64(rate / 10)
+					least := time.Duration(float64(rows-burst) / rate * float64(time.Second))
+					if took < least || took > least+slack {
+						t.Errorf("purge of %d rows at %v rows a second took %s, want %s to %s", rows, rate, took, least, least+slack)
+					}
+				})
+			})
+		}
+	}
 }
