@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -87,6 +88,19 @@ func forEachStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, 
 
 func forEachQueueStore(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
 	forEachOf(t, queueStores, test)
+}
+
+// forEachQueueStoreInBubble is forEachQueueStore for tests whose subject
+// is time (visibility timeouts, leases): the embedded variant runs in a
+// synctest bubble, where its waits are virtual and cost no wall-clock
+// time; Azurite is a real process, so the Azure variant waits for real.
+func forEachQueueStoreInBubble(t *testing.T, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {
+	t.Run("pebble-queue", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			test(t, func(t *testing.T, opts retention.Options) *fixture { return newBubbleFixture(t, opts, true) })
+		})
+	})
+	t.Run("azure", func(t *testing.T) { test(t, newAzureFixture) })
 }
 
 func forEachOf(t *testing.T, cases []storeCase, test func(t *testing.T, open func(t *testing.T, opts retention.Options) *fixture)) {

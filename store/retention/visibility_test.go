@@ -18,7 +18,7 @@ import (
 // other worker takes it up at the same time.
 func TestSlowTaskIsWorkedOnce(t *testing.T) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStoreInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
 		opts.VisibilityTimeout = visibility
@@ -69,7 +69,7 @@ func TestSlowTaskIsWorkedOnce(t *testing.T) {
 // must not work the task twice at once, and the counts stay exact, not
 // flagged as a lower bound by a second run that found the rows gone.
 func TestSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStoreInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		opts := quickOptions()
 		opts.GroupSize = 100 // one task
 		opts.Workers = 4
@@ -87,7 +87,7 @@ func TestSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T) {
 // message comes back again.
 func TestTaskBackWhileItRunsWaits(t *testing.T) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStoreInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
 		opts.VisibilityTimeout = visibility
