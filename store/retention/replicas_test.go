@@ -111,7 +111,7 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 // (as a crashed pod does); once its lease runs out another replica takes
 // the job over and finishes it with exact counts.
 func TestReplicaTakesOverAStalledJob(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStoreInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
 		const cameras = 6
 		a := newFixture(t, quickOptions())
 		a.seed(t, cameras)
