@@ -47,14 +47,7 @@ func (e *Engine) dropMarker(ctx context.Context, id string) {
 // renewLease extends the job's lease until ctx ends, and cancels the job's
 // run if another engine has taken it (after this one stalled past its lease).
 func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id string) {
-	ticker := time.NewTicker(e.opts.LeaseDuration / 3)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	taken := keepAlive(ctx, e.opts.LeaseDuration, func(ctx context.Context) (bool, error) {
 		_, err := e.jobs.update(ctx, id, func(j *Job) error {
 			if j.Owner != e.opts.ReplicaID {
 				return errLeased
@@ -62,13 +55,34 @@ func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id str
 			j.LeaseUntil = e.opts.Now().UTC().Add(e.opts.LeaseDuration)
 			return nil
 		})
-		if errors.Is(err, errLeased) || errors.Is(err, errLeaseLost) {
-			e.log.Warn("purge: lease taken by another engine; stopping here", "job", id)
-			lost()
-			return
+		return errors.Is(err, errLeased) || errors.Is(err, errLeaseLost), err
+	}, func(err error) { e.log.Warn("purge: lease renewal failed; retrying", "job", id, "err", err) })
+	if taken {
+		e.log.Warn("purge: lease taken by another engine; stopping here", "job", id)
+		lost()
+	}
+}
+
+// keepAlive renews a hold that lapses after period (a job's lease, a task
+// message's visibility) every third of it until ctx ends or renew reports
+// the hold lost to another engine or worker, and says which: a third
+// leaves two more tries before the hold lapses when one fails, and a
+// failed renewal is only logged (through retrying) and tried again.
+func keepAlive(ctx context.Context, period time.Duration, renew func(context.Context) (lost bool, err error), retrying func(error)) (lost bool) {
+	ticker := time.NewTicker(period / 3)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ticker.C:
+		}
+		lost, err := renew(ctx)
+		if lost {
+			return true
 		}
 		if err != nil && ctx.Err() == nil {
-			e.log.Warn("purge: lease renewal failed; retrying", "job", id, "err", err)
+			retrying(err)
 		}
 	}
 }

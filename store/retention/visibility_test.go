@@ -24,41 +24,7 @@ func TestSlowTaskIsWorkedOnce(t *testing.T) {
 		opts.VisibilityTimeout = visibility
 		opts.GroupSize = 100 // one task
 		opts.Workers = 4
-		f := newFixture(t, opts)
-		var mu sync.Mutex
-		inFlight, most, deletes := 0, 0, 0
-		primary, _ := f.repo(images.Single).Tables()
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
-			if table != primary.Name() || (op != "delete-ranges" && op != "batch-delete") {
-				return nil
-			}
-			mu.Lock()
-			inFlight++
-			deletes++
-			most = max(most, inFlight)
-			first := deletes == 1
-			mu.Unlock()
-			if first {
-				time.Sleep(3 * visibility)
-			}
-			mu.Lock()
-			inFlight--
-			mu.Unlock()
-			return nil
-		}})
-		f.seed(t, 2)
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-		if j.State != retention.Succeeded {
-			t.Fatalf("purge: %s (%s)", j.State, j.Error)
-		}
-		wantCounts(t, "purge", j.Totals(), retention.Counts{DevicesTotal: 2, DevicesDone: 2,
-			MetadataRows: 2 * expiredPerCamera, IndexRows: 2 * expiredPerCamera})
-		mu.Lock()
-		defer mu.Unlock()
-		if most != 1 {
-			t.Fatalf("%d workers deleted the task's rows at once, want 1", most)
-		}
+		requireWorkedOnce(t, newFixture(t, opts), 3*visibility, false)
 	})
 }
 

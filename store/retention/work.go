@@ -88,29 +88,23 @@ func (e *Engine) keepHidden(ctx context.Context, msg tablequeue.Message) (contex
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ticker := time.NewTicker(e.opts.VisibilityTimeout / 3)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
+		lost := keepAlive(ctx, e.opts.VisibilityTimeout, func(ctx context.Context) (bool, error) {
 			extended, err := e.queue.Extend(ctx, held.current(), e.opts.VisibilityTimeout)
-			switch {
-			case errors.Is(err, tablequeue.ErrLostMessage):
-				e.log.Warn("purge worker: task taken by another worker; stopping it here", "id", msg.ID)
-				cancel()
-				return
-			case err != nil:
-				if ctx.Err() == nil {
-					e.log.Warn("purge worker: extending a task's visibility failed; retrying", "id", msg.ID, "err", err)
-				}
-			default:
+			if errors.Is(err, tablequeue.ErrLostMessage) {
+				return true, err
+			}
+			if err == nil {
 				held.mu.Lock()
 				held.msg = extended
 				held.mu.Unlock()
 			}
+			return false, err
+		}, func(err error) {
+			e.log.Warn("purge worker: extending a task's visibility failed; retrying", "id", msg.ID, "err", err)
+		})
+		if lost {
+			e.log.Warn("purge worker: task taken by another worker; stopping it here", "id", msg.ID)
+			cancel()
 		}
 	}()
 	return ctx, held, func() {
