@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,54 +88,28 @@ func acknowledgedBatchesSurviveCrash(t *testing.T, s crashStore) {
 	var mu sync.Mutex
 	var acked []written
 	next := make([]int, writers)
-	for cycle := range cycles {
-		d := s.start(t)
-		clients := newImageClients(d.conn(t))
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		var first sync.WaitGroup
-		first.Add(writers)
-		for w := range writers {
-			wg.Go(func() {
-				firstDone := false
-				defer func() {
-					if !firstDone {
-						first.Done()
-					}
-				}()
-				for ctx.Err() == nil {
-					kind := images.Kinds[next[w]%len(images.Kinds)]
-					var imgs []written
-					for range batch {
-						seq := next[w]
-						next[w]++
-						imgs = append(imgs, written{kind: kind, camera: fmt.Sprintf("batch-w%d-c%d", w, seq%5),
-							at: crashBase.Add(time.Duration(seq) * 7 * time.Second)})
-					}
-					got, err := clients.batchCreate(ctx, kind, imgs)
-					if err != nil {
-						return // the daemon is gone; this batch's outcome is unknown
-					}
-					mu.Lock()
-					acked = append(acked, got...)
-					mu.Unlock()
-					if !firstDone {
-						firstDone = true
-						first.Done()
-					}
-				}
-			})
+	killWhileWriting(t, s, cycles, writers, 300*time.Millisecond, func(ctx context.Context, clients imageClients, w int) bool {
+		kind := images.Kinds[next[w]%len(images.Kinds)]
+		var imgs []written
+		for range batch {
+			seq := next[w]
+			next[w]++
+			imgs = append(imgs, written{kind: kind, camera: fmt.Sprintf("batch-w%d-c%d", w, seq%5),
+				at: crashBase.Add(time.Duration(seq) * 7 * time.Second)})
 		}
-		first.Wait()
-		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
-		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
+		got, err := clients.batchCreate(ctx, kind, imgs)
+		if err != nil {
+			return false // the daemon is gone; this batch's outcome is unknown
 		}
-		_ = d.cmd.Wait()
-		cancel()
-		wg.Wait()
-		t.Logf("cycle %d: killed with %d images acknowledged so far", cycle, len(acked))
-	}
+		mu.Lock()
+		acked = append(acked, got...)
+		mu.Unlock()
+		return true
+	}, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%d images", len(acked))
+	})
 
 	d := s.start(t)
 	clients := newImageClients(d.conn(t))

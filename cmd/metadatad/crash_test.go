@@ -129,18 +129,22 @@ func TestAcknowledgedCreatesSurviveKill9(t *testing.T) {
 	}
 }
 
-func acknowledgedCreatesSurviveKill9(t *testing.T, s crashStore) {
-	cycles := s.cycles(*killCycles)
-	acked := make([][]written, crashWriters)
-	next := make([]int, crashWriters)
+// killWhileWriting starts the daemon cycles times and kills it with
+// SIGKILL while writers call write back to back: once every writer has had
+// a write acknowledged in the cycle, then at a random point up to within
+// later. write reports false once the daemon is gone (that write's outcome
+// unknown); acknowledged says what has been acknowledged so far, for the
+// log.
+func killWhileWriting(t *testing.T, s crashStore, cycles, writers int, within time.Duration,
+	write func(ctx context.Context, clients imageClients, w int) bool, acknowledged func() string) {
+	t.Helper()
 	for cycle := range cycles {
 		d := s.start(t)
 		clients := newImageClients(d.conn(t))
 		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		var first sync.WaitGroup
-		first.Add(crashWriters)
-		for w := range crashWriters {
+		var wg, first sync.WaitGroup
+		first.Add(writers)
+		for w := range writers {
 			wg.Go(func() {
 				firstDone := false
 				defer func() {
@@ -148,18 +152,7 @@ func acknowledgedCreatesSurviveKill9(t *testing.T, s crashStore) {
 						first.Done()
 					}
 				}()
-				for ctx.Err() == nil {
-					seq := next[w]
-					next[w]++
-					img := written{
-						kind:   images.Kinds[seq%len(images.Kinds)],
-						camera: fmt.Sprintf("crash-w%d-c%d", w, seq/len(images.Kinds)%crashCamerasPerWriter),
-						at:     crashBase.Add(time.Duration(seq) * time.Second),
-					}
-					if err := clients.create(ctx, img); err != nil {
-						return // the daemon is gone; this create's outcome is unknown
-					}
-					acked[w] = append(acked[w], img)
+				for ctx.Err() == nil && write(ctx, clients, w) {
 					if !firstDone {
 						firstDone = true
 						first.Done()
@@ -167,18 +160,36 @@ func acknowledgedCreatesSurviveKill9(t *testing.T, s crashStore) {
 				}
 			})
 		}
-		// Kill once every writer has had a create acknowledged this cycle,
-		// at a random point of the stream after that.
 		first.Wait()
-		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
+		time.Sleep(rand.N(within))
 		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = d.cmd.Wait()
 		cancel()
 		wg.Wait()
-		t.Logf("cycle %d: killed with %d creates acknowledged so far", cycle, countAcked(acked))
+		t.Logf("cycle %d: killed with %s acknowledged so far", cycle, acknowledged())
 	}
+}
+
+func acknowledgedCreatesSurviveKill9(t *testing.T, s crashStore) {
+	cycles := s.cycles(*killCycles)
+	acked := make([][]written, crashWriters)
+	next := make([]int, crashWriters)
+	killWhileWriting(t, s, cycles, crashWriters, 200*time.Millisecond, func(ctx context.Context, clients imageClients, w int) bool {
+		seq := next[w]
+		next[w]++
+		img := written{
+			kind:   images.Kinds[seq%len(images.Kinds)],
+			camera: fmt.Sprintf("crash-w%d-c%d", w, seq/len(images.Kinds)%crashCamerasPerWriter),
+			at:     crashBase.Add(time.Duration(seq) * time.Second),
+		}
+		if err := clients.create(ctx, img); err != nil {
+			return false // the daemon is gone; this create's outcome is unknown
+		}
+		acked[w] = append(acked[w], img)
+		return true
+	}, func() string { return fmt.Sprintf("%d creates", countAcked(acked)) })
 
 	d := s.start(t)
 	clients := newImageClients(d.conn(t))
