@@ -30,6 +30,22 @@ func openMem(t *testing.T, fs vfs.FS) *pebble.DB {
 	return db
 }
 
+// openTallied opens an in-memory store, closed when the test ends, with
+// one tallied table, "Images".
+func openTallied(t *testing.T) (*pebble.DB, store.Table) {
+	t.Helper()
+	db := openMem(t, vfs.NewMem())
+	t.Cleanup(func() { db.Close() })
+	images, err := db.Table(t.Context(), "Images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Tally(t.Context(), images); err != nil {
+		t.Fatal(err)
+	}
+	return db, images
+}
+
 type dayKey struct {
 	partition string
 	day       time.Time
@@ -204,13 +220,8 @@ func TestTallyEqualsRecount(t *testing.T) {
 // TestFailedWritesTallyNothing: a refused insert, a failed batch and a
 // delete of a missing row leave the tally as it was.
 func TestFailedWritesTallyNothing(t *testing.T) {
-	db := openMem(t, vfs.NewMem())
-	defer db.Close()
+	db, images := openTallied(t)
 	ctx := t.Context()
-	images, _ := db.Table(ctx, "Images")
-	if err := db.Tally(ctx, images); err != nil {
-		t.Fatal(err)
-	}
 	e := store.Entity{PartitionKey: "cam", RowKey: store.InvertedTicksRowKey(day0.Add(time.Hour))}
 	if _, err := images.Insert(ctx, e); err != nil {
 		t.Fatal(err)
@@ -367,13 +378,8 @@ func purgeBefore(db *pebble.DB, tbl store.Table, partition string, boundary time
 // TestDeleteRowsBeforeInsideADay: a boundary inside a day deletes exactly
 // the partition's rows before it, and the tallies still count what is left.
 func TestDeleteRowsBeforeInsideADay(t *testing.T) {
-	db := openMem(t, vfs.NewMem())
-	defer db.Close()
+	db, images := openTallied(t)
 	ctx := t.Context()
-	images, _ := db.Table(ctx, "Images")
-	if err := db.Tally(ctx, images); err != nil {
-		t.Fatal(err)
-	}
 	fill(t, images, 900)
 	// A row key that is no instant sorts after every one, and stays.
 	if _, err := images.Insert(ctx, store.Entity{PartitionKey: "cam1", RowKey: "meta"}); err != nil {
@@ -424,13 +430,8 @@ func TestDeleteRowsBeforeInsideADay(t *testing.T) {
 // TestDeleteRowsBeforeRefusesOtherTallies: tallies of another partition
 // or of a later day, and a boundary inside a minute, are refused.
 func TestDeleteRowsBeforeRefusesOtherTallies(t *testing.T) {
-	db := openMem(t, vfs.NewMem())
-	defer db.Close()
+	db, images := openTallied(t)
 	ctx := t.Context()
-	images, _ := db.Table(ctx, "Images")
-	if err := db.Tally(ctx, images); err != nil {
-		t.Fatal(err)
-	}
 	boundary := day0.Add(36 * time.Hour)
 	for name, c := range map[string]struct {
 		boundary time.Time
@@ -453,13 +454,8 @@ func TestDeleteRowsBeforeRefusesOtherTallies(t *testing.T) {
 // TestTalliesSkipScan: Tallies visits the partitions in range, through
 // the day given, in (day, partition) order.
 func TestTalliesSkipScan(t *testing.T) {
-	db := openMem(t, vfs.NewMem())
-	defer db.Close()
+	db, images := openTallied(t)
 	ctx := t.Context()
-	images, _ := db.Table(ctx, "Images")
-	if err := db.Tally(ctx, images); err != nil {
-		t.Fatal(err)
-	}
 	for day := range 4 {
 		for _, pk := range []string{"a", "b", "c", "d", "e"} {
 			at := day0.Add(time.Duration(day)*24*time.Hour + time.Hour)
@@ -540,13 +536,8 @@ func TestFailingStageCommitsNothing(t *testing.T) {
 // TestWritesWaitForExclusive: a write started during a stage waits for its
 // commit; writers racing with purges leave the tallies exact.
 func TestWritesWaitForExclusive(t *testing.T) {
-	db := openMem(t, vfs.NewMem())
-	defer db.Close()
+	db, images := openTallied(t)
 	ctx := t.Context()
-	images, _ := db.Table(ctx, "Images")
-	if err := db.Tally(ctx, images); err != nil {
-		t.Fatal(err)
-	}
 	late := store.Entity{PartitionKey: "cam0", RowKey: store.InvertedTicksRowKey(day0.Add(time.Minute))}
 	wrote := make(chan error, 1)
 	err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
@@ -743,13 +734,8 @@ func TestExclusiveSurvivesCrash(t *testing.T) {
 // TestTalliedTablesRefuseOtherDeletes: nothing deletes a tallied table's
 // rows without their tallies.
 func TestTalliedTablesRefuseOtherDeletes(t *testing.T) {
-	db := openMem(t, vfs.NewMem())
-	defer db.Close()
+	db, images := openTallied(t)
 	ctx := t.Context()
-	images, _ := db.Table(ctx, "Images")
-	if err := db.Tally(ctx, images); err != nil {
-		t.Fatal(err)
-	}
 	key := store.Key{PartitionKey: "cam", RowKey: store.InvertedTicksRowKey(day0)}
 	for name, stage := range map[string]func(b store.PurgeBatch) error{
 		"batch DeletePartitions": func(b store.PurgeBatch) error { return b.DeletePartitions(images, store.Range{}) },
