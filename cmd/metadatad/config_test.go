@@ -10,6 +10,24 @@ import (
 	"time"
 )
 
+// parseCase parses args as the daemon's command line. When refused, the
+// parse must fail, and it reports false; otherwise an error fails the test
+// and it returns the config and true.
+func parseCase(t *testing.T, args []string, refused bool) (config, bool) {
+	t.Helper()
+	c, err := parseConfig(args, io.Discard)
+	if refused {
+		if err == nil {
+			t.Fatalf("parseConfig(%q) accepted it", args)
+		}
+		return c, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, true
+}
+
 func TestParseConfigControlPlaneTables(t *testing.T) {
 	t.Setenv("METADATAD_DEVICE_STATE_TABLE", "DeviceStates")
 	t.Setenv("METADATAD_VIDEO_TABLE", "FromEnv")
@@ -22,10 +40,7 @@ func TestParseConfigControlPlaneTables(t *testing.T) {
 		{"flags win", []string{"-video-table", "Videos", "-acquisition-instance-table", "Runs"}, "Videos", "DeviceStates", "Runs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, _ := parseCase(t, tc.args, false)
 			if c.videoTable != tc.video || c.deviceStateTable != tc.device || c.acquisitionTable != tc.acquisition {
 				t.Fatalf("tables %q, %q, %q; want %q, %q, %q",
 					c.videoTable, c.deviceStateTable, c.acquisitionTable, tc.video, tc.device, tc.acquisition)
@@ -51,15 +66,9 @@ func TestParseConfigEngineMemory(t *testing.T) {
 		{"no floor, any memtable", []string{"-memtable-size", "1GiB", "-min-free-mib", "0"}, 256 << 20, 1 << 30, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args, io.Discard)
-			if tc.bad {
-				if err == nil {
-					t.Fatalf("parseConfig(%q) accepted it", tc.args)
-				}
+			c, ok := parseCase(t, tc.args, tc.bad)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.cacheSize != tc.cache || c.memTableSize != tc.memtable {
 				t.Fatalf("cache %d, memtable %d; want %d, %d", c.cacheSize, c.memTableSize, tc.cache, tc.memtable)
@@ -84,15 +93,9 @@ func TestParseConfigPurgeControl(t *testing.T) {
 		{"zero retention refused", []string{"-purge-job-retention", "0s"}, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args, io.Discard)
-			if tc.wantErr {
-				if err == nil {
-					t.Fatalf("parseConfig(%q) accepted", tc.args)
-				}
+			c, ok := parseCase(t, tc.args, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.purgeRowsPerSec != tc.rate || c.purgeJobRetention != tc.retention {
 				t.Errorf("rate %g, retention %s; want %g, %s", c.purgeRowsPerSec, c.purgeJobRetention, tc.rate, tc.retention)
@@ -117,15 +120,9 @@ func TestParseConfigSchedule(t *testing.T) {
 		{"interval alone refused", []string{"-retention-interval", "1h"}, 0, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args, io.Discard)
-			if tc.bad {
-				if err == nil {
-					t.Fatalf("parseConfig(%q) accepted it", tc.args)
-				}
+			c, ok := parseCase(t, tc.args, tc.bad)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.retentionDays != tc.days || c.usePolicies != tc.policies {
 				t.Fatalf("days %d, policies %v; want %d, %v", c.retentionDays, c.usePolicies, tc.days, tc.policies)

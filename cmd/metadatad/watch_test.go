@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"testing"
 	"time"
 
@@ -93,15 +92,9 @@ func TestParseConfigWatchResumeMaxAge(t *testing.T) {
 		{"zero refused", []string{"-watch-resume-max-age", "0s"}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig(tc.args, io.Discard)
-			if tc.wantErr {
-				if err == nil {
-					t.Fatalf("parseConfig(%q) accepted", tc.args)
-				}
+			c, ok := parseCase(t, tc.args, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.watchResumeMaxAge != tc.want {
 				t.Errorf("-watch-resume-max-age %s, want %s", c.watchResumeMaxAge, tc.want)
