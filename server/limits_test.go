@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server"
 )
 
@@ -94,27 +95,11 @@ func TestConcurrencyCaps(t *testing.T) {
 				t.Errorf("health check at the cap: %v", err)
 			}
 			cancel()
-			eventually(t, func() error {
+			testwait.Until(t, 10*time.Second, func() error {
 				_, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{})
 				return err
 			})
 		})
-	}
-}
-
-// eventually retries check until it returns nil, for up to 10 seconds.
-func eventually(t *testing.T, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after 10s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -158,5 +143,5 @@ func TestFeedCap(t *testing.T) {
 	requireOK(t, err, "a WatchPurge with every feed taken")
 
 	cancel()
-	eventually(t, func() error { return feed(t.Context()) })
+	testwait.Until(t, 10*time.Second, func() error { return feed(t.Context()) })
 }

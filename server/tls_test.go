@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/testcerts"
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/server/tlscreds"
@@ -111,20 +113,16 @@ func TestTLS(t *testing.T) {
 			"new connections":          func() *grpc.ClientConn { return h.dial(t, clientTLS(t, ca, nil, nil)) },
 			"a connection from before": func() *grpc.ClientConn { return early },
 		} {
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			testwait.Until(t, 10*time.Second, func() error {
 				cn, err := servedCertificate(t, conn())
 				if err != nil {
 					t.Fatalf("%s: health check during rotation: %v", name, err)
 				}
-				if cn == "second" {
-					break
+				if cn != "second" {
+					return fmt.Errorf("%s still see certificate %q after the rotation", name, cn)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s still see certificate %q 10s after the rotation", name, cn)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 		}
 	})
 }
@@ -162,16 +160,11 @@ func TestMutualTLS(t *testing.T) {
 		newCA := testcerts.NewAuthority(t, "new client CA")
 		writeFiles(t, dir, map[string][]byte{"clients.crt": append(append([]byte{}, clientCA.PEM...), newCA.PEM...)})
 		crt, key := newCA.Client(t, "new", "spiffe://fleet.test/new")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := listPurges(clientTLS(t, serverCA, crt, key))
-			if err == nil {
-				break
+		testwait.Until(t, 10*time.Second, func() error {
+			if err := listPurges(clientTLS(t, serverCA, crt, key)); err != nil {
+				return fmt.Errorf("a certificate of the added CA still refused: %v", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a certificate of the added CA still refused 10s later: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server"
 )
 
@@ -145,11 +146,12 @@ func healthOf(t *testing.T, d *daemon, service string) healthpb.HealthCheckRespo
 // eventually polls cond for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s", what)
+	testwait.Until(t, 10*time.Second, func() error {
+		if !cond() {
+			return errors.New(what)
 		}
-	}
+		return nil
+	})
 }
 
 // TestFullDiskRefusesWritesKeepsReadsAndRecovers fills a small disk through

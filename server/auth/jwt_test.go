@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server/auth"
 )
 
@@ -195,17 +197,12 @@ func TestJWKSRotation(t *testing.T) {
 		t.Fatalf("token of the rotated-in key: %v", err)
 	}
 	jwks.set(jwksJSON(t, newKey))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := a.Authenticate(withBearer(oldKey.sign(t, validClaims())))
-		if errors.Is(err, auth.ErrBadCredentials) {
-			break
+	testwait.Until(t, 10*time.Second, func() error {
+		if _, err := a.Authenticate(withBearer(oldKey.sign(t, validClaims()))); !errors.Is(err, auth.ErrBadCredentials) {
+			return fmt.Errorf("token of the retired key: %v, want ErrBadCredentials", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("token of the retired key still accepted after 10s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestJWKSFile: a local key set is read again when the file changes.
@@ -225,26 +222,10 @@ func TestJWKSFile(t *testing.T) {
 	if err := os.WriteFile(path, jwksJSON(t, second), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error {
+	testwait.Until(t, 10*time.Second, func() error {
 		_, err := a.Authenticate(withBearer(second.sign(t, validClaims())))
 		return err
 	})
-}
-
-// eventually retries check until it returns nil, for up to 10 seconds.
-func eventually(t *testing.T, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after 10s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestJWTOptionsRequired(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server/auth"
 )
 
@@ -72,7 +73,7 @@ func TestTokenFile(t *testing.T) {
 
 	t.Run("reload", func(t *testing.T) {
 		writeFile(t, path, "new-token,cron,metadata.read\n")
-		eventually(t, func() error { _, err := a.Authenticate(withBearer("new-token")); return err })
+		testwait.Until(t, 10*time.Second, func() error { _, err := a.Authenticate(withBearer("new-token")); return err })
 		if _, err := a.Authenticate(withBearer("s3cret-cron")); !errors.Is(err, auth.ErrBadCredentials) {
 			t.Errorf("removed token: %v, want ErrBadCredentials", err)
 		}
@@ -111,7 +112,7 @@ func TestTokenFile(t *testing.T) {
 		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() error { _, err := a.Authenticate(withBearer("second")); return err })
+		testwait.Until(t, 10*time.Second, func() error { _, err := a.Authenticate(withBearer("second")); return err })
 	})
 }
 

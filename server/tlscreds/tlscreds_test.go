@@ -1,6 +1,7 @@
 package tlscreds_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/internal/testcerts"
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server/tlscreds"
 )
 
@@ -77,11 +79,10 @@ func TestCertificateFollowsItsFile(t *testing.T) {
 		t.Fatalf("certificate %v, want the one named first", got)
 	}
 	write("rotated")
-	deadline := time.Now().Add(10 * time.Second)
-	for got := c.Certificate(); got == nil || got.Subject.CommonName != "rotated"; got = c.Certificate() {
-		if time.Now().After(deadline) {
-			t.Fatalf("certificate %v 10 s after the rotation, want the one named rotated", got)
+	testwait.Until(t, 10*time.Second, func() error {
+		if got := c.Certificate(); got == nil || got.Subject.CommonName != "rotated" {
+			return fmt.Errorf("certificate %v after the rotation, want the one named rotated", got)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
