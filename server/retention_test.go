@@ -140,6 +140,27 @@ func TestPurgeOverGRPC(t *testing.T) {
 	})
 }
 
+// TestPurgeKeepsVideos: video metadata has no retention (the README says
+// why): a purge of every image type leaves a recording older than its
+// cutoff in place.
+func TestPurgeKeepsVideos(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
+	forEachServer(t, func(t *testing.T, h *harness) {
+		seedMinutes(t, h, 1)
+		old := mustCreateRecording(t, h, recording("cam-0", minute(0)))
+		started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+			Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(minute(2))}})
+		requireOK(t, err, "StartPurge")
+		snaps := watch(t, h, started.GetJob().GetJobId())
+		if last := snaps[len(snaps)-1]; last.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED || last.GetMetadataRowsDeleted() != 3*2 {
+			t.Fatalf("purge ended %v, want the 6 old images deleted", last)
+		}
+		resp, err := h.video.ListVideoMetadata(t.Context(), &metadatav1.ListVideoMetadataRequest{CameraId: "cam-0"})
+		requireOK(t, err, "ListVideoMetadata")
+		requireMessages(t, resp.GetMetadata(), []*metadatav1.VideoMetadata{old})
+	})
+}
+
 func TestStartPurgeRejectsBadInput(t *testing.T) {
 	h := startServer(t, openMemPebble(t))
 	future := timestamp(time.Now().Add(time.Hour))
