@@ -21,12 +21,8 @@ var runtimeStatuses = map[metadatav1.RuntimeStatus]acquisition.Status{
 }
 
 func runtimeStatusOf(s acquisition.Status) metadatav1.RuntimeStatus {
-	for rs, status := range runtimeStatuses {
-		if status == s {
-			return rs
-		}
-	}
-	return metadatav1.RuntimeStatus_RUNTIME_STATUS_UNSPECIFIED
+	rs, _ := keyOf(runtimeStatuses, s) // RUNTIME_STATUS_UNSPECIFIED for none
+	return rs
 }
 
 // acquisitionInstanceService serves metadata.v1.AcquisitionInstanceService.

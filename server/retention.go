@@ -42,22 +42,23 @@ var purgeStates = map[retention.State]metadatav1.PurgeState{
 	retention.Cancelled: metadatav1.PurgeState_PURGE_STATE_CANCELLED,
 }
 
-func stateOf(s metadatav1.PurgeState) (retention.State, bool) {
-	for state, api := range purgeStates {
-		if api == s {
-			return state, true
-		}
-	}
-	return "", false
-}
+func stateOf(s metadatav1.PurgeState) (retention.State, bool) { return keyOf(purgeStates, s) }
 
 func imageTypeOf(k images.Kind) metadatav1.ImageType {
-	for t, kind := range imageTypes {
-		if kind == k {
-			return t
+	t, _ := keyOf(imageTypes, k) // IMAGE_TYPE_UNSPECIFIED for none
+	return t
+}
+
+// keyOf is the key m maps to v, for reading one of this package's enum
+// maps backwards; the maps are a handful of entries, each value once.
+func keyOf[K, V comparable](m map[K]V, v V) (K, bool) {
+	for k, mv := range m {
+		if mv == v {
+			return k, true
 		}
 	}
-	return metadatav1.ImageType_IMAGE_TYPE_UNSPECIFIED
+	var zero K
+	return zero, false
 }
 
 // retentionService serves metadata.v1.RetentionService.
