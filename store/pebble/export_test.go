@@ -62,11 +62,3 @@ func SetBackfillAfterSection(t interface{ Cleanup(func()) }, f func() bool) {
 // ReadsSkipped is how many inserts skipped their existence read below a
 // low mark.
 func ReadsSkipped(d *DB) int64 { return d.readsSkipped.Load() }
-
-// SetSettleUnflushedBytes lowers how much unflushed makes an Exclusive
-// flush first, until the test ends.
-func SetSettleUnflushedBytes(t interface{ Cleanup(func()) }, n uint64) {
-	old := settleUnflushedBytes
-	settleUnflushedBytes = n
-	t.Cleanup(func() { settleUnflushedBytes = old })
-}

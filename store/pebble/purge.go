@@ -23,33 +23,7 @@ func (d *DB) Exclusive(ctx context.Context, through time.Time, stage func(ctx co
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.settleTallies()
 	return d.exclusively(through, func() error { return d.stage(ctx, through, stage) })
-}
-
-// settleUnflushedBytes is how much written since the last flush (the live
-// WAL's size, which tracks the memtables' contents where their own metric
-// gives their allocated arenas) makes an Exclusive flush first
-// (settleTallies). Tests lower it.
-var settleUnflushedBytes uint64 = 4 << 20
-
-// settleTallies flushes the memtable, and waits for the flush, when more
-// than settleUnflushedBytes are unflushed, before a stage takes the gate. A
-// stage reads tallies, and a tally still in the memtable is one merge
-// operand per row written to it, which every read merges one by one:
-// about 100 a camera and day made a purge's stage 5-7x as long in the
-// memtable as on flushed rows (80% of its time), with writes waiting at
-// the gate meanwhile. The flush merges them once, outside the gate, while
-// writes go on; the memtable would have been flushed soon anyway, and the
-// next stages find it small. A failed flush is only logged: the stage is
-// slower, not wrong.
-func (d *DB) settleTallies() {
-	if d.db.Metrics().WAL.Size < settleUnflushedBytes {
-		return
-	}
-	if err := d.db.Flush(); err != nil {
-		d.log.Warn("pebble: flushing the memtable before an exclusive stage", "err", err)
-	}
 }
 
 // stage runs an Exclusive's stage and commits its batch.

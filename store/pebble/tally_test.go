@@ -487,46 +487,6 @@ func TestTalliesSkipScan(t *testing.T) {
 	}
 }
 
-// TestExclusiveSettlesABigMemTableFirst: a stage on a memtable holding
-// more than the settle size finds it flushed before it runs (its tallies merged once,
-// not at every read), and reads the same exact tallies; a stage on a small
-// memtable flushes nothing.
-func TestExclusiveSettlesABigMemTableFirst(t *testing.T) {
-	pebble.SetSettleUnflushedBytes(t, 64<<10)
-	db, images := openTallied(t)
-	ctx := t.Context()
-	const rows = 2000
-	for i := range rows {
-		at := day0.Add(time.Duration(i) * 20 * time.Second)
-		if _, err := images.Insert(ctx, store.Entity{PartitionKey: "cam", RowKey: store.InvertedTicksRowKey(at)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if size := db.Metrics().WAL.Size; size < 64<<10 {
-		t.Fatalf("%d bytes unflushed after %d rows, want more than the settle size", size, rows)
-	}
-	stage := func(flushesBefore int64) (flushed bool, counted int64) {
-		t.Helper()
-		err := db.Exclusive(ctx, time.Time{}, func(ctx context.Context, b store.PurgeBatch) error {
-			flushed = db.Metrics().Flush.Count > flushesBefore
-			return b.Tallies(ctx, images, store.Range{}, day0.Add(24*time.Hour), func(d *store.DayTally) error {
-				counted += d.RowsBefore(d.Day.Add(24 * time.Hour))
-				return nil
-			})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return flushed, counted
-	}
-	if flushed, counted := stage(db.Metrics().Flush.Count); !flushed || counted != rows {
-		t.Errorf("stage on a big memtable: flushed first %t, counted %d rows; want true, %d", flushed, counted, rows)
-	}
-	if flushed, counted := stage(db.Metrics().Flush.Count); flushed || counted != rows {
-		t.Errorf("stage on a small memtable: flushed first %t, counted %d rows; want false, %d", flushed, counted, rows)
-	}
-}
-
 // TestFailingStageCommitsNothing: a stage's error undoes all it staged.
 func TestFailingStageCommitsNothing(t *testing.T) {
 	db := openMem(t, vfs.NewMem())
