@@ -60,6 +60,15 @@ type PurgeBatch interface {
 	// tally of that partition up to boundary's day, as Tallies visited
 	// them. It returns how many rows it deletes.
 	DeleteRowsBefore(t Table, partition string, boundary time.Time, tallies []DayTally) (int64, error)
+	// ThinRows keeps, of t's partition's rows captured in [from, to), one
+	// per interval of every (intervals aligned on multiples of every since
+	// the first instant): the earliest for which prefer is true, else the
+	// earliest (prefer nil: the earliest). It deletes the others, by range,
+	// updates their tallies and returns their row keys, newest first, for
+	// their index rows. every is whole minutes and divides a day; from and
+	// to lie on its boundaries. Reads are of the committed store: the batch
+	// must not have deleted these rows already.
+	ThinRows(ctx context.Context, t Table, partition string, from, to time.Time, every time.Duration, prefer func(Entity) bool) ([]string, error)
 	// DeletePartitions deletes every row of t's partitions in partitions
 	// by one range deletion. t must not be tallied.
 	DeletePartitions(t Table, partitions Range) error

@@ -90,6 +90,10 @@ func (b purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary t
 	return b.inner.DeleteRowsBefore(Unwrap(t), partition, boundary, tallies)
 }
 
+func (b purgeBatch) ThinRows(ctx context.Context, t store.Table, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
+	return b.inner.ThinRows(ctx, Unwrap(t), partition, from, to, every, prefer)
+}
+
 func (b purgeBatch) DeletePartitions(t store.Table, partitions store.Range) error {
 	return b.inner.DeletePartitions(Unwrap(t), partitions)
 }

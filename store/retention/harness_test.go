@@ -584,6 +584,10 @@ func (u unhookedBatch) DeleteRowsBefore(t store.Table, partition string, boundar
 	return u.b.DeleteRowsBefore(unhooked(t), partition, boundary, tallies)
 }
 
+func (u unhookedBatch) ThinRows(ctx context.Context, t store.Table, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
+	return u.b.ThinRows(ctx, unhooked(t), partition, from, to, every, prefer)
+}
+
 func (u unhookedBatch) DeletePartitions(t store.Table, partitions store.Range) error {
 	return u.b.DeletePartitions(unhooked(t), partitions)
 }

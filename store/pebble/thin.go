@@ -1,0 +1,180 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// ThinRows stages the thinning of a tallied table's partition over
+// [from, to): of each interval of every, it keeps one row and deletes the
+// others by range, their tallies following with a removal record each. Row
+// keys are inverted ticks, newest first, so an interval's rows are one key
+// range, read once for its keys (values only when prefer is given, to
+// choose by them), and cost one range deletion, or two around a keeper
+// prefer chose from their middle. It returns the deleted row keys, newest
+// first, for their index rows.
+func (b *purgeBatch) ThinRows(ctx context.Context, t store.Table, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
+	own, err := b.tallied(t, "thin rows")
+	if err != nil {
+		return nil, err
+	}
+	from, to = from.UTC(), to.UTC()
+	if err := checkThinning(partition, from, to, every); err != nil {
+		return nil, fmt.Errorf("pebble: thin rows of %s/%s: %w", own.name, partition, err)
+	}
+	if !b.horizon.from.IsZero() && to.After(b.horizon.from) {
+		return nil, fmt.Errorf("pebble: thin rows of %s/%s: %s is past the section's horizon %s", own.name, partition, to.Format(time.RFC3339), b.horizon.from.Format(time.RFC3339))
+	}
+	rows := store.InvertedTicksRows(&from, &to)
+	iter, err := b.d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: appendKey(nil, own.key, partition, rows.From),
+		UpperBound: appendKey(nil, own.key, partition, rows.To),
+	})
+	if err != nil {
+		return nil, engineError("iterate", err)
+	}
+	defer iter.Close()
+	th := thinner{b: b, own: own, partition: partition, tallies: map[string][]byte{}}
+	read := 0
+	for valid := iter.First(); valid; valid = iter.Next() {
+		if read++; read%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		key := bytes.Clone(iter.Key())
+		_, rowKey, err := decodeKey(own.key, key)
+		if err != nil {
+			return nil, err
+		}
+		at, err := store.TimeFromInvertedTicksRowKey(rowKey)
+		if err != nil {
+			return nil, fmt.Errorf("%w: row key %q of %s in a capture range", errCorrupt, rowKey, own.name)
+		}
+		preferred := false
+		if prefer != nil {
+			value, err := iter.ValueAndErr()
+			if err != nil {
+				return nil, engineError("read", err)
+			}
+			e, err := decodeValue(partition, rowKey, value)
+			if err != nil {
+				return nil, err
+			}
+			preferred = prefer(e)
+		}
+		if err := th.add(thinRow{key: key, rowKey: rowKey, interval: at.Truncate(every), preferred: preferred}); err != nil {
+			return nil, err
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return nil, engineError("iterate", err)
+	}
+	if err := th.flush(); err != nil {
+		return nil, err
+	}
+	for key, records := range th.tallies {
+		if err := b.batch.Merge([]byte(key), records, nil); err != nil {
+			return nil, fmt.Errorf("pebble: tally: %w", err)
+		}
+	}
+	return th.deleted, nil
+}
+
+// checkThinning checks ThinRows' bounds: intervals of whole minutes that
+// divide a day, so that every day starts one and a tally's minutes are
+// an interval's, and from and to on their boundaries.
+func checkThinning(partition string, from, to time.Time, every time.Duration) error {
+	if err := store.ValidateKey(partition); err != nil {
+		return err
+	}
+	switch {
+	case every < time.Minute || every%time.Minute != 0 || (24*time.Hour)%every != 0:
+		return fmt.Errorf("interval %s is not whole minutes dividing a day", every)
+	case !from.Truncate(every).Equal(from) || !to.Truncate(every).Equal(to):
+		return fmt.Errorf("[%s, %s) does not start and end on %s boundaries", from.Format(time.RFC3339), to.Format(time.RFC3339), every)
+	case !from.Before(to):
+		return fmt.Errorf("[%s, %s) is empty", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// thinRow is one row ThinRows read.
+type thinRow struct {
+	key       []byte
+	rowKey    string
+	interval  time.Time
+	preferred bool
+}
+
+// thinner gathers an interval's rows, newest first, and stages the
+// deletion of all but its keeper once the interval's last row is read.
+type thinner struct {
+	b         *purgeBatch
+	own       *table
+	partition string
+	group     []thinRow
+	deleted   []string
+	// tallies are the removal records staged per tally key.
+	tallies map[string][]byte
+}
+
+func (th *thinner) add(r thinRow) error {
+	if len(th.group) > 0 && !th.group[0].interval.Equal(r.interval) {
+		if err := th.flush(); err != nil {
+			return err
+		}
+	}
+	th.group = append(th.group, r)
+	return nil
+}
+
+// flush stages the thinning of the gathered interval: the keeper is its
+// earliest row (the last read) that is preferred, else its earliest.
+func (th *thinner) flush() error {
+	g := th.group
+	th.group = th.group[:0]
+	if len(g) < 2 {
+		return nil
+	}
+	keeper := len(g) - 1
+	for i := len(g) - 1; i >= 0; i-- {
+		if g[i].preferred {
+			keeper = i
+			break
+		}
+	}
+	if keeper > 0 {
+		if err := th.deleteRange(g[0].key, g[keeper].key); err != nil {
+			return err
+		}
+	}
+	if keeper < len(g)-1 {
+		if err := th.deleteRange(append(bytes.Clone(g[keeper].key), 0), append(bytes.Clone(g[len(g)-1].key), 0)); err != nil {
+			return err
+		}
+	}
+	for i, r := range g {
+		if i == keeper {
+			continue
+		}
+		th.deleted = append(th.deleted, r.rowKey)
+		key, record, _ := rowTally(th.own.key, th.partition, r.rowKey, true)
+		th.tallies[string(key)] = append(th.tallies[string(key)], record...)
+	}
+	return nil
+}
+
+func (th *thinner) deleteRange(lower, upper []byte) error {
+	if err := th.b.batch.DeleteRange(lower, upper, nil); err != nil {
+		return fmt.Errorf("pebble: delete range: %w", err)
+	}
+	th.b.tombstones++
+	return nil
+}
