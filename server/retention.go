@@ -238,6 +238,7 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 		RowsPerSecond:       int32(j.RowsPerSecond),
 		UsePolicies:         j.UsePolicies,
 		DevicesHeld:         totals.DevicesHeld,
+		MetadataRowsThinned: totals.ThinnedRows,
 
 		MetadataRowsDeletedLowerBound: totals.MetadataRowsLowerBound,
 	}
@@ -258,6 +259,7 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 			MetadataRowsDeleted: k.Counts.MetadataRows,
 			IndexRowsDeleted:    k.Counts.IndexRows,
 			DevicesHeld:         k.Counts.DevicesHeld,
+			MetadataRowsThinned: k.Counts.ThinnedRows,
 
 			MetadataRowsDeletedLowerBound: k.Counts.MetadataRowsLowerBound,
 		})

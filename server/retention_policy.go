@@ -2,10 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
@@ -27,14 +31,14 @@ const (
 )
 
 // policyPaths are the update_mask paths of a policy, in field order, and
-// the image kinds whose days they change.
+// the image kinds whose days and tiers they change.
 var policyPaths = []struct {
-	path string
-	kind images.Kind
+	path, thinning string
+	kind           images.Kind
 }{
-	{"single_retention_days", images.Single},
-	{"pano_retention_days", images.Pano},
-	{"pre_stitch_retention_days", images.PreStitch},
+	{"single_retention_days", "single_thinning", images.Single},
+	{"pano_retention_days", "pano_thinning", images.Pano},
+	{"pre_stitch_retention_days", "pre_stitch_thinning", images.PreStitch},
 }
 
 func policyName(p retention.Policy) string {
@@ -55,7 +59,59 @@ func policyMessage(p retention.Policy) *metadatav1.RetentionPolicy {
 		PreStitchRetentionDays: int32(p.Days[images.PreStitch]),
 		UpdateTime:             optionalTimestamp(p.Updated),
 		Etag:                   p.ETag,
+		SingleThinning:         tierMessages(p.Tiers[images.Single]),
+		PanoThinning:           tierMessages(p.Tiers[images.Pano]),
+		PreStitchThinning:      tierMessages(p.Tiers[images.PreStitch]),
 	}
+}
+
+func tierMessages(tiers []retention.Tier) []*metadatav1.ThinningTier {
+	var out []*metadatav1.ThinningTier
+	for _, t := range tiers {
+		out = append(out, &metadatav1.ThinningTier{AfterDays: int32(t.AfterDays),
+			KeepOnePer: durationpb.New(t.KeepOnePer), UntilDays: int32(t.UntilDays)})
+	}
+	return out
+}
+
+// policyTiers are a policy message's tiers, in policyPaths' order.
+func policyTiers(m *metadatav1.RetentionPolicy) [][]*metadatav1.ThinningTier {
+	return [][]*metadatav1.ThinningTier{m.GetSingleThinning(), m.GetPanoThinning(), m.GetPreStitchThinning()}
+}
+
+// checkTiers reads a kind's tiers from field and checks them with
+// retention.CheckTiers against days, the kind's retention in the request
+// (-1 when the update leaves the stored days: only the tiers' own order
+// is checked here, and the merged policy by the update).
+func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, days, floor int32) []retention.Tier {
+	tiers := make([]retention.Tier, 0, len(msgs))
+	for i, m := range msgs {
+		t := retention.Tier{AfterDays: int(m.GetAfterDays()), UntilDays: int(m.GetUntilDays())}
+		switch d := m.GetKeepOnePer(); {
+		case d == nil:
+			v.add(fmt.Sprintf("%s[%d].keep_one_per", field, i), "required")
+		case d.CheckValid() != nil:
+			v.add(fmt.Sprintf("%s[%d].keep_one_per", field, i), "not a valid duration")
+		default:
+			t.KeepOnePer = d.AsDuration()
+		}
+		tiers = append(tiers, t)
+	}
+	against := int(max(days, 0))
+	for _, p := range retention.CheckTiers(against, tiers, int(floor)) {
+		if p.Field == "keep_one_per" && tiers[p.Tier].KeepOnePer == 0 {
+			continue // reported above
+		}
+		v.add(tierField(field, p), p.Problem)
+	}
+	return tiers
+}
+
+func tierField(field string, p retention.TierProblem) string {
+	if p.Tier < 0 {
+		return field
+	}
+	return fmt.Sprintf("%s[%d].%s", field, p.Tier, p.Field)
 }
 
 func holdMessage(h retention.Hold) *metadatav1.LegalHold {
@@ -113,50 +169,80 @@ func (v *violations) checkDays(field string, days, floor int32) {
 	}
 }
 
-// toPolicy checks a policy message and reads it.
-func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor int32) retention.Policy {
+// toPolicy checks a policy message and reads it; whole says it is the
+// whole policy (a create), so that its tiers are checked against its days.
+func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor int32, whole bool) retention.Policy {
 	scope, target := v.checkPolicyName(field+".name", m.GetName())
 	days := []int32{m.GetSingleRetentionDays(), m.GetPanoRetentionDays(), m.GetPreStitchRetentionDays()}
-	p := retention.Policy{Scope: scope, Target: target, Days: map[images.Kind]int{}}
+	p := retention.Policy{Scope: scope, Target: target, Days: map[images.Kind]int{}, Tiers: map[images.Kind][]retention.Tier{}}
 	for i, pp := range policyPaths {
 		v.checkDays(field+"."+pp.path, days[i], floor)
 		if days[i] > 0 {
 			p.Days[pp.kind] = int(days[i])
 		}
+		against := days[i]
+		if !whole {
+			against = -1
+		}
+		if tiers := v.checkTiers(field+"."+pp.thinning, policyTiers(m)[i], against, floor); len(tiers) > 0 {
+			p.Tiers[pp.kind] = tiers
+		}
 	}
 	return p
 }
 
-// checkPolicyMask returns the kinds an update changes. An empty mask names
-// the fields m sets to a value other than 0 (AIP-134); "*" alone names all.
-func (v *violations) checkPolicyMask(mask *fieldmaskpb.FieldMask, p retention.Policy) []images.Kind {
+// hasTiers reports whether p thins any kind.
+func hasTiers(p retention.Policy) bool {
+	for _, t := range p.Tiers {
+		if len(t) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// thinningUnsupported is the status of a policy with tiers on a backend
+// whose purge does not apply them yet.
+var thinningUnsupported = status.Error(codes.FailedPrecondition,
+	"thinning tiers are not supported on this backend yet (the embedded store applies them)")
+
+// checkPolicyMask returns the kinds whose days and whose tiers an update
+// changes. An empty mask names the fields m sets (days other than 0, or
+// tiers; AIP-134); "*" alone names all.
+func (v *violations) checkPolicyMask(mask *fieldmaskpb.FieldMask, p retention.Policy) (days, thinning []images.Kind) {
 	paths := mask.GetPaths()
-	var kinds []images.Kind
 	switch {
 	case len(paths) == 0:
 		for _, pp := range policyPaths {
 			if p.Days[pp.kind] > 0 {
-				kinds = append(kinds, pp.kind)
+				days = append(days, pp.kind)
+			}
+			if len(p.Tiers[pp.kind]) > 0 {
+				thinning = append(thinning, pp.kind)
 			}
 		}
-		return kinds
+		return days, thinning
 	case len(paths) == 1 && paths[0] == "*":
 		for _, pp := range policyPaths {
-			kinds = append(kinds, pp.kind)
+			days, thinning = append(days, pp.kind), append(thinning, pp.kind)
 		}
-		return kinds
+		return days, thinning
 	}
 paths:
 	for i, path := range paths {
 		for _, pp := range policyPaths {
-			if pp.path == path {
-				kinds = append(kinds, pp.kind)
+			switch path {
+			case pp.path:
+				days = append(days, pp.kind)
+				continue paths
+			case pp.thinning:
+				thinning = append(thinning, pp.kind)
 				continue paths
 			}
 		}
 		v.maskViolation(i, path, "name", "update_time", "etag")
 	}
-	return kinds
+	return days, thinning
 }
 
 // maskViolation reports path i of an update_mask that names no updatable field.
@@ -189,9 +275,12 @@ func (s *retentionService) CreateRetentionPolicy(ctx context.Context, req *metad
 		v.add("retention_policy", "required")
 		return nil, v.err()
 	}
-	p := v.toPolicy("retention_policy", m, s.minDays)
+	p := v.toPolicy("retention_policy", m, s.minDays, true)
 	if err := v.err(); err != nil {
 		return nil, err
+	}
+	if hasTiers(p) && !s.engine.Thins() {
+		return nil, thinningUnsupported
 	}
 	created, err := s.engine.Policies().CreatePolicy(ctx, p)
 	if err != nil {
@@ -237,14 +326,29 @@ func (s *retentionService) UpdateRetentionPolicy(ctx context.Context, req *metad
 		v.add("retention_policy", "required")
 		return nil, v.err()
 	}
-	p := v.toPolicy("retention_policy", m, s.minDays)
-	kinds := v.checkPolicyMask(req.GetUpdateMask(), p)
+	p := v.toPolicy("retention_policy", m, s.minDays, false)
+	kinds, thinning := v.checkPolicyMask(req.GetUpdateMask(), p)
 	if err := v.err(); err != nil {
 		return nil, err
 	}
+	for _, k := range thinning {
+		if len(p.Tiers[k]) > 0 && !s.engine.Thins() {
+			return nil, thinningUnsupported
+		}
+	}
 	updated, err := s.engine.Policies().UpdatePolicy(ctx, retention.PolicyUpdate{
-		Policy: p, Kinds: kinds, AllowMissing: req.GetAllowMissing(), IfMatch: m.GetEtag(),
+		Policy: p, Kinds: kinds, Thinning: thinning, AllowMissing: req.GetAllowMissing(), IfMatch: m.GetEtag(),
 	})
+	if perr := (*retention.PolicyError)(nil); errors.As(err, &perr) {
+		// The update's fields and the stored ones disagree (tiers past the
+		// days kept): name the field of the kind's tiers.
+		for _, pp := range policyPaths {
+			if pp.kind == perr.Kind {
+				v.add(tierField("retention_policy."+pp.thinning, perr.TierProblem), perr.Problem+" (as updated)")
+			}
+		}
+		return nil, v.err()
+	}
 	if err != nil {
 		return nil, s.policyStatus(ctx, m.GetName(), err)
 	}

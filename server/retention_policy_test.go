@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store/retention"
@@ -322,6 +323,36 @@ func TestRetentionPolicyValidation(t *testing.T) {
 		{"star with another path", func() error {
 			return update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 30}, "single_retention_days", "*")
 		}, "update_mask.paths[1]"},
+		{"tier below the floor", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleThinning: []*metadatav1.ThinningTier{
+				{AfterDays: 3, KeepOnePer: durationpb.New(time.Hour)}}})
+		}, "retention_policy.single_thinning[0].after_days"},
+		{"tier without an interval", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", PanoThinning: []*metadatav1.ThinningTier{
+				{AfterDays: 30}}})
+		}, "retention_policy.pano_thinning[0].keep_one_per"},
+		{"tier interval not dividing a day", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", PanoThinning: []*metadatav1.ThinningTier{
+				{AfterDays: 30, KeepOnePer: durationpb.New(7 * time.Minute)}}})
+		}, "retention_policy.pano_thinning[0].keep_one_per"},
+		{"tiers overlapping", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", PreStitchThinning: []*metadatav1.ThinningTier{
+				{AfterDays: 30, KeepOnePer: durationpb.New(time.Hour), UntilDays: 90},
+				{AfterDays: 60, KeepOnePer: durationpb.New(24 * time.Hour)}}})
+		}, "retention_policy.pre_stitch_thinning[1].after_days"},
+		{"tier past the days", func() error {
+			return policy(&metadatav1.RetentionPolicy{Name: "retentionPolicies/default", SingleRetentionDays: 60, SingleThinning: []*metadatav1.ThinningTier{
+				{AfterDays: 30, KeepOnePer: durationpb.New(time.Hour), UntilDays: 90}}})
+		}, "retention_policy.single_thinning[0].until_days"},
+		{"update tiers past the days", func() error {
+			// The stored days (set first) and the update's tiers disagree.
+			if err := update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/cameras/cam-9", SingleRetentionDays: 60}, "single_retention_days"); err != nil {
+				return err
+			}
+			defer rs.DeleteRetentionPolicy(ctx, &metadatav1.DeleteRetentionPolicyRequest{Name: "retentionPolicies/cameras/cam-9"})
+			return update(&metadatav1.RetentionPolicy{Name: "retentionPolicies/cameras/cam-9", SingleThinning: []*metadatav1.ThinningTier{
+				{AfterDays: 30, KeepOnePer: durationpb.New(time.Hour), UntilDays: 90}}}, "single_thinning")
+		}, "retention_policy.single_thinning[0].until_days"},
 		{"get a bad name", func() error {
 			_, err := rs.GetRetentionPolicy(ctx, &metadatav1.GetRetentionPolicyRequest{Name: "retentionPolicies/defaults"})
 			return err
@@ -408,6 +439,66 @@ func TestPurgeWithPoliciesOverGRPC(t *testing.T) {
 			if got := singleCount(t, h, camera); got != want {
 				t.Errorf("%s keeps %d single images, want %d", camera, got, want)
 			}
+		}
+	})
+}
+
+// TestThinningOverGRPC: a policy's tiers round-trip and change by their
+// mask paths, and a purge with policies keeps one image per interval of
+// them, counted as thinned; on Azure, whose purge does not thin yet, a
+// policy with tiers is refused and nothing is written.
+func TestThinningOverGRPC(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
+	forEachBackend(t, func(t *testing.T, b backend) {
+		now := minute(0).Add(retention.Days(3))
+		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, now: func() time.Time { return now }})
+		ctx, rs := t.Context(), h.retention
+		tiers := []*metadatav1.ThinningTier{{AfterDays: 1, KeepOnePer: durationpb.New(time.Hour)}}
+		_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+			Name: "retentionPolicies/default", SingleThinning: tiers}})
+		if b.name == "azure" {
+			requireCode(t, err, codes.FailedPrecondition)
+			_, err = rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+				Name: "retentionPolicies/default", SingleThinning: tiers}, AllowMissing: true})
+			requireCode(t, err, codes.FailedPrecondition)
+			_, err = rs.GetRetentionPolicy(ctx, &metadatav1.GetRetentionPolicyRequest{Name: "retentionPolicies/default"})
+			requireCode(t, err, codes.NotFound)
+			return
+		}
+		requireOK(t, err, "create a policy with tiers")
+		got, err := rs.GetRetentionPolicy(ctx, &metadatav1.GetRetentionPolicyRequest{Name: "retentionPolicies/default"})
+		requireOK(t, err, "get")
+		if p := got.GetRetentionPolicy(); len(p.GetSingleThinning()) != 1 || !proto.Equal(p.GetSingleThinning()[0], tiers[0]) || p.GetSingleRetentionDays() != 0 {
+			t.Fatalf("stored %v, want the tier and no days", p)
+		}
+		// The pano tiers change by their path alone; the single ones stay.
+		upd, err := rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+			Name: "retentionPolicies/default", PanoThinning: tiers}, UpdateMask: mask("pano_thinning")})
+		requireOK(t, err, "update pano_thinning")
+		if p := upd.GetRetentionPolicy(); len(p.GetSingleThinning()) != 1 || len(p.GetPanoThinning()) != 1 {
+			t.Fatalf("updated %v, want single and pano tiers", p)
+		}
+		seedMinutes(t, h, 2) // minutes 0-3 of one hour, two days old
+		start, err := rs.StartPurge(ctx, &metadatav1.StartPurgeRequest{UsePolicies: true})
+		requireOK(t, err, "StartPurge")
+		snaps := watch(t, h, start.GetJob().GetJobId())
+		j := snaps[len(snaps)-1]
+		if j.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED {
+			t.Fatalf("job %v", j)
+		}
+		// Of each camera's hour, single and pano keep their first image.
+		if j.GetMetadataRowsDeleted() != 12 || j.GetMetadataRowsThinned() != 12 || j.GetIndexRowsDeleted() != 12 {
+			t.Errorf("counts %v, want 3 of 4 rows thinned per camera and type (single, pano)", j)
+		}
+		for _, tc := range j.GetTypeCounts() {
+			if tc.GetMetadataRowsThinned() != 6 {
+				t.Errorf("%s: %d rows thinned, want 6", tc.GetImageType(), tc.GetMetadataRowsThinned())
+			}
+		}
+		resp, err := h.single.ListSingleImageMetadata(ctx, &metadatav1.ListSingleImageMetadataRequest{CameraId: "cam-0"})
+		requireOK(t, err, "list")
+		if m := resp.GetMetadata(); len(m) != 1 || !m[0].GetCapturedAt().AsTime().Equal(minute(0)) {
+			t.Errorf("cam-0 keeps %v, want its image of minute 0 alone", m)
 		}
 	})
 }

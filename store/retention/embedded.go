@@ -52,7 +52,10 @@ type surveyed struct {
 	// boundary is the camera's own (the job's without policies); zero if
 	// its rows are kept.
 	boundary time.Time
-	rows     int64
+	// thin are the windows its tiers thin.
+	thin []thinWindow
+	// rows it would lose, thinned the thinned ones of them.
+	rows, thinned int64
 }
 
 // embeddedRun is one kind of one job on a Purger.
@@ -63,8 +66,11 @@ type embeddedRun struct {
 	kind           images.Kind
 	repo           *images.Repository
 	primary, index store.Table
-	// through is the newest boundary any camera can have.
-	through  time.Time
+	// through is the newest instant any camera's rows can go before: its
+	// boundary, or the end of its newest thinning window.
+	through time.Time
+	// aged is the newest boundary any camera can have.
+	aged     time.Time
 	policies *resolver
 	// planned are the cameras the survey would purge, sorted: a camera held
 	// since counts as held (Counts.DevicesHeld).
@@ -93,7 +99,8 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 			return err
 		}
 	}
-	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], through: j.boundary(kind)}
+	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind)}
+	r.through = maxTime(r.aged, p.ThinThrough)
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
 	if j.DryRun {
@@ -184,6 +191,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 				c.DevicesTotal++
 				c.DevicesDone++
 				c.MetadataRows += s.rows
+				c.ThinnedRows += s.thinned
 			}
 		}
 		c.IndexRows = c.MetadataRows
@@ -197,7 +205,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	r.surveyed = make(map[string]time.Time, len(cameras))
 	for _, s := range cameras {
 		r.surveyed[s.id] = s.boundary
-		if !s.boundary.IsZero() && s.rows > 0 {
+		if s.rows > 0 {
 			r.planned = append(r.planned, s.id)
 		}
 	}
@@ -272,16 +280,16 @@ func (r *embeddedRun) stopped(ctx context.Context, j *Job, done string, indexBef
 	return errCancelled
 }
 
-// survey reads the tallies up to the newest boundary, as they stand while
-// creates go on, for the cameras with rows there, sorted, each with its
-// boundary and the rows it would lose; and the minute up to which the
-// index can go by range: the job's boundary without policies, else the
-// oldest of the purged cameras' boundaries and the kept cameras' oldest
-// rows.
+// survey reads the tallies up to the newest boundary or thinning window,
+// as they stand while creates go on, for the cameras with rows there,
+// sorted, each with its rule and the rows it would lose; and the minute up
+// to which the index can go by range: the job's boundary without
+// policies, else the oldest of the purged cameras' boundaries and the kept
+// cameras' oldest rows (thinned rows' index rows go by derived key).
 func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time, error) {
 	at := map[string]int{}
 	var out []surveyed
-	indexBefore := r.through
+	indexBefore := r.aged
 	err := r.purger.Tallies(ctx, r.primary, store.Range{}, r.through, func(t *store.DayTally) error {
 		i, found := at[t.PartitionKey]
 		if !found {
@@ -290,21 +298,25 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 			if !any {
 				return nil
 			}
-			b, err := r.boundary(ctx, j, t.PartitionKey, oldest)
+			c, err := r.rule(ctx, j, t.PartitionKey, oldest)
 			if err != nil {
 				return err
 			}
 			i = len(out)
 			at[t.PartitionKey] = i
-			out = append(out, surveyed{id: t.PartitionKey, boundary: b})
-			if b.IsZero() {
+			out = append(out, surveyed{id: t.PartitionKey, boundary: c.boundary, thin: c.thin})
+			if c.boundary.IsZero() {
 				indexBefore = minTime(indexBefore, oldest)
 			} else {
-				indexBefore = minTime(indexBefore, b)
+				indexBefore = minTime(indexBefore, c.boundary)
 			}
 		}
-		if b := out[i].boundary; !b.IsZero() {
-			out[i].rows += t.RowsBefore(b)
+		s := &out[i]
+		if !s.boundary.IsZero() {
+			s.rows += t.RowsBefore(s.boundary)
+		}
+		for _, span := range thinSpans(t, s.thin) {
+			s.rows, s.thinned = s.rows+span.extra, s.thinned+span.extra
 		}
 		return nil
 	})
@@ -312,18 +324,19 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 	return out, indexBefore, err
 }
 
-// boundary is a camera's: the job's without policies, else its policy's,
-// zero if its rows are kept (no retention, or a legal hold). oldest is its
-// oldest row: the hold is read only for a camera whose policy expires it.
-func (r *embeddedRun) boundary(ctx context.Context, j *Job, camera string, oldest time.Time) (time.Time, error) {
+// rule is a camera's: the job's boundary without policies, else its
+// policy's boundary, zero if its rows are kept by age (no retention, or a
+// legal hold), and its tiers' windows. oldest is its oldest row: the hold
+// is read only for a camera whose policy deletes some.
+func (r *embeddedRun) rule(ctx context.Context, j *Job, camera string, oldest time.Time) (cameraRule, error) {
 	if r.policies == nil {
-		return j.Boundary(), nil
+		return cameraRule{boundary: j.Boundary(), purge: true}, nil
 	}
-	b, purge, err := r.policies.resolve(ctx, camera, oldest)
-	if err != nil || !purge {
-		return time.Time{}, err
+	c, err := r.policies.resolve(ctx, camera, oldest)
+	if !c.purge {
+		c.boundary = time.Time{}
 	}
-	return b, nil
+	return c, err
 }
 
 // section purges the cameras with ids in [from, to) (all of them when
@@ -412,7 +425,10 @@ type sectionScan struct {
 // sectionCamera is what a section has learnt of a camera.
 type sectionCamera struct {
 	boundary time.Time // its rows before it go; zero: it keeps them
-	purged   bool
+	// thin are the windows its tiers thin in this section: none for a
+	// camera an earlier section thinned.
+	thin   []thinWindow
+	purged bool
 }
 
 // tally deletes a camera's rows of one day before its boundary, finding
@@ -428,7 +444,11 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		if s.limit > 0 && len(s.seen) >= s.limit {
 			return errSectionFull
 		}
+		// A camera an earlier section resolved is not thinned again here:
+		// its section did, and a hold placed since must stand. What lands
+		// in its windows meanwhile waits for the next pass.
 		bnd, known := r.surveyed[t.PartitionKey]
+		var thin []thinWindow
 		switch {
 		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
 			// Kept when surveyed; an earlier section saw it so too.
@@ -437,33 +457,30 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 			// Purged by an earlier section, nothing created since.
 			bnd = time.Time{}
 		default:
-			var err error
-			if bnd, err = r.boundary(ctx, s.j, t.PartitionKey, oldest); err != nil {
+			c, err := r.rule(ctx, s.j, t.PartitionKey, oldest)
+			if err != nil {
 				return err
 			}
+			bnd, thin = c.boundary, c.thin
 			if bnd.IsZero() {
 				s.keptBefore = minTime(s.keptBefore, oldest)
-				if r.wasPlanned(t.PartitionKey) {
+				if len(thin) == 0 && r.wasPlanned(t.PartitionKey) {
 					s.c.DevicesHeld++
 				}
 			} else {
 				s.keptBefore = minTime(s.keptBefore, bnd)
 			}
 		}
-		cam = sectionCamera{boundary: bnd}
+		cam = sectionCamera{boundary: bnd, thin: thin}
 	}
-	was := cam
+	wasPurged := cam.purged
 	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
 		n, err := s.b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
 		if err != nil {
 			return err
 		}
 		if n > 0 {
-			if !cam.purged {
-				cam.purged = true
-				s.c.DevicesTotal++
-				s.c.DevicesDone++
-			}
+			cam.purged = true
 			s.c.MetadataRows += n
 			indexRows, err := r.deleteIndexRows(ctx, s.b, t, s.indexBefore, cam.boundary)
 			if err != nil {
@@ -472,10 +489,57 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 			s.c.IndexRows += indexRows
 		}
 	}
-	if !ok || cam != was {
+	if len(cam.thin) > 0 {
+		n, indexRows, err := r.thinDay(ctx, s.b, t, cam.thin)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			cam.purged = true
+			s.c.MetadataRows += n
+			s.c.ThinnedRows += n
+			s.c.IndexRows += indexRows
+		}
+	}
+	if cam.purged && !wasPurged {
+		s.c.DevicesTotal++
+		s.c.DevicesDone++
+	}
+	if !ok || cam.purged != wasPurged {
 		s.seen[t.PartitionKey] = cam
 	}
 	return nil
+}
+
+// thinDay thins a camera's day in its windows: each run of intervals its
+// tally shows with more than one row is thinned by ThinRows (a pano's
+// keeper the first clear-day image of its interval, when there is one),
+// and the deleted rows' index rows go by their derived keys in the same
+// batch. It returns the primary and index rows it deleted.
+func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []thinWindow) (rows, indexRows int64, err error) {
+	var prefer func(store.Entity) bool
+	if r.kind == images.Pano {
+		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
+	}
+	for _, span := range thinSpans(t, windows) {
+		deleted, err := b.ThinRows(ctx, r.primary, t.PartitionKey, span.from, span.to, span.every, prefer)
+		if err != nil {
+			return 0, 0, err
+		}
+		rows += int64(len(deleted))
+		for _, rowKey := range deleted {
+			for _, k := range r.repo.IndexKeys(t.PartitionKey, rowKey) {
+				found, err := b.Delete(r.index, k)
+				if err != nil {
+					return 0, 0, err
+				}
+				if found {
+					indexRows++
+				}
+			}
+		}
+	}
+	return rows, indexRows, nil
 }
 
 // endSections is the last section's own work, in its batch: the index

@@ -151,6 +151,9 @@ func (o Options) withDefaults() Options {
 var (
 	// ErrNoKinds reports a purge of no image kind.
 	ErrNoKinds = errors.New("retention: no image kind to purge")
+	// ErrThinningUnsupported reports a purge with policies whose tiers
+	// this backend cannot apply yet (Azure: docs/thinning.md).
+	ErrThinningUnsupported = errors.New("retention: thinning tiers are not supported on this backend yet")
 	// ErrFutureCutoff reports a cutoff after now.
 	ErrFutureCutoff = errors.New("retention: cutoff is in the future")
 )
@@ -297,10 +300,10 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
 		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies}
-	var shortest map[images.Kind]int
+	var reaches map[images.Kind]reach
 	if req.UsePolicies {
 		var err error
-		if shortest, err = e.policies.shortest(ctx); err != nil {
+		if reaches, err = e.policies.reaches(ctx); err != nil {
 			return nil, err
 		}
 		j.Cutoff = time.Time{}
@@ -314,13 +317,21 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		}
 		p := &KindProgress{Kind: k, Phase: phasePlan}
 		if req.UsePolicies {
-			days, ok := shortest[k]
-			if !ok {
+			rch, ok := reaches[k]
+			switch {
+			case !ok:
 				continue
+			case rch.thinAfter > 0 && e.purger == nil:
+				return nil, fmt.Errorf("%w: %s", ErrThinningUnsupported, k)
 			}
-			p.Cutoff = now.Add(-Days(days))
-			if p.Cutoff.After(j.Cutoff) {
-				j.Cutoff = p.Cutoff
+			if rch.days > 0 {
+				p.Cutoff = now.Add(-Days(rch.days))
+				if p.Cutoff.After(j.Cutoff) {
+					j.Cutoff = p.Cutoff
+				}
+			}
+			if rch.thinAfter > 0 {
+				p.ThinThrough = now.Add(-Days(rch.thinAfter))
 			}
 		}
 		j.Kinds = append(j.Kinds, p)
@@ -700,6 +711,10 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	}
 	e.log.Info("purge finished", attrs...)
 }
+
+// Thins reports whether the engine applies policies' thinning tiers: on
+// the embedded store, not yet on Azure.
+func (e *Engine) Thins() bool { return e.purger != nil }
 
 // Kinds lists the kinds the engine can purge, in the order of images.Kinds.
 func (e *Engine) Kinds() []images.Kind {

@@ -55,6 +55,9 @@ type Counts struct {
 	// DevicesHeld counts the cameras of a purge with policies that a legal
 	// hold placed after planning spared: planned, never deleted.
 	DevicesHeld int64 `json:"devicesHeld,omitempty"`
+	// ThinnedRows counts the primary rows of MetadataRows that thinning
+	// tiers deleted rather than age (their index rows are in IndexRows).
+	ThinnedRows int64 `json:"thinnedRows,omitempty"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -64,6 +67,7 @@ func (c *Counts) add(o Counts) {
 	c.MetadataRows += o.MetadataRows
 	c.IndexRows += o.IndexRows
 	c.DevicesHeld += o.DevicesHeld
+	c.ThinnedRows += o.ThinnedRows
 	c.MetadataRowsLowerBound = c.MetadataRowsLowerBound || o.MetadataRowsLowerBound
 }
 
@@ -113,6 +117,10 @@ type KindProgress struct {
 	// Cutoff, in a purge with policies, is the kind's newest cutoff in
 	// force (of its shortest retention): the index is scanned up to it.
 	Cutoff time.Time `json:"cutoff,omitzero"`
+	// ThinThrough, in a purge with policies, is the newest instant any
+	// policy's tiers thin the kind at (now less their fewest after_days);
+	// zero when none does. The embedded purge reads tallies up to it.
+	ThinThrough time.Time `json:"thinThrough,omitzero"`
 	// IndexBefore, on the embedded store, is the minute before which the
 	// purge deletes the kind's index by range (see embedded.go), fixed by
 	// its first section so that a resumed run deletes the same.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -50,6 +51,10 @@ type Policy struct {
 	// missing or 0 is left to the next less specific policy, and with none
 	// the kind's images are kept by purges with policies.
 	Days map[images.Kind]int
+	// Tiers thin each kind's images past their full retention (see Tier);
+	// a kind's days and tiers always come from the same policy, the most
+	// specific that sets either.
+	Tiers map[images.Kind][]Tier
 	// Updated is when the policy was last written.
 	Updated time.Time
 	// ETag is the stored version, for conditional updates and deletes.
@@ -88,6 +93,38 @@ func daysProperty(k images.Kind) string {
 	return ""
 }
 
+func tiersProperty(k images.Kind) string {
+	if p := daysProperty(k); p != "" {
+		return strings.TrimSuffix(p, "Days") + "Thinning"
+	}
+	return ""
+}
+
+// sets reports whether the policy sets kind k: days or tiers.
+func (p Policy) sets(k images.Kind) bool { return p.Days[k] > 0 || len(p.Tiers[k]) > 0 }
+
+// PolicyError is a policy whose tiers do not fit together or with its
+// days, found where an update's fields meet the stored ones.
+type PolicyError struct {
+	Kind images.Kind
+	TierProblem
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("retention: %s thinning tier %d %s: %s", e.Kind, e.Tier, e.Field, e.Problem)
+}
+
+// check applies CheckTiers to every kind, with the floor of one day (the
+// server applies its own floor to what a request sends).
+func (p Policy) check() error {
+	for _, k := range images.Kinds {
+		if probs := CheckTiers(p.Days[k], p.Tiers[k], 1); len(probs) > 0 {
+			return &PolicyError{Kind: k, TierProblem: probs[0]}
+		}
+	}
+	return nil
+}
+
 func policyKey(scope PolicyScope, target string) (string, string) {
 	if scope == ScopeDefault {
 		return string(ScopeDefault), string(ScopeDefault)
@@ -102,18 +139,28 @@ func policyEntity(p Policy) store.Entity {
 		if d := p.Days[k]; d > 0 {
 			props[daysProperty(k)] = int32(d)
 		}
+		if t := p.Tiers[k]; len(t) > 0 {
+			props[tiersProperty(k)] = encodeTiers(t)
+		}
 	}
 	return store.Entity{PartitionKey: pk, RowKey: rk, Properties: props}
 }
 
 func policyFromEntity(e store.Entity) Policy {
-	p := Policy{Scope: PolicyScope(e.PartitionKey), Days: map[images.Kind]int{}, ETag: e.ETag}
+	p := Policy{Scope: PolicyScope(e.PartitionKey), Days: map[images.Kind]int{}, Tiers: map[images.Kind][]Tier{}, ETag: e.ETag}
 	if p.Scope != ScopeDefault {
 		p.Target = e.RowKey
 	}
 	for _, k := range images.Kinds {
 		if d, ok := e.Properties[daysProperty(k)].(int32); ok && d > 0 {
 			p.Days[k] = int(d)
+		}
+		// Only encodeTiers writes the property; one that does not read
+		// thins nothing, the safe way to be wrong.
+		if s, ok := e.Properties[tiersProperty(k)].(string); ok {
+			if t, err := decodeTiers(s); err == nil && len(t) > 0 {
+				p.Tiers[k] = t
+			}
 		}
 	}
 	p.Updated, _ = e.Properties[propUpdated].(time.Time)
@@ -158,6 +205,9 @@ func (p *Policies) CreatePolicy(ctx context.Context, pol Policy) (Policy, error)
 	if err := checkTarget(pol.Scope, pol.Target); err != nil {
 		return Policy{}, err
 	}
+	if err := pol.check(); err != nil {
+		return Policy{}, err
+	}
 	pol.Updated = p.stamp()
 	written, err := p.insert(ctx, policyEntity(pol))
 	if err != nil {
@@ -199,12 +249,16 @@ func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cu
 	}, store.Decoded(policyFromEntity))
 }
 
-// PolicyUpdate changes the days of some kinds of one policy.
+// PolicyUpdate changes the days or tiers of some kinds of one policy.
 type PolicyUpdate struct {
-	// Policy names the policy and holds the new days of Kinds.
+	// Policy names the policy and holds the new days of Kinds and tiers
+	// of Thinning.
 	Policy Policy
 	// Kinds are the kinds whose days change; 0 or missing clears them.
 	Kinds []images.Kind
+	// Thinning are the kinds whose tiers change; none clears them. The
+	// policy as updated must pass CheckTiers (else a *PolicyError).
+	Thinning []images.Kind
 	// AllowMissing creates the policy if there is none.
 	AllowMissing bool
 	// IfMatch, when set, is the ETag the stored policy must have:
@@ -224,9 +278,18 @@ func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, er
 		if stored != nil {
 			pol = policyFromEntity(*stored)
 		}
-		pol.Days = maps.Clone(pol.Days)
+		pol.Days, pol.Tiers = maps.Clone(pol.Days), maps.Clone(pol.Tiers)
+		if pol.Tiers == nil {
+			pol.Tiers = map[images.Kind][]Tier{}
+		}
 		for _, k := range u.Kinds {
 			pol.Days[k] = u.Policy.Days[k]
+		}
+		for _, k := range u.Thinning {
+			pol.Tiers[k] = u.Policy.Tiers[k]
+		}
+		if err := pol.check(); err != nil {
+			return store.Entity{}, err
 		}
 		pol.Updated = p.stamp()
 		out = pol

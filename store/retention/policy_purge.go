@@ -14,11 +14,23 @@ import (
 // retention for any of its kinds.
 var ErrNoPolicies = errors.New("retention: no retention policy is in force")
 
-// shortest returns, per kind, the fewest days any policy keeps it: the
-// newest cutoff in force, as far as a purge with policies scans the index.
-// It reads the policies one page at a time.
-func (p *Policies) shortest(ctx context.Context) (map[images.Kind]int, error) {
-	out := map[images.Kind]int{}
+// reach is how far the policies in force reach into a kind's images: the
+// fewest days any keeps it (0: none sets its days), and the fewest days
+// after which any tier thins it (0: none thins it).
+type reach struct {
+	days, thinAfter int
+}
+
+// reaches returns each kind's reach, for the kinds some policy sets. It
+// reads the policies one page at a time.
+func (p *Policies) reaches(ctx context.Context) (map[images.Kind]reach, error) {
+	out := map[images.Kind]reach{}
+	low := func(cur, d int) int {
+		if d > 0 && (cur == 0 || d < cur) {
+			return d
+		}
+		return cur
+	}
 	s := store.Scan{}
 	for {
 		page, err := p.policies.Scan(ctx, s)
@@ -26,10 +38,17 @@ func (p *Policies) shortest(ctx context.Context) (map[images.Kind]int, error) {
 			return nil, err
 		}
 		for _, e := range page.Entities {
-			for k, d := range policyFromEntity(e).Days {
-				if cur, ok := out[k]; d > 0 && (!ok || d < cur) {
-					out[k] = d
+			pol := policyFromEntity(e)
+			for _, k := range images.Kinds {
+				if !pol.sets(k) {
+					continue
 				}
+				r := out[k]
+				r.days = low(r.days, pol.Days[k])
+				for _, t := range pol.Tiers[k] {
+					r.thinAfter = low(r.thinAfter, t.AfterDays)
+				}
+				out[k] = r
 			}
 		}
 		if page.Next == nil {
@@ -39,28 +58,38 @@ func (p *Policies) shortest(ctx context.Context) (map[images.Kind]int, error) {
 	}
 }
 
-// resolver gives each camera its cutoff of one kind: the camera's own
+// kindRule is what one policy says of one kind.
+type kindRule struct {
+	days  int
+	tiers []Tier
+}
+
+func ruleOf(p Policy, k images.Kind) (kindRule, bool) {
+	return kindRule{days: p.Days[k], tiers: p.Tiers[k]}, p.sets(k)
+}
+
+// resolver gives each camera its rule of one kind: the camera's own
 // policy, else the longest prefix policy, else the default, the first that
-// sets the kind's days. It holds the default and the prefix policies that
-// set the kind (at most MaxPrefixPolicies) as they stood when it was made;
-// each camera costs a read of its own policy as it stands when asked, and
-// one of its hold if the policy expires its rows.
+// sets the kind (its days or its tiers). It holds the default and the
+// prefix policies that set the kind (at most MaxPrefixPolicies) as they
+// stood when it was made; each camera costs a read of its own policy as it
+// stands when asked, and one of its hold if the policy deletes its rows.
 type resolver struct {
 	p    *Policies
 	kind images.Kind
 	// now is the job's instant, from which days are counted.
 	now      time.Time
-	def      int
-	prefixes map[string]int
+	def      kindRule
+	prefixes map[string]kindRule
 	longest  int
 }
 
 func (p *Policies) resolver(ctx context.Context, kind images.Kind, now time.Time) (*resolver, error) {
-	r := &resolver{p: p, kind: kind, now: now, prefixes: map[string]int{}}
+	r := &resolver{p: p, kind: kind, now: now, prefixes: map[string]kindRule{}}
 	def, err := p.GetPolicy(ctx, ScopeDefault, "")
 	switch {
 	case err == nil:
-		r.def = def.Days[kind]
+		r.def, _ = ruleOf(def, kind)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
@@ -71,11 +100,11 @@ func (p *Policies) resolver(ctx context.Context, kind images.Kind, now time.Time
 			return nil, err
 		}
 		for _, e := range page.Entities {
-			if d := policyFromEntity(e).Days[kind]; d > 0 {
+			if rule, ok := ruleOf(policyFromEntity(e), kind); ok {
 				if len(r.prefixes) >= MaxPrefixPolicies {
 					return nil, fmt.Errorf("%w: more than %d", ErrTooManyPrefixes, MaxPrefixPolicies)
 				}
-				r.prefixes[e.RowKey] = d
+				r.prefixes[e.RowKey] = rule
 				r.longest = max(r.longest, len(e.RowKey))
 			}
 		}
@@ -96,35 +125,58 @@ func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexR
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
 	}
-	return r.resolve(ctx, camera, minute)
+	c, err := r.resolve(ctx, camera, minute)
+	return c.boundary, c.purge, err
+}
+
+// cameraRule is one camera's rule of a kind, resolved at the job's
+// instant.
+type cameraRule struct {
+	// boundary is the start of the minute of the camera's cutoff; zero
+	// when its policy keeps the kind by age.
+	boundary time.Time
+	// purge says the camera's oldest row lies before boundary and it has
+	// no hold.
+	purge bool
+	// thin are its tiers' windows, unless it has a hold or no row in them.
+	thin []thinWindow
 }
 
 // resolve is plan for a camera whose oldest row lies in the minute that
-// starts at oldest.
-func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (b time.Time, purge bool, err error) {
-	days := 0
+// starts at oldest, with the windows its tiers thin.
+func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (cameraRule, error) {
+	rule, found := kindRule{}, false
 	own, err := r.p.GetPolicy(ctx, ScopeCamera, camera)
 	switch {
 	case err == nil:
-		days = own.Days[r.kind]
+		rule, found = ruleOf(own, r.kind)
 	case !errors.Is(err, store.ErrNotFound):
-		return time.Time{}, false, err
+		return cameraRule{}, err
 	}
-	for i := min(len(camera), r.longest); days == 0 && i > 0; i-- {
-		days = r.prefixes[camera[:i]]
+	for i := min(len(camera), r.longest); !found && i > 0; i-- {
+		rule, found = r.prefixes[camera[:i]]
 	}
-	if days == 0 {
-		days = r.def
+	if !found {
+		rule = r.def
 	}
-	if days == 0 {
-		return time.Time{}, false, nil
+	var c cameraRule
+	if rule.days > 0 {
+		c.boundary = r.now.Add(-Days(rule.days)).UTC().Truncate(time.Minute)
+		c.purge = oldest.Before(c.boundary)
 	}
-	b = r.now.Add(-Days(days)).UTC().Truncate(time.Minute)
-	if !oldest.Before(b) {
-		return b, false, nil
+	thin := thinWindows(r.now, rule.days, rule.tiers)
+	if !oldest.Before(newestThinned(thin)) {
+		thin = nil
+	}
+	if !c.purge && len(thin) == 0 {
+		return c, nil
 	}
 	held, err := r.p.held(ctx, camera)
-	return b, !held && err == nil, err
+	if err != nil || held {
+		return cameraRule{boundary: c.boundary}, err
+	}
+	c.thin = thin
+	return c, nil
 }
 
 // expiredFor reports whether an index row lies before a camera's boundary.

@@ -173,8 +173,11 @@ type PurgeCounts struct {
 	// count, which misses only images of already-expired capture times
 	// created between it and the delete. Exact (false) otherwise.
 	MetadataRowsDeletedLowerBound bool `protobuf:"varint,8,opt,name=metadata_rows_deleted_lower_bound,json=metadataRowsDeletedLowerBound,proto3" json:"metadata_rows_deleted_lower_bound,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// Of metadata_rows_deleted, the rows thinning tiers deleted (the rest
+	// expired by age); their index rows are in index_rows_deleted.
+	MetadataRowsThinned int64 `protobuf:"varint,9,opt,name=metadata_rows_thinned,json=metadataRowsThinned,proto3" json:"metadata_rows_thinned,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PurgeCounts) Reset() {
@@ -263,6 +266,13 @@ func (x *PurgeCounts) GetMetadataRowsDeletedLowerBound() bool {
 	return false
 }
 
+func (x *PurgeCounts) GetMetadataRowsThinned() int64 {
+	if x != nil {
+		return x.MetadataRowsThinned
+	}
+	return 0
+}
+
 // PurgeJob is one purge: what it retires and how far it got.
 type PurgeJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -310,8 +320,10 @@ type PurgeJob struct {
 	DevicesHeld int64 `protobuf:"varint,19,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
 	// Some type's metadata_rows_deleted may be short (see PurgeCounts).
 	MetadataRowsDeletedLowerBound bool `protobuf:"varint,20,opt,name=metadata_rows_deleted_lower_bound,json=metadataRowsDeletedLowerBound,proto3" json:"metadata_rows_deleted_lower_bound,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// Totals over the purged types.
+	MetadataRowsThinned int64 `protobuf:"varint,21,opt,name=metadata_rows_thinned,json=metadataRowsThinned,proto3" json:"metadata_rows_thinned,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PurgeJob) Reset() {
@@ -482,6 +494,13 @@ func (x *PurgeJob) GetMetadataRowsDeletedLowerBound() bool {
 		return x.MetadataRowsDeletedLowerBound
 	}
 	return false
+}
+
+func (x *PurgeJob) GetMetadataRowsThinned() int64 {
+	if x != nil {
+		return x.MetadataRowsThinned
+	}
+	return 0
 }
 
 // StartPurgeRequest is the input of StartPurge.
@@ -1405,10 +1424,11 @@ func (x *GetRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
 }
 
 // RetentionPolicy says how long the images of some cameras are kept, per
-// image type. For each type, a camera gets the days of its own policy,
-// else of the longest prefix policy matching its id, else of the default:
-// the first of them that sets the type (a 0 leaves it to the next). A type
-// that none sets is kept by purges with policies.
+// image type, and how they are thinned before that. For each type, a
+// camera gets the days and tiers of its own policy, else of the longest
+// prefix policy matching its id, else of the default: the first of them
+// that sets the type (days other than 0, or tiers). A type that none sets
+// is kept by purges with policies.
 type RetentionPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The policy's resource name, which says the cameras it covers:
@@ -1429,9 +1449,22 @@ type RetentionPolicy struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// The stored version, set by the server: send it back with an update or a
 	// delete to make it conditional (ABORTED if the policy changed since).
-	Etag          string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,6,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Tiers that thin single images past full retention, youngest first:
+	// e.g. {after_days: 30, keep_one_per: 900s, until_days: 365} and
+	// {after_days: 365, keep_one_per: 86400s} keep every image for 30 days,
+	// then one per 15 minutes up to a year, then one a day up to
+	// single_retention_days (or for ever when that is 0). At most 8 tiers,
+	// in order, not overlapping; purges with policies apply them (the
+	// embedded store only, for now: FAILED_PRECONDITION on Azure).
+	SingleThinning []*ThinningTier `protobuf:"bytes,7,rep,name=single_thinning,json=singleThinning,proto3" json:"single_thinning,omitempty"`
+	// Tiers that thin pano images; as single_thinning. The image kept of an
+	// interval is its first clear-day image when it has one.
+	PanoThinning []*ThinningTier `protobuf:"bytes,8,rep,name=pano_thinning,json=panoThinning,proto3" json:"pano_thinning,omitempty"`
+	// Tiers that thin pre-stitch images; as single_thinning.
+	PreStitchThinning []*ThinningTier `protobuf:"bytes,9,rep,name=pre_stitch_thinning,json=preStitchThinning,proto3" json:"pre_stitch_thinning,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RetentionPolicy) Reset() {
@@ -1506,6 +1539,101 @@ func (x *RetentionPolicy) GetEtag() string {
 	return ""
 }
 
+func (x *RetentionPolicy) GetSingleThinning() []*ThinningTier {
+	if x != nil {
+		return x.SingleThinning
+	}
+	return nil
+}
+
+func (x *RetentionPolicy) GetPanoThinning() []*ThinningTier {
+	if x != nil {
+		return x.PanoThinning
+	}
+	return nil
+}
+
+func (x *RetentionPolicy) GetPreStitchThinning() []*ThinningTier {
+	if x != nil {
+		return x.PreStitchThinning
+	}
+	return nil
+}
+
+// ThinningTier keeps one image per interval of a camera's images aged from
+// after_days to until_days. Intervals are aligned on multiples of
+// keep_one_per since 0001-01-01T00:00:00Z (so a pass deletes nothing a
+// second time), only intervals wholly inside the tier's ages are thinned,
+// and the image kept is the interval's first (earliest capture). A legal
+// hold spares the camera.
+type ThinningTier struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The age in days the tier starts at: at least the server's floor
+	// (-min-retention-days), at least the previous tier's until_days, and
+	// less than the type's retention days when it has any.
+	AfterDays int32 `protobuf:"varint,1,opt,name=after_days,json=afterDays,proto3" json:"after_days,omitempty"`
+	// One image is kept per this interval: whole minutes dividing a day,
+	// from 60s to 86400s.
+	KeepOnePer *durationpb.Duration `protobuf:"bytes,2,opt,name=keep_one_per,json=keepOnePer,proto3" json:"keep_one_per,omitempty"`
+	// The age in days the tier ends at, more than after_days and at most
+	// the type's retention days; 0 (the last tier only) means up to the
+	// type's retention days, or for ever.
+	UntilDays     int32 `protobuf:"varint,3,opt,name=until_days,json=untilDays,proto3" json:"until_days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThinningTier) Reset() {
+	*x = ThinningTier{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThinningTier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThinningTier) ProtoMessage() {}
+
+func (x *ThinningTier) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThinningTier.ProtoReflect.Descriptor instead.
+func (*ThinningTier) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ThinningTier) GetAfterDays() int32 {
+	if x != nil {
+		return x.AfterDays
+	}
+	return 0
+}
+
+func (x *ThinningTier) GetKeepOnePer() *durationpb.Duration {
+	if x != nil {
+		return x.KeepOnePer
+	}
+	return nil
+}
+
+func (x *ThinningTier) GetUntilDays() int32 {
+	if x != nil {
+		return x.UntilDays
+	}
+	return 0
+}
+
 // LegalHold keeps every image of one camera from purges with policies
 // while it stands.
 type LegalHold struct {
@@ -1526,7 +1654,7 @@ type LegalHold struct {
 
 func (x *LegalHold) Reset() {
 	*x = LegalHold{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1666,7 @@ func (x *LegalHold) String() string {
 func (*LegalHold) ProtoMessage() {}
 
 func (x *LegalHold) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1679,7 @@ func (x *LegalHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LegalHold.ProtoReflect.Descriptor instead.
 func (*LegalHold) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LegalHold) GetName() string {
@@ -1600,7 +1728,7 @@ type CreateRetentionPolicyRequest struct {
 
 func (x *CreateRetentionPolicyRequest) Reset() {
 	*x = CreateRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1740,7 @@ func (x *CreateRetentionPolicyRequest) String() string {
 func (*CreateRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1753,7 @@ func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*CreateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
@@ -1646,7 +1774,7 @@ type CreateRetentionPolicyResponse struct {
 
 func (x *CreateRetentionPolicyResponse) Reset() {
 	*x = CreateRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1786,7 @@ func (x *CreateRetentionPolicyResponse) String() string {
 func (*CreateRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1799,7 @@ func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*CreateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -1692,7 +1820,7 @@ type GetRetentionPolicyRequest struct {
 
 func (x *GetRetentionPolicyRequest) Reset() {
 	*x = GetRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1832,7 @@ func (x *GetRetentionPolicyRequest) String() string {
 func (*GetRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1845,7 @@ func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetRetentionPolicyRequest) GetName() string {
@@ -1738,7 +1866,7 @@ type GetRetentionPolicyResponse struct {
 
 func (x *GetRetentionPolicyResponse) Reset() {
 	*x = GetRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1878,7 @@ func (x *GetRetentionPolicyResponse) String() string {
 func (*GetRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1891,7 @@ func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -1786,7 +1914,7 @@ type ListRetentionPoliciesRequest struct {
 
 func (x *ListRetentionPoliciesRequest) Reset() {
 	*x = ListRetentionPoliciesRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1926,7 @@ func (x *ListRetentionPoliciesRequest) String() string {
 func (*ListRetentionPoliciesRequest) ProtoMessage() {}
 
 func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1939,7 @@ func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRetentionPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListRetentionPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRetentionPoliciesRequest) GetPageSize() int32 {
@@ -1841,7 +1969,7 @@ type ListRetentionPoliciesResponse struct {
 
 func (x *ListRetentionPoliciesResponse) Reset() {
 	*x = ListRetentionPoliciesResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1981,7 @@ func (x *ListRetentionPoliciesResponse) String() string {
 func (*ListRetentionPoliciesResponse) ProtoMessage() {}
 
 func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1994,7 @@ func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRetentionPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListRetentionPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRetentionPoliciesResponse) GetRetentionPolicies() []*RetentionPolicy {
@@ -1890,9 +2018,10 @@ type UpdateRetentionPolicyRequest struct {
 	// etag, when set, makes the update conditional.
 	RetentionPolicy *RetentionPolicy `protobuf:"bytes,1,opt,name=retention_policy,json=retentionPolicy,proto3" json:"retention_policy,omitempty"`
 	// The fields to change: single_retention_days, pano_retention_days,
-	// pre_stitch_retention_days. A field in the mask but 0 in the request is
-	// cleared (left to the next policy). An empty mask names the fields that
-	// are not 0 in the request; "*" names all three.
+	// pre_stitch_retention_days, single_thinning, pano_thinning,
+	// pre_stitch_thinning. A field in the mask but 0 (or no tiers) in the
+	// request is cleared (left to the next policy). An empty mask names the
+	// fields that are set in the request; "*" names all six.
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// Create the policy if it does not exist (with the fields of the mask).
 	AllowMissing  bool `protobuf:"varint,3,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
@@ -1902,7 +2031,7 @@ type UpdateRetentionPolicyRequest struct {
 
 func (x *UpdateRetentionPolicyRequest) Reset() {
 	*x = UpdateRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2043,7 @@ func (x *UpdateRetentionPolicyRequest) String() string {
 func (*UpdateRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2056,7 @@ func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
@@ -1962,7 +2091,7 @@ type UpdateRetentionPolicyResponse struct {
 
 func (x *UpdateRetentionPolicyResponse) Reset() {
 	*x = UpdateRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2103,7 @@ func (x *UpdateRetentionPolicyResponse) String() string {
 func (*UpdateRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2116,7 @@ func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -2010,7 +2139,7 @@ type DeleteRetentionPolicyRequest struct {
 
 func (x *DeleteRetentionPolicyRequest) Reset() {
 	*x = DeleteRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2151,7 @@ func (x *DeleteRetentionPolicyRequest) String() string {
 func (*DeleteRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2164,7 @@ func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRetentionPolicyRequest) GetName() string {
@@ -2061,7 +2190,7 @@ type DeleteRetentionPolicyResponse struct {
 
 func (x *DeleteRetentionPolicyResponse) Reset() {
 	*x = DeleteRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2202,7 @@ func (x *DeleteRetentionPolicyResponse) String() string {
 func (*DeleteRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2215,7 @@ func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
 }
 
 // CreateLegalHoldRequest is the input of CreateLegalHold.
@@ -2100,7 +2229,7 @@ type CreateLegalHoldRequest struct {
 
 func (x *CreateLegalHoldRequest) Reset() {
 	*x = CreateLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2241,7 @@ func (x *CreateLegalHoldRequest) String() string {
 func (*CreateLegalHoldRequest) ProtoMessage() {}
 
 func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2254,7 @@ func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*CreateLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateLegalHoldRequest) GetLegalHold() *LegalHold {
@@ -2146,7 +2275,7 @@ type CreateLegalHoldResponse struct {
 
 func (x *CreateLegalHoldResponse) Reset() {
 	*x = CreateLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2287,7 @@ func (x *CreateLegalHoldResponse) String() string {
 func (*CreateLegalHoldResponse) ProtoMessage() {}
 
 func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2300,7 @@ func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*CreateLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2192,7 +2321,7 @@ type GetLegalHoldRequest struct {
 
 func (x *GetLegalHoldRequest) Reset() {
 	*x = GetLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2333,7 @@ func (x *GetLegalHoldRequest) String() string {
 func (*GetLegalHoldRequest) ProtoMessage() {}
 
 func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2346,7 @@ func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*GetLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetLegalHoldRequest) GetName() string {
@@ -2238,7 +2367,7 @@ type GetLegalHoldResponse struct {
 
 func (x *GetLegalHoldResponse) Reset() {
 	*x = GetLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2379,7 @@ func (x *GetLegalHoldResponse) String() string {
 func (*GetLegalHoldResponse) ProtoMessage() {}
 
 func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2392,7 @@ func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*GetLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2286,7 +2415,7 @@ type ListLegalHoldsRequest struct {
 
 func (x *ListLegalHoldsRequest) Reset() {
 	*x = ListLegalHoldsRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2427,7 @@ func (x *ListLegalHoldsRequest) String() string {
 func (*ListLegalHoldsRequest) ProtoMessage() {}
 
 func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2440,7 @@ func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLegalHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListLegalHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListLegalHoldsRequest) GetPageSize() int32 {
@@ -2341,7 +2470,7 @@ type ListLegalHoldsResponse struct {
 
 func (x *ListLegalHoldsResponse) Reset() {
 	*x = ListLegalHoldsResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2482,7 @@ func (x *ListLegalHoldsResponse) String() string {
 func (*ListLegalHoldsResponse) ProtoMessage() {}
 
 func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2495,7 @@ func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLegalHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListLegalHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListLegalHoldsResponse) GetLegalHolds() []*LegalHold {
@@ -2399,7 +2528,7 @@ type UpdateLegalHoldRequest struct {
 
 func (x *UpdateLegalHoldRequest) Reset() {
 	*x = UpdateLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2540,7 @@ func (x *UpdateLegalHoldRequest) String() string {
 func (*UpdateLegalHoldRequest) ProtoMessage() {}
 
 func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2553,7 @@ func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateLegalHoldRequest) GetLegalHold() *LegalHold {
@@ -2452,7 +2581,7 @@ type UpdateLegalHoldResponse struct {
 
 func (x *UpdateLegalHoldResponse) Reset() {
 	*x = UpdateLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2593,7 @@ func (x *UpdateLegalHoldResponse) String() string {
 func (*UpdateLegalHoldResponse) ProtoMessage() {}
 
 func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2606,7 @@ func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2500,7 +2629,7 @@ type DeleteLegalHoldRequest struct {
 
 func (x *DeleteLegalHoldRequest) Reset() {
 	*x = DeleteLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2641,7 @@ func (x *DeleteLegalHoldRequest) String() string {
 func (*DeleteLegalHoldRequest) ProtoMessage() {}
 
 func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2654,7 @@ func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteLegalHoldRequest) GetName() string {
@@ -2551,7 +2680,7 @@ type DeleteLegalHoldResponse struct {
 
 func (x *DeleteLegalHoldResponse) Reset() {
 	*x = DeleteLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	mi := &file_metadata_v1_retention_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2692,7 @@ func (x *DeleteLegalHoldResponse) String() string {
 func (*DeleteLegalHoldResponse) ProtoMessage() {}
 
 func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	mi := &file_metadata_v1_retention_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,14 +2705,14 @@ func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{41}
 }
 
 var File_metadata_v1_retention_proto protoreflect.FileDescriptor
 
 const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
-	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\x82\x03\n" +
+	"\x1bmetadata/v1/retention.proto\x12\vmetadata.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17metadata/v1/scope.proto\"\xb6\x03\n" +
 	"\vPurgeCounts\x125\n" +
 	"\n" +
 	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12#\n" +
@@ -2593,7 +2722,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x15metadata_rows_deleted\x18\x05 \x01(\x03R\x13metadataRowsDeleted\x12,\n" +
 	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\x12!\n" +
 	"\fdevices_held\x18\a \x01(\x03R\vdevicesHeld\x12H\n" +
-	"!metadata_rows_deleted_lower_bound\x18\b \x01(\bR\x1dmetadataRowsDeletedLowerBound\"\x93\a\n" +
+	"!metadata_rows_deleted_lower_bound\x18\b \x01(\bR\x1dmetadataRowsDeletedLowerBound\x122\n" +
+	"\x15metadata_rows_thinned\x18\t \x01(\x03R\x13metadataRowsThinned\"\xc7\a\n" +
 	"\bPurgeJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x127\n" +
 	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
@@ -2620,7 +2750,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x0frows_per_second\x18\x11 \x01(\x05R\rrowsPerSecond\x12!\n" +
 	"\fuse_policies\x18\x12 \x01(\bR\vusePolicies\x12!\n" +
 	"\fdevices_held\x18\x13 \x01(\x03R\vdevicesHeld\x12H\n" +
-	"!metadata_rows_deleted_lower_bound\x18\x14 \x01(\bR\x1dmetadataRowsDeletedLowerBound\"\xa2\x02\n" +
+	"!metadata_rows_deleted_lower_bound\x18\x14 \x01(\bR\x1dmetadataRowsDeletedLowerBound\x122\n" +
+	"\x15metadata_rows_thinned\x18\x15 \x01(\x03R\x13metadataRowsThinned\"\xa2\x02\n" +
 	"\x11StartPurgeRequest\x127\n" +
 	"\vimage_types\x18\x01 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
 	"imageTypes\x12'\n" +
@@ -2671,7 +2802,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\"\x1d\n" +
 	"\x1bGetRetentionScheduleRequest\"Z\n" +
 	"\x1cGetRetentionScheduleResponse\x12:\n" +
-	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\"\x95\x02\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1e.metadata.v1.RetentionScheduleR\bschedule\"\xe4\x03\n" +
 	"\x0fRetentionPolicy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x15single_retention_days\x18\x02 \x01(\x05R\x13singleRetentionDays\x12.\n" +
@@ -2679,7 +2810,17 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x19pre_stitch_retention_days\x18\x04 \x01(\x05R\x16preStitchRetentionDays\x12;\n" +
 	"\vupdate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\x06 \x01(\tR\x04etag\"\xc5\x01\n" +
+	"\x04etag\x18\x06 \x01(\tR\x04etag\x12B\n" +
+	"\x0fsingle_thinning\x18\a \x03(\v2\x19.metadata.v1.ThinningTierR\x0esingleThinning\x12>\n" +
+	"\rpano_thinning\x18\b \x03(\v2\x19.metadata.v1.ThinningTierR\fpanoThinning\x12I\n" +
+	"\x13pre_stitch_thinning\x18\t \x03(\v2\x19.metadata.v1.ThinningTierR\x11preStitchThinning\"\x89\x01\n" +
+	"\fThinningTier\x12\x1d\n" +
+	"\n" +
+	"after_days\x18\x01 \x01(\x05R\tafterDays\x12;\n" +
+	"\fkeep_one_per\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"keepOnePer\x12\x1d\n" +
+	"\n" +
+	"until_days\x18\x03 \x01(\x05R\tuntilDays\"\xc5\x01\n" +
 	"\tLegalHold\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12;\n" +
@@ -2794,7 +2935,7 @@ func file_metadata_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_metadata_v1_retention_proto_goTypes = []any{
 	(ImageType)(0),                          // 0: metadata.v1.ImageType
 	(PurgeState)(0),                         // 1: metadata.v1.PurgeState
@@ -2818,111 +2959,116 @@ var file_metadata_v1_retention_proto_goTypes = []any{
 	(*GetRetentionScheduleRequest)(nil),     // 19: metadata.v1.GetRetentionScheduleRequest
 	(*GetRetentionScheduleResponse)(nil),    // 20: metadata.v1.GetRetentionScheduleResponse
 	(*RetentionPolicy)(nil),                 // 21: metadata.v1.RetentionPolicy
-	(*LegalHold)(nil),                       // 22: metadata.v1.LegalHold
-	(*CreateRetentionPolicyRequest)(nil),    // 23: metadata.v1.CreateRetentionPolicyRequest
-	(*CreateRetentionPolicyResponse)(nil),   // 24: metadata.v1.CreateRetentionPolicyResponse
-	(*GetRetentionPolicyRequest)(nil),       // 25: metadata.v1.GetRetentionPolicyRequest
-	(*GetRetentionPolicyResponse)(nil),      // 26: metadata.v1.GetRetentionPolicyResponse
-	(*ListRetentionPoliciesRequest)(nil),    // 27: metadata.v1.ListRetentionPoliciesRequest
-	(*ListRetentionPoliciesResponse)(nil),   // 28: metadata.v1.ListRetentionPoliciesResponse
-	(*UpdateRetentionPolicyRequest)(nil),    // 29: metadata.v1.UpdateRetentionPolicyRequest
-	(*UpdateRetentionPolicyResponse)(nil),   // 30: metadata.v1.UpdateRetentionPolicyResponse
-	(*DeleteRetentionPolicyRequest)(nil),    // 31: metadata.v1.DeleteRetentionPolicyRequest
-	(*DeleteRetentionPolicyResponse)(nil),   // 32: metadata.v1.DeleteRetentionPolicyResponse
-	(*CreateLegalHoldRequest)(nil),          // 33: metadata.v1.CreateLegalHoldRequest
-	(*CreateLegalHoldResponse)(nil),         // 34: metadata.v1.CreateLegalHoldResponse
-	(*GetLegalHoldRequest)(nil),             // 35: metadata.v1.GetLegalHoldRequest
-	(*GetLegalHoldResponse)(nil),            // 36: metadata.v1.GetLegalHoldResponse
-	(*ListLegalHoldsRequest)(nil),           // 37: metadata.v1.ListLegalHoldsRequest
-	(*ListLegalHoldsResponse)(nil),          // 38: metadata.v1.ListLegalHoldsResponse
-	(*UpdateLegalHoldRequest)(nil),          // 39: metadata.v1.UpdateLegalHoldRequest
-	(*UpdateLegalHoldResponse)(nil),         // 40: metadata.v1.UpdateLegalHoldResponse
-	(*DeleteLegalHoldRequest)(nil),          // 41: metadata.v1.DeleteLegalHoldRequest
-	(*DeleteLegalHoldResponse)(nil),         // 42: metadata.v1.DeleteLegalHoldResponse
-	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 44: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),           // 45: google.protobuf.FieldMask
+	(*ThinningTier)(nil),                    // 22: metadata.v1.ThinningTier
+	(*LegalHold)(nil),                       // 23: metadata.v1.LegalHold
+	(*CreateRetentionPolicyRequest)(nil),    // 24: metadata.v1.CreateRetentionPolicyRequest
+	(*CreateRetentionPolicyResponse)(nil),   // 25: metadata.v1.CreateRetentionPolicyResponse
+	(*GetRetentionPolicyRequest)(nil),       // 26: metadata.v1.GetRetentionPolicyRequest
+	(*GetRetentionPolicyResponse)(nil),      // 27: metadata.v1.GetRetentionPolicyResponse
+	(*ListRetentionPoliciesRequest)(nil),    // 28: metadata.v1.ListRetentionPoliciesRequest
+	(*ListRetentionPoliciesResponse)(nil),   // 29: metadata.v1.ListRetentionPoliciesResponse
+	(*UpdateRetentionPolicyRequest)(nil),    // 30: metadata.v1.UpdateRetentionPolicyRequest
+	(*UpdateRetentionPolicyResponse)(nil),   // 31: metadata.v1.UpdateRetentionPolicyResponse
+	(*DeleteRetentionPolicyRequest)(nil),    // 32: metadata.v1.DeleteRetentionPolicyRequest
+	(*DeleteRetentionPolicyResponse)(nil),   // 33: metadata.v1.DeleteRetentionPolicyResponse
+	(*CreateLegalHoldRequest)(nil),          // 34: metadata.v1.CreateLegalHoldRequest
+	(*CreateLegalHoldResponse)(nil),         // 35: metadata.v1.CreateLegalHoldResponse
+	(*GetLegalHoldRequest)(nil),             // 36: metadata.v1.GetLegalHoldRequest
+	(*GetLegalHoldResponse)(nil),            // 37: metadata.v1.GetLegalHoldResponse
+	(*ListLegalHoldsRequest)(nil),           // 38: metadata.v1.ListLegalHoldsRequest
+	(*ListLegalHoldsResponse)(nil),          // 39: metadata.v1.ListLegalHoldsResponse
+	(*UpdateLegalHoldRequest)(nil),          // 40: metadata.v1.UpdateLegalHoldRequest
+	(*UpdateLegalHoldResponse)(nil),         // 41: metadata.v1.UpdateLegalHoldResponse
+	(*DeleteLegalHoldRequest)(nil),          // 42: metadata.v1.DeleteLegalHoldRequest
+	(*DeleteLegalHoldResponse)(nil),         // 43: metadata.v1.DeleteLegalHoldResponse
+	(*timestamppb.Timestamp)(nil),           // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 45: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),           // 46: google.protobuf.FieldMask
 }
 var file_metadata_v1_retention_proto_depIdxs = []int32{
 	0,  // 0: metadata.v1.PurgeCounts.image_type:type_name -> metadata.v1.ImageType
 	0,  // 1: metadata.v1.PurgeJob.image_types:type_name -> metadata.v1.ImageType
-	43, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
+	44, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: metadata.v1.PurgeJob.state:type_name -> metadata.v1.PurgeState
 	2,  // 4: metadata.v1.PurgeJob.type_counts:type_name -> metadata.v1.PurgeCounts
-	43, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
-	43, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
-	43, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
+	44, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
+	44, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
+	44, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: metadata.v1.StartPurgeRequest.image_types:type_name -> metadata.v1.ImageType
-	43, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
+	44, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
 	3,  // 10: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 11: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	1,  // 12: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
 	3,  // 13: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
 	3,  // 14: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 15: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	44, // 16: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
-	43, // 17: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
+	45, // 16: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
+	44, // 17: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
 	14, // 18: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
 	14, // 19: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
 	14, // 20: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	43, // 21: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
-	43, // 22: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
-	43, // 23: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
-	21, // 24: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	21, // 25: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	21, // 26: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	21, // 27: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
-	21, // 28: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	45, // 29: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
-	21, // 30: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	22, // 31: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
-	22, // 32: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	22, // 33: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	22, // 34: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
-	22, // 35: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
-	45, // 36: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
-	22, // 37: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	4,  // 38: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
-	6,  // 39: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
-	8,  // 40: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
-	10, // 41: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
-	12, // 42: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
-	15, // 43: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
-	17, // 44: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
-	19, // 45: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
-	23, // 46: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
-	25, // 47: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
-	27, // 48: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
-	29, // 49: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
-	31, // 50: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
-	33, // 51: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
-	35, // 52: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
-	37, // 53: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
-	39, // 54: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
-	41, // 55: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
-	5,  // 56: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
-	7,  // 57: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
-	9,  // 58: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
-	11, // 59: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
-	13, // 60: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
-	16, // 61: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
-	18, // 62: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
-	20, // 63: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
-	24, // 64: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
-	26, // 65: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
-	28, // 66: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
-	30, // 67: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
-	32, // 68: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
-	34, // 69: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
-	36, // 70: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
-	38, // 71: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
-	40, // 72: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
-	42, // 73: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
-	56, // [56:74] is the sub-list for method output_type
-	38, // [38:56] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	44, // 21: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
+	22, // 22: metadata.v1.RetentionPolicy.single_thinning:type_name -> metadata.v1.ThinningTier
+	22, // 23: metadata.v1.RetentionPolicy.pano_thinning:type_name -> metadata.v1.ThinningTier
+	22, // 24: metadata.v1.RetentionPolicy.pre_stitch_thinning:type_name -> metadata.v1.ThinningTier
+	45, // 25: metadata.v1.ThinningTier.keep_one_per:type_name -> google.protobuf.Duration
+	44, // 26: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
+	44, // 27: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
+	21, // 28: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	21, // 29: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	21, // 30: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	21, // 31: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
+	21, // 32: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	46, // 33: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
+	21, // 34: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	23, // 35: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	23, // 36: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	23, // 37: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	23, // 38: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
+	23, // 39: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	46, // 40: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
+	23, // 41: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	4,  // 42: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
+	6,  // 43: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
+	8,  // 44: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
+	10, // 45: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
+	12, // 46: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
+	15, // 47: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
+	17, // 48: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
+	19, // 49: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
+	24, // 50: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
+	26, // 51: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
+	28, // 52: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
+	30, // 53: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
+	32, // 54: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
+	34, // 55: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
+	36, // 56: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
+	38, // 57: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
+	40, // 58: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
+	42, // 59: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
+	5,  // 60: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
+	7,  // 61: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
+	9,  // 62: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
+	11, // 63: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
+	13, // 64: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
+	16, // 65: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
+	18, // 66: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
+	20, // 67: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
+	25, // 68: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
+	27, // 69: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
+	29, // 70: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
+	31, // 71: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
+	33, // 72: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
+	35, // 73: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
+	37, // 74: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
+	39, // 75: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
+	41, // 76: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
+	43, // 77: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
+	60, // [60:78] is the sub-list for method output_type
+	42, // [42:60] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_retention_proto_init() }
@@ -2941,7 +3087,7 @@ func file_metadata_v1_retention_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_retention_proto_rawDesc), len(file_metadata_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,276 @@
+package retention_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// The thinning fixture: cameras with an image every 10 minutes from 6 days
+// before the engine's clock to 1 day before it, whose clock starts 7 minutes
+// past an hour, so no interval boundary of its tiers moves while a test runs.
+const thinEvery = 10 * time.Minute
+
+func thinOptions() (retention.Options, time.Time) {
+	start := time.Now()
+	now := start.UTC().Truncate(24 * time.Hour).Add(-12*time.Hour + 7*time.Minute)
+	o := quickOptions()
+	o.Now = func() time.Time { return now.Add(time.Since(start)) }
+	return o, now
+}
+
+// seedThinning creates the fixture's images of kind for cameras; a pano
+// is clear-day at 20 minutes past each hour.
+func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, cameras ...string) {
+	t.Helper()
+	r := f.seeders(t)[kind-1]
+	for _, c := range cameras {
+		for at := now.Add(-retention.Days(6)).Truncate(thinEvery); at.Before(now.Add(-retention.Days(1))); at = at.Add(thinEvery) {
+			img := images.Image{CameraID: c, CapturedAt: at, IsClearDay: kind == images.Pano && at.Minute() == 20}
+			if _, err := r.Create(t.Context(), img); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.lastCreate = f.now()
+	f.settle()
+}
+
+// wantThinned is the model of a kind's rule, from its definition: an image
+// older than days goes; an image in an interval of a tier that lies wholly
+// inside the tier's ages is kept only if it is its interval's keeper (the
+// earliest, or the earliest that prefer picks when one does).
+func wantThinned(now time.Time, days int, tiers []retention.Tier, captured []time.Time, prefer func(time.Time) bool) []time.Time {
+	var out []time.Time
+	keeper := map[string]time.Time{}
+	tierOf := func(c time.Time) (string, bool) {
+		for i, t := range tiers {
+			until := t.UntilDays
+			if until == 0 {
+				until = days
+			}
+			start := c.Truncate(t.KeepOnePer)
+			if start.Add(t.KeepOnePer).After(now.Add(-retention.Days(t.AfterDays))) {
+				continue
+			}
+			if until > 0 && start.Before(now.Add(-retention.Days(until))) {
+				continue
+			}
+			return fmt.Sprint(i, start), true
+		}
+		return "", false
+	}
+	sorted := slices.Clone(captured)
+	slices.SortFunc(sorted, time.Time.Compare)
+	for _, c := range sorted {
+		if k, ok := tierOf(c); ok {
+			if cur, seen := keeper[k]; !seen || (prefer != nil && prefer(c) && !prefer(cur)) {
+				keeper[k] = c
+			}
+		}
+	}
+	for _, c := range sorted {
+		if days > 0 && c.Before(now.Add(-retention.Days(days)).Truncate(time.Minute)) {
+			continue
+		}
+		if k, ok := tierOf(c); ok && !keeper[k].Equal(c) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// capturedOf lists each camera's primary rows' capture times, oldest first,
+// and checks that the index holds exactly one row for each.
+func (f *fixture) capturedOf(t *testing.T, kind images.Kind) map[string][]time.Time {
+	t.Helper()
+	primary, _ := f.repo(kind).Tables()
+	out := map[string][]time.Time{}
+	keys := map[string][]string{}
+	for _, e := range rows(t, primary) {
+		out[e.PartitionKey] = append(out[e.PartitionKey], captured(t, e))
+		keys[e.PartitionKey] = append(keys[e.PartitionKey], e.RowKey)
+	}
+	indexed := map[string][]string{}
+	if err := f.repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
+		indexed[row.CameraID] = append(indexed[row.CameraID], row.RowKey)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for c := range out {
+		slices.SortFunc(out[c], time.Time.Compare)
+		slices.Sort(keys[c])
+		slices.Sort(indexed[c])
+		if !slices.Equal(keys[c], indexed[c]) {
+			t.Errorf("%s %s: %d primary rows, %d index rows: want one index row each", kind, c, len(keys[c]), len(indexed[c]))
+		}
+	}
+	for c := range indexed {
+		if _, ok := out[c]; !ok {
+			t.Errorf("%s %s: %d index rows without primary rows", kind, c, len(indexed[c]))
+		}
+	}
+	return out
+}
+
+// TestThinningKeepsOnePerInterval: a purge with policies thins each
+// camera's images as its tiers say, with age retention in the same job; the
+// counts are exact, a dry run counts the same beforehand, a hold spares its
+// camera, and a second pass deletes nothing.
+func TestThinningKeepsOnePerInterval(t *testing.T) {
+	t.Run("one section", func(t *testing.T) { testThinning(t, 0) })
+	t.Run("a section per camera", func(t *testing.T) { testThinning(t, 1) })
+}
+
+func testThinning(t *testing.T, sectionCameras int) {
+	o, now := thinOptions()
+	o.SectionCameras = sectionCameras
+	f := newFixture(t, o)
+	f.run(t)
+	singleTiers := []retention.Tier{{AfterDays: 2, KeepOnePer: 30 * time.Minute, UntilDays: 4}, {AfterDays: 4, KeepOnePer: 2 * time.Hour}}
+	panoTiers := []retention.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
+	p := f.engine.Policies()
+	for _, pol := range []retention.Policy{
+		{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Pano: 5},
+			Tiers: map[images.Kind][]retention.Tier{images.Single: singleTiers, images.Pano: panoTiers}},
+		{Scope: retention.ScopeCamera, Target: "cam-plain", Days: map[images.Kind]int{images.Single: 3}},
+	} {
+		if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
+		t.Fatal(err)
+	}
+	singles := []string{"cam-a", "cam-b", "cam-plain", "held-1"}
+	f.seedThinning(t, now, images.Single, singles...)
+	f.seedThinning(t, now, images.Pano, "cam-a", "held-1")
+	before := map[images.Kind]map[string][]time.Time{images.Single: f.capturedOf(t, images.Single), images.Pano: f.capturedOf(t, images.Pano)}
+
+	type rule struct {
+		days   int
+		tiers  []retention.Tier
+		prefer func(time.Time) bool
+	}
+	clearDay := func(c time.Time) bool { return c.Minute() == 20 }
+	rules := map[images.Kind]map[string]rule{
+		images.Single: {"cam-a": {0, singleTiers, nil}, "cam-b": {0, singleTiers, nil}, "cam-plain": {3, nil, nil}},
+		images.Pano:   {"cam-a": {5, panoTiers, clearDay}},
+	}
+	// The counts the model gives: every image gone, and of them those the
+	// tiers take beyond what age alone would.
+	want := map[images.Kind]retention.Counts{}
+	for kind, cams := range rules {
+		c := want[kind]
+		for cam, r := range cams {
+			all := before[kind][cam]
+			gone := int64(len(all) - len(wantThinned(now, r.days, r.tiers, all, r.prefer)))
+			c.MetadataRows += gone
+			c.IndexRows += gone
+			c.ThinnedRows += int64(len(wantThinned(now, r.days, nil, all, nil)) - len(wantThinned(now, r.days, r.tiers, all, r.prefer)))
+			c.DevicesTotal++
+			c.DevicesDone++
+		}
+		want[kind] = c
+	}
+	if want[images.Single].ThinnedRows < 300 || want[images.Pano].MetadataRows <= want[images.Pano].ThinnedRows {
+		t.Fatalf("the fixture thins too little to test: %+v", want)
+	}
+
+	kinds := []images.Kind{images.Single, images.Pano}
+	dry := f.purge(t, retention.StartRequest{Kinds: kinds, UsePolicies: true, DryRun: true})
+	job := f.purge(t, retention.StartRequest{Kinds: kinds, UsePolicies: true})
+	for _, j := range []*retention.Job{dry, job} {
+		if j.State != retention.Succeeded {
+			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Error)
+		}
+		for _, kind := range kinds {
+			if got := countsOf(j, kind); got != want[kind] {
+				t.Errorf("dry run %v, %s: counts %+v, want %+v", j.DryRun, kind, got, want[kind])
+			}
+		}
+	}
+	for kind, cams := range rules {
+		after := f.capturedOf(t, kind)
+		for cam, r := range cams {
+			if w := wantThinned(now, r.days, r.tiers, before[kind][cam], r.prefer); !slices.EqualFunc(after[cam], w, time.Time.Equal) {
+				t.Errorf("%s %s: kept %d images, want %d: %v", kind, cam, len(after[cam]), len(w), diffTimes(after[cam], w))
+			}
+		}
+		if !slices.EqualFunc(after["held-1"], before[kind]["held-1"], time.Time.Equal) {
+			t.Errorf("%s held-1: %d images after the purge, %d before: a hold spares everything", kind, len(after["held-1"]), len(before[kind]["held-1"]))
+		}
+	}
+
+	again := f.purge(t, retention.StartRequest{Kinds: kinds, UsePolicies: true})
+	if got := again.Totals(); got.MetadataRows != 0 || got.IndexRows != 0 {
+		t.Errorf("a second pass deleted %+v: want nothing", got)
+	}
+}
+
+// TestThinningTakesALateImage: an image created late in an interval
+// already thinned goes at the next pass, counted, and the keeper stays.
+func TestThinningTakesALateImage(t *testing.T) {
+	o, now := thinOptions()
+	f := newFixture(t, o)
+	f.run(t)
+	tiers := []retention.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
+	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeDefault,
+		Tiers: map[images.Kind][]retention.Tier{images.Single: tiers}}); err != nil {
+		t.Fatal(err)
+	}
+	f.seedThinning(t, now, images.Single, "cam-a")
+	first := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	if first.Totals().ThinnedRows == 0 {
+		t.Fatalf("the first pass thinned nothing: %+v", first.Totals())
+	}
+	thinned := f.capturedOf(t, images.Single)["cam-a"]
+	hour := now.Add(-retention.Days(3)).Truncate(time.Hour)
+	if !slices.ContainsFunc(thinned, hour.Equal) {
+		t.Fatalf("the hour %s kept no image at its start: %v", hour, thinned)
+	}
+	if _, err := f.seeders(t)[0].Create(t.Context(), images.Image{CameraID: "cam-a", CapturedAt: hour.Add(5 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	f.lastCreate = f.now()
+	f.settle()
+	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	if got := j.Totals(); got.MetadataRows != 1 || got.ThinnedRows != 1 || got.IndexRows != 1 {
+		t.Errorf("the pass after a late image deleted %+v: want that one image", got)
+	}
+	if after := f.capturedOf(t, images.Single)["cam-a"]; !slices.EqualFunc(after, thinned, time.Time.Equal) {
+		t.Errorf("kept %s; want what the first pass kept", diffTimes(after, thinned))
+	}
+}
+
+func countsOf(j *retention.Job, kind images.Kind) retention.Counts {
+	for _, k := range j.Kinds {
+		if k.Kind == kind {
+			return k.Counts
+		}
+	}
+	return retention.Counts{}
+}
+
+// diffTimes says what got has that want has not, and the reverse, briefly.
+func diffTimes(got, want []time.Time) string {
+	var extra, missing []time.Time
+	for _, g := range got {
+		if !slices.ContainsFunc(want, g.Equal) {
+			extra = append(extra, g)
+		}
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, w.Equal) {
+			missing = append(missing, w)
+		}
+	}
+	return fmt.Sprintf("extra %v, missing %v", extra[:min(len(extra), 4)], missing[:min(len(missing), 4)])
+}
