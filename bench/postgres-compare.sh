@@ -38,14 +38,26 @@
 #   one run. Without one, it builds this tree.
 # environment: DURATION (default 20s) per measurement; PG_CLIENTS (16);
 #   CLIENTS ("16 64"); LOG_LEVEL of the daemon (info: one line per call);
-#   PARTS ("creates purge") to run one part only; PURGE_RUNS (3) runs per
-#   purge figure, the median taken.
+#   PARTS ("creates purge thin") to run some parts only; PURGE_RUNS (3) runs
+#   per purge and thinning figure, the median taken; THIN_CAMERAS (100) and
+#   THIN_DAYS (7), the thinning part's layout.
+#
+# Then thinning (issue 25): one row a minute of THIN_CAMERAS cameras over
+# THIN_DAYS days, all but the last day thinned to the first row of each
+# (camera, 15-minute interval). PostgreSQL deletes the others with one
+# DELETE ... USING a row_number() window over date_bin('15 minutes'); its
+# count must be exactly the rows a thinning deletes. Metadatad's figure is
+# BenchmarkThinning (store/retention), a purge with policies under a
+# default policy of one tier, on the same layout, settled first on both
+# sides. Printed as rows deleted per second and their ratio.
 set -euo pipefail
 
 DURATION=${DURATION:-20s}
 PG_CLIENTS=${PG_CLIENTS:-16}
 CLIENTS=${CLIENTS:-16 64}
-PARTS=${PARTS:-creates purge}
+PARTS=${PARTS:-creates purge thin}
+THIN_CAMERAS=${THIN_CAMERAS:-100}
+THIN_DAYS=${THIN_DAYS:-7}
 PURGE_RUNS=${PURGE_RUNS:-3}
 LOG_LEVEL=${LOG_LEVEL:-info}
 PG_PORT=${PG_PORT:-55432}
@@ -243,6 +255,66 @@ SQL
 				"$(secs "${pg_delete[$c]}")" "$(secs "${pg_vacuum[$c]}")" "$(secs "$settled")" "$(secs "$memtable")" \
 				"$(ratio "${pg_delete[$c]}" "$settled")" "$(ratio "${pg_delete[$c]}" "$memtable")"
 		done
+	done
+fi
+if [[ " $PARTS " == *" thin "* ]]; then
+	if [[ -z $pg_started ]]; then
+		as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
+			-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
+		pg_started=1
+	fi
+	median() {
+		printf '%s\n' "$@" | sort -g |
+			awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+	}
+	psql_tags=(as_postgres psql -X -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1 -d bench)
+	per_camera=$((THIN_DAYS * 1440))
+	want=$((THIN_CAMERAS * (THIN_DAYS - 1) * 1440 * 14 / 15))
+	pg_rates=()
+	for _ in $(seq "$PURGE_RUNS"); do
+		"${psql[@]}" -d bench >/dev/null <<SQL
+set client_min_messages = warning;
+drop table if exists thin_images;
+create table thin_images (like single_image_metadata including all) with (autovacuum_enabled = off);
+insert into thin_images select 'cam-' || lpad((i / $per_camera)::text, 5, '0'), timestamptz '2026-01-01' + (i % $per_camera) * interval '1 minute',
+  'https://images.example/cam-' || (i / $per_camera) || '/' || i || '.jpg', 'image/jpeg', 350000, 1920, 1080, null
+  from generate_series(0, $THIN_CAMERAS * $per_camera - 1) i;
+vacuum analyze thin_images;
+checkpoint;
+SQL
+		out=$("${psql_tags[@]}" -c '\timing on' -c "delete from thin_images t using (
+			select camera_id, captured_at, row_number() over (partition by camera_id,
+				date_bin('15 minutes', captured_at, timestamptz '2026-01-01') order by captured_at) as n
+			from thin_images where captured_at < timestamptz '2026-01-01' + interval '$((THIN_DAYS - 1)) days') d
+			where t.camera_id = d.camera_id and t.captured_at = d.captured_at and d.n > 1")
+		read -r deleted delete_ms < <(awk '/^DELETE [0-9]+$/ {n = $2} /^Time: / {t = $2}
+			END {print (n == "" ? "none" : n), (t == "" ? "none" : t)}' <<<"$out")
+		if [[ $deleted != "$want" || $delete_ms == none ]]; then
+			printf 'postgresql thinning: DELETE removed %s rows, want %d; psql said:\n%s\n' "$deleted" "$want" "$out" >&2
+			exit 1
+		fi
+		pg_rates+=("$(echo "$deleted / ($delete_ms / 1000)" | bc -l)")
+	done
+	"${psql[@]}" -d bench -c "drop table thin_images" >/dev/null
+	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null
+	pg_started=
+	pg_rate=$(median "${pg_rates[@]}")
+	printf '\nthinning %d cameras x %d days of one row a minute to one per 15 minutes past a day (%d rows deleted):\n' \
+		"$THIN_CAMERAS" "$THIN_DAYS" "$want"
+	printf 'rows deleted per second, median of %d runs; "x" is metadatad / PostgreSQL (above 1: metadatad is faster)\n' "$PURGE_RUNS"
+	printf '%-20s %12s %12s %8s\n' build "pg DELETE" metadatad x
+	for build in "${builds[@]}"; do
+		test_bin=$build/retention.test
+		if [[ ! -x $test_bin ]]; then echo "$build: no retention.test; skipping its thinning" >&2; continue; fi
+		if ! out=$(cd "$root/store/retention" && THIN_CAMERAS=$THIN_CAMERAS THIN_DAYS=$THIN_DAYS "$test_bin" -test.run '^$' \
+			-test.bench '^BenchmarkThinning$' -test.benchtime 1x -test.count "$PURGE_RUNS" -test.timeout 30m 2>&1); then
+			printf '%s: BenchmarkThinning failed:\n%s\n' "$build" "$out" >&2
+			exit 1
+		fi
+		mapfile -t rates < <(awk '/^BenchmarkThinning/ {for (i = 1; i < NF; i++) if ($(i+1) == "rows/s") print $i}' <<<"$out")
+		if [[ ${#rates[@]} == 0 ]]; then echo "$build: no rows/s from BenchmarkThinning; is it this build's benchmark?" >&2; continue; fi
+		md_rate=$(median "${rates[@]}")
+		printf '%-20s %12.0f %12.0f %8.2f\n' "$(basename "$build")" "$pg_rate" "$md_rate" "$(echo "$md_rate / $pg_rate" | bc -l)"
 	done
 fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

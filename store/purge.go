@@ -75,6 +75,11 @@ type PurgeBatch interface {
 	// Delete deletes the row if there is one and says whether there was.
 	// t must not be tallied.
 	Delete(t Table, key Key) (bool, error)
+	// DeleteUnread deletes the row if there is one without reading
+	// whether there is (a point tombstone): for rows whose presence the
+	// caller knows or need not count; a Delete or Put of the same key later
+	// in the batch does not see it. t must not be tallied.
+	DeleteUnread(t Table, key Key) error
 	// Put writes e over whatever row has its key and returns it as it will
 	// be stored, with a new ETag and Timestamp. t must not be tallied.
 	Put(t Table, e Entity) (Entity, error)

@@ -102,6 +102,10 @@ func (b purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
 	return b.inner.Delete(Unwrap(t), key)
 }
 
+func (b purgeBatch) DeleteUnread(t store.Table, key store.Key) error {
+	return b.inner.DeleteUnread(Unwrap(t), key)
+}
+
 func (b purgeBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
 	return b.inner.Put(Unwrap(t), e)
 }

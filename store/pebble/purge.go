@@ -357,6 +357,26 @@ func (b *purgeBatch) DeletePartitions(t store.Table, partitions store.Range) err
 
 // Delete stages the deletion of the row if there is one, as the batch
 // stands.
+func (b *purgeBatch) DeleteUnread(t store.Table, key store.Key) error {
+	own, err := b.untallied(t, "delete")
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateAddress(key.PartitionKey, key.RowKey); err != nil {
+		return err
+	}
+	if err := b.beyond(own, "delete", key.PartitionKey, false); err != nil {
+		return err
+	}
+	enc := encodeKey(own.key, key.PartitionKey, key.RowKey)
+	// Not noted in staged (a third of its cost at 500,000 keys): a later
+	// Delete or Put of the key in this batch does not see it.
+	if err := b.batch.Delete(enc, nil); err != nil {
+		return fmt.Errorf("pebble: delete: %w", err)
+	}
+	return nil
+}
+
 func (b *purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
 	own, err := b.untallied(t, "delete")
 	if err != nil {

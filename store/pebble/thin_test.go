@@ -2,6 +2,7 @@ package pebble_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -197,5 +198,42 @@ func TestThinRowsRefusesBadBounds(t *testing.T) {
 	}
 	if n := len(captured(t, images, "cam")); n != 1 {
 		t.Errorf("the refused calls left %d rows, want 1", n)
+	}
+}
+
+// TestDeleteUnreadDeletesWithoutARead: an untallied table's row goes by
+// key in the stage's batch, a missing key costs nothing, and a tallied
+// table is refused (its rows go with their tallies only).
+func TestDeleteUnreadDeletesWithoutARead(t *testing.T) {
+	db, images := openTallied(t)
+	ctx := t.Context()
+	index, err := db.Table(ctx, "Index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rk := range []string{"a", "b"} {
+		if _, err := index.Insert(ctx, store.Entity{PartitionKey: "p", RowKey: rk}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = db.Exclusive(ctx, day0, func(ctx context.Context, b store.PurgeBatch) error {
+		for _, rk := range []string{"a", "missing"} {
+			if err := b.DeleteUnread(index, store.Key{PartitionKey: "p", RowKey: rk}); err != nil {
+				return err
+			}
+		}
+		if err := b.DeleteUnread(images, store.Key{PartitionKey: "cam", RowKey: "x"}); err == nil {
+			t.Error("DeleteUnread of a tallied table's row was staged")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Get(ctx, "p", "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the deleted row: %v, want ErrNotFound", err)
+	}
+	if _, err := index.Get(ctx, "p", "b"); err != nil {
+		t.Errorf("the other row: %v", err)
 	}
 }

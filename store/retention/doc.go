@@ -31,6 +31,10 @@
 // rows in the expired minutes: the range deletion stops at the oldest minute
 // a kept camera has, and the index rows of the purged rows after it go by
 // their derived keys (images.Repository.IndexKeys) in their section's batch.
+// A policy's thinning tiers (thinning.go) ride the same sections: a day
+// whose tally shows an interval with more than one row has that interval's
+// rows but its keeper deleted by range (store.PurgeBatch.ThinRows), their
+// index rows by derived key, in the section's batch with the counts.
 // A purge cut short resumes from its record; one cancelled after some
 // sections (or whose kept cameras changed since the survey) ends with an
 // orphans pass that deletes, conditionally, the index rows whose primary

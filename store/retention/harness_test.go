@@ -596,6 +596,10 @@ func (u unhookedBatch) Delete(t store.Table, k store.Key) (bool, error) {
 	return u.b.Delete(unhooked(t), k)
 }
 
+func (u unhookedBatch) DeleteUnread(t store.Table, k store.Key) error {
+	return u.b.DeleteUnread(unhooked(t), k)
+}
+
 func (u unhookedBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
 	return u.b.Put(unhooked(t), e)
 }

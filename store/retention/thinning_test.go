@@ -129,11 +129,29 @@ func TestThinningKeepsOnePerInterval(t *testing.T) {
 	t.Run("a section per camera", func(t *testing.T) { testThinning(t, 1) })
 }
 
-func testThinning(t *testing.T, sectionCameras int) {
-	o, now := thinOptions()
-	o.SectionCameras = sectionCameras
-	f := newFixture(t, o)
-	f.run(t)
+// thinScenario is the fixture's policies, hold and images, and what the
+// model says a purge with policies leaves of them.
+type thinScenario struct {
+	now    time.Time
+	before map[images.Kind]map[string][]time.Time
+	rules  map[images.Kind]map[string]thinRule
+	want   map[images.Kind]retention.Counts
+}
+
+type thinRule struct {
+	days   int
+	tiers  []retention.Tier
+	prefer func(time.Time) bool
+}
+
+var thinKinds = []images.Kind{images.Single, images.Pano}
+
+// setUpThinning gives f the default policy (single images thinned in two
+// tiers and kept for ever, panos kept 5 days and thinned to their first
+// clear-day image per hour after 2), a camera on age retention alone, a
+// held camera, and their images.
+func setUpThinning(t *testing.T, f *fixture, now time.Time) *thinScenario {
+	t.Helper()
 	singleTiers := []retention.Tier{{AfterDays: 2, KeepOnePer: 30 * time.Minute, UntilDays: 4}, {AfterDays: 4, KeepOnePer: 2 * time.Hour}}
 	panoTiers := []retention.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
 	p := f.engine.Policies()
@@ -149,28 +167,22 @@ func testThinning(t *testing.T, sectionCameras int) {
 	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
 		t.Fatal(err)
 	}
-	singles := []string{"cam-a", "cam-b", "cam-plain", "held-1"}
-	f.seedThinning(t, now, images.Single, singles...)
+	f.seedThinning(t, now, images.Single, "cam-a", "cam-b", "cam-plain", "held-1")
 	f.seedThinning(t, now, images.Pano, "cam-a", "held-1")
-	before := map[images.Kind]map[string][]time.Time{images.Single: f.capturedOf(t, images.Single), images.Pano: f.capturedOf(t, images.Pano)}
-
-	type rule struct {
-		days   int
-		tiers  []retention.Tier
-		prefer func(time.Time) bool
-	}
+	sc := &thinScenario{now: now, before: map[images.Kind]map[string][]time.Time{
+		images.Single: f.capturedOf(t, images.Single), images.Pano: f.capturedOf(t, images.Pano)}}
 	clearDay := func(c time.Time) bool { return c.Minute() == 20 }
-	rules := map[images.Kind]map[string]rule{
+	sc.rules = map[images.Kind]map[string]thinRule{
 		images.Single: {"cam-a": {0, singleTiers, nil}, "cam-b": {0, singleTiers, nil}, "cam-plain": {3, nil, nil}},
 		images.Pano:   {"cam-a": {5, panoTiers, clearDay}},
 	}
 	// The counts the model gives: every image gone, and of them those the
 	// tiers take beyond what age alone would.
-	want := map[images.Kind]retention.Counts{}
-	for kind, cams := range rules {
-		c := want[kind]
+	sc.want = map[images.Kind]retention.Counts{}
+	for kind, cams := range sc.rules {
+		c := sc.want[kind]
 		for cam, r := range cams {
-			all := before[kind][cam]
+			all := sc.before[kind][cam]
 			gone := int64(len(all) - len(wantThinned(now, r.days, r.tiers, all, r.prefer)))
 			c.MetadataRows += gone
 			c.IndexRows += gone
@@ -178,41 +190,110 @@ func testThinning(t *testing.T, sectionCameras int) {
 			c.DevicesTotal++
 			c.DevicesDone++
 		}
-		want[kind] = c
+		sc.want[kind] = c
 	}
-	if want[images.Single].ThinnedRows < 300 || want[images.Pano].MetadataRows <= want[images.Pano].ThinnedRows {
-		t.Fatalf("the fixture thins too little to test: %+v", want)
+	if sc.want[images.Single].ThinnedRows < 300 || sc.want[images.Pano].MetadataRows <= sc.want[images.Pano].ThinnedRows {
+		t.Fatalf("the fixture thins too little to test: %+v", sc.want)
 	}
+	return sc
+}
 
-	kinds := []images.Kind{images.Single, images.Pano}
-	dry := f.purge(t, retention.StartRequest{Kinds: kinds, UsePolicies: true, DryRun: true})
-	job := f.purge(t, retention.StartRequest{Kinds: kinds, UsePolicies: true})
-	for _, j := range []*retention.Job{dry, job} {
-		if j.State != retention.Succeeded {
-			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Error)
-		}
-		for _, kind := range kinds {
-			if got := countsOf(j, kind); got != want[kind] {
-				t.Errorf("dry run %v, %s: counts %+v, want %+v", j.DryRun, kind, got, want[kind])
-			}
+// checkCounts checks a job's counts against the model's.
+func (sc *thinScenario) checkCounts(t *testing.T, j *retention.Job) {
+	t.Helper()
+	if j.State != retention.Succeeded {
+		t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Error)
+	}
+	for _, kind := range thinKinds {
+		if got := countsOf(j, kind); got != sc.want[kind] {
+			t.Errorf("dry run %v, %s: counts %+v, want %+v", j.DryRun, kind, got, sc.want[kind])
 		}
 	}
-	for kind, cams := range rules {
+}
+
+// checkKept checks that every camera keeps exactly what the model says,
+// each image with its index row, and the held camera everything.
+func (sc *thinScenario) checkKept(t *testing.T, f *fixture) {
+	t.Helper()
+	for kind, cams := range sc.rules {
 		after := f.capturedOf(t, kind)
 		for cam, r := range cams {
-			if w := wantThinned(now, r.days, r.tiers, before[kind][cam], r.prefer); !slices.EqualFunc(after[cam], w, time.Time.Equal) {
+			if w := wantThinned(sc.now, r.days, r.tiers, sc.before[kind][cam], r.prefer); !slices.EqualFunc(after[cam], w, time.Time.Equal) {
 				t.Errorf("%s %s: kept %d images, want %d: %v", kind, cam, len(after[cam]), len(w), diffTimes(after[cam], w))
 			}
 		}
-		if !slices.EqualFunc(after["held-1"], before[kind]["held-1"], time.Time.Equal) {
-			t.Errorf("%s held-1: %d images after the purge, %d before: a hold spares everything", kind, len(after["held-1"]), len(before[kind]["held-1"]))
+		if !slices.EqualFunc(after["held-1"], sc.before[kind]["held-1"], time.Time.Equal) {
+			t.Errorf("%s held-1: %d images after the purge, %d before: a hold spares everything", kind, len(after["held-1"]), len(sc.before[kind]["held-1"]))
 		}
 	}
+}
 
-	again := f.purge(t, retention.StartRequest{Kinds: kinds, UsePolicies: true})
+func testThinning(t *testing.T, sectionCameras int) {
+	o, now := thinOptions()
+	o.SectionCameras = sectionCameras
+	f := newFixture(t, o)
+	f.run(t)
+	sc := setUpThinning(t, f, now)
+	dry := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true, DryRun: true})
+	sc.checkCounts(t, dry)
+	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}))
+	sc.checkKept(t, f)
+	again := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	if got := again.Totals(); got.MetadataRows != 0 || got.IndexRows != 0 {
 		t.Errorf("a second pass deleted %+v: want nothing", got)
 	}
+}
+
+// TestCrashAtAnyWriteWhileThinningResumesExactly: a purge with policies
+// that thins, whose store dies after any of its writes, resumes after a
+// restart and ends with the model's exact counts and kept images: a
+// section's thinning, index rows and counts commit together or not at all.
+func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
+	crashAtEveryWrite(t, newFixture, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+		o, now := thinOptions()
+		o.SectionCameras = 1 // a section per camera: more writes to crash at
+		f := newFixture(t, o)
+		sc := setUpThinning(t, f, now)
+		crash := &crashAfter{n: n, fs: f.fs}
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before, after: crash.after})
+		f.run(t)
+		j, startErr := f.engine.Start(t.Context(), retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+		if startErr == nil {
+			waitCrashed(t, f, crash, j.ID)
+		}
+		f.stop()
+		crash.mu.Lock()
+		dead, crashed := crash.dead, crash.crashed
+		crash.mu.Unlock()
+		restarted := f
+		if dead {
+			restarted = f.reopen(t, crashed)
+			restarted.run(t)
+		}
+		jobs, _, err := restarted.engine.List(t.Context(), 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 0 || startErr != nil {
+			if !dead {
+				t.Fatalf("no job or no start (%v), and no crash", startErr)
+			}
+			// The job never started: nothing is deleted.
+			for _, kind := range thinKinds {
+				after := restarted.capturedOf(t, kind)
+				for cam, had := range sc.before[kind] {
+					if !slices.EqualFunc(after[cam], had, time.Time.Equal) {
+						t.Errorf("%s %s: %d images after a purge that never started, %d before", kind, cam, len(after[cam]), len(had))
+					}
+				}
+			}
+			return dead
+		}
+		sc.checkCounts(t, restarted.await(t, jobs[0].ID))
+		sc.checkKept(t, restarted)
+		return dead
+	})
 }
 
 // TestThinningTakesALateImage: an image created late in an interval
