@@ -81,6 +81,20 @@ as_postgres() {
 	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# start_pg starts the cluster again if a part before stopped it.
+start_pg() {
+	if [[ -n $pg_started ]]; then return; fi
+	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
+		-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
+	pg_started=1
+}
+
+# median of numbers, to 6 decimals (plain notation, for bc).
+median() {
+	printf '%s\n' "$@" | sort -g |
+		awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
 seconds() { local d=$1; case $d in *m) echo $((${d%m} * 60)) ;; *s) echo "${d%s}" ;; *) echo "$d" ;; esac; }
 
 if [[ ! -x $pgbin/pgbench ]]; then
@@ -102,9 +116,7 @@ echo "machine: $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loa
 mkdir -p "$work/pg" "$work/sock"
 if [[ $(id -u) == 0 ]]; then chown postgres "$work/pg" "$work/sock"; fi
 as_postgres "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null
-as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
-	-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
-pg_started=1
+start_pg
 psql=(as_postgres psql -q -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
 "${psql[@]}" -c "create database bench" >/dev/null
 "${psql[@]}" -d bench >/dev/null <<'SQL'
@@ -166,16 +178,7 @@ fi
 
 if [[ " $PARTS " == *" purge "* ]]; then
 	if ! [[ $PURGE_RUNS =~ ^[1-9][0-9]*$ ]]; then echo "PURGE_RUNS must be a positive integer, not \"$PURGE_RUNS\"" >&2; exit 1; fi
-	if [[ -z $pg_started ]]; then
-		as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
-			-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
-		pg_started=1
-	fi
-	# median of numbers, to 6 decimals (plain notation, for bc).
-	median() {
-		printf '%s\n' "$@" | sort -g |
-			awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-	}
+	start_pg
 	# expired rows:cameras, as BenchmarkPurgeAgainstPostgres's subtests.
 	purge_cases=(200000:40 200000:4000 100000:10000)
 	# psql without -q: it prints DELETE's row count.
@@ -258,15 +261,7 @@ SQL
 	done
 fi
 if [[ " $PARTS " == *" thin "* ]]; then
-	if [[ -z $pg_started ]]; then
-		as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
-			-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
-		pg_started=1
-	fi
-	median() {
-		printf '%s\n' "$@" | sort -g |
-			awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-	}
+	start_pg
 	psql_tags=(as_postgres psql -X -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1 -d bench)
 	per_camera=$((THIN_DAYS * 1440))
 	want=$((THIN_CAMERAS * (THIN_DAYS - 1) * 1440 * 14 / 15))

@@ -356,29 +356,11 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 		days[c] = 2
 	}
 	f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
-	crash := &crashAfter{n: n, fs: f.fs}
-	f.openEngine(t, &hookedBackend{Backend: f.base, before: crash.before, after: crash.after})
-	f.run(t)
-	j, startErr := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
-	if startErr == nil {
-		waitCrashed(t, f, crash, j.ID)
-	}
-	f.stop()
-	crash.mu.Lock()
-	dead, crashed := crash.dead, crash.crashed
-	crash.mu.Unlock()
-	restarted := f
-	if dead {
-		restarted = f.reopen(t, crashed)
-		restarted.run(t)
-	}
-	jobs, _, err := restarted.engine.List(t.Context(), 10, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs) == 0 || startErr != nil {
+	c := f.startCrashing(t, n, nil, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	restarted, dead, jobs := c.restarted, c.dead, c.jobs
+	if len(jobs) == 0 || (c.startErr != nil && jobs[0].Unconfirmed) {
 		if !dead {
-			t.Fatalf("no job or no start (%v), and no crash", startErr)
+			t.Fatalf("no job or no start (%v), and no crash", c.startErr)
 		}
 		all := map[string]int{}
 		for c := range days {
@@ -387,7 +369,10 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 		restarted.checkKept(t, now, images.Single, all)
 		return dead
 	}
-	j = restarted.await(t, jobs[0].ID)
+	if dead {
+		restarted.run(t)
+	}
+	j := restarted.await(t, jobs[0].ID)
 	if j.State != retention.Succeeded {
 		t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
 	}

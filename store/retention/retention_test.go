@@ -381,34 +381,60 @@ func TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T) {
 	})
 }
 
-func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int, wrap func(*hookedBackend) store.Backend) bool {
-	kinds := []images.Kind{images.Single, images.Pano}
-	f := newFixture(t, quickOptions())
-	f.seedKinds(t, 3, kinds) // the kinds purged: each crash point seeds anew
+// crashedStart is a purge started on a store that dies after some writes.
+type crashedStart struct {
+	// restarted is the store as a restart finds it, its engine not running
+	// yet; the fixture itself when the store never died.
+	restarted *fixture
+	dead      bool
+	jobs      []*retention.Job
+	// startErr is Start's: it fails if the crash comes first, and its job
+	// may exist all the same, to run only if its confirmation landed.
+	startErr error
+}
+
+// startCrashing starts req on f's engine over its store wrapped to die
+// after n writes (wrap nil: as it is), waits for the crash or the job's
+// end, stops the engine and reopens the store if it died.
+func (f *fixture) startCrashing(t *testing.T, n int, wrap func(*hookedBackend) store.Backend, req retention.StartRequest) crashedStart {
+	t.Helper()
 	crash := &crashAfter{n: n, fs: f.fs}
-	f.openEngine(t, wrap(&hookedBackend{Backend: f.base, before: crash.before, after: crash.after}))
+	var backend store.Backend = &hookedBackend{Backend: f.base, before: crash.before, after: crash.after}
+	if wrap != nil {
+		backend = wrap(backend.(*hookedBackend))
+	}
+	f.openEngine(t, backend)
 	f.run(t)
-	// Start fails if the crash comes first; the job may exist all the same,
-	// and runs only if its confirmation landed.
-	j, startErr := f.engine.Start(t.Context(), retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+	j, startErr := f.engine.Start(t.Context(), req)
 	if startErr == nil {
 		waitCrashed(t, f, crash, j.ID)
 	}
 	// Once stopped, the engine writes no more: the crash happened or never will.
 	f.stop()
 	crash.mu.Lock()
-	dead, crashed := crash.dead, crash.crashed
+	c := crashedStart{restarted: f, dead: crash.dead, startErr: startErr}
+	crashed := crash.crashed
 	crash.mu.Unlock()
-	restarted := f
+	if c.dead {
+		c.restarted = f.reopen(t, crashed)
+	}
+	var err error
+	if c.jobs, _, err = c.restarted.engine.List(t.Context(), 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int, wrap func(*hookedBackend) store.Backend) bool {
+	kinds := []images.Kind{images.Single, images.Pano}
+	f := newFixture(t, quickOptions())
+	f.seedKinds(t, 3, kinds) // the kinds purged: each crash point seeds anew
+	c := f.startCrashing(t, n, wrap, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+	restarted, dead, jobs, startErr := c.restarted, c.dead, c.jobs, c.startErr
 	if dead {
-		restarted = f.reopen(t, crashed)
 		for _, kind := range kinds {
 			requireIndexed(t, restarted, kind)
 		}
-	}
-	jobs, _, err := restarted.engine.List(t.Context(), 10, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(jobs) == 0 {
 		if !dead {
@@ -440,7 +466,7 @@ func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Option
 	if dead {
 		restarted.run(t)
 	}
-	j = restarted.await(t, jobs[0].ID)
+	j := restarted.await(t, jobs[0].ID)
 	if j.State != retention.Succeeded {
 		t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
 	}
