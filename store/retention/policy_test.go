@@ -74,13 +74,7 @@ func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days 
 	for _, e := range rows(t, primary) {
 		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
 	}
-	indexed := map[string][]string{}
-	if err := f.repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
-		indexed[row.CameraID] = append(indexed[row.CameraID], row.RowKey)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	indexed := f.indexedRowKeys(t, kind)
 	for camera, d := range days {
 		want := kept(d)
 		if got := len(have[camera]); got != want {
@@ -102,6 +96,20 @@ func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days 
 			t.Errorf("%s %s: primary rows %v, index rows %v: want the same", kind, camera, have[camera], indexed[camera])
 		}
 	}
+}
+
+// indexedRowKeys lists, per camera, the primary row keys its index rows
+// name.
+func (f *fixture) indexedRowKeys(t *testing.T, kind images.Kind) map[string][]string {
+	t.Helper()
+	indexed := map[string][]string{}
+	if err := f.repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
+		indexed[row.CameraID] = append(indexed[row.CameraID], row.RowKey)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return indexed
 }
 
 // setPolicies sets the policies of the fixture's cameras and returns each

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 )
@@ -97,13 +96,7 @@ func (f *fixture) capturedOf(t *testing.T, kind images.Kind) map[string][]time.T
 		out[e.PartitionKey] = append(out[e.PartitionKey], captured(t, e))
 		keys[e.PartitionKey] = append(keys[e.PartitionKey], e.RowKey)
 	}
-	indexed := map[string][]string{}
-	if err := f.repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
-		indexed[row.CameraID] = append(indexed[row.CameraID], row.RowKey)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	indexed := f.indexedRowKeys(t, kind)
 	for c := range out {
 		slices.SortFunc(out[c], time.Time.Compare)
 		slices.Sort(keys[c])
