@@ -40,7 +40,6 @@ var sentinelCodes = []struct {
 	{retention.ErrPurgeRunning, codes.FailedPrecondition},
 	{retention.ErrNoPolicies, codes.FailedPrecondition},
 	{retention.ErrJobEnded, codes.FailedPrecondition},
-	{retention.ErrThinningUnsupported, codes.FailedPrecondition},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted},
 	{backup.ErrBusy, codes.FailedPrecondition},
 	{store.ErrCorrupt, codes.DataLoss},
@@ -107,7 +106,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrFutureCutoff":    retention.ErrFutureCutoff, "retention.ErrNoKinds": retention.ErrNoKinds,
 		"retention.ErrPurgeRunning": retention.ErrPurgeRunning, "retention.ErrNoPolicies": retention.ErrNoPolicies,
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
-		"retention.ErrThinningUnsupported": retention.ErrThinningUnsupported, "backup.ErrBusy": backup.ErrBusy,
+		"backup.ErrBusy": backup.ErrBusy,
 	}
 	var dirs []string
 	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -191,21 +189,6 @@ func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor
 	return p
 }
 
-// hasTiers reports whether p thins any kind.
-func hasTiers(p retention.Policy) bool {
-	for _, t := range p.Tiers {
-		if len(t) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// thinningUnsupported is the status of a policy with tiers on a backend
-// whose purge does not apply them yet.
-var thinningUnsupported = status.Error(codes.FailedPrecondition,
-	"thinning tiers are not supported on this backend yet (the embedded store applies them)")
-
 // checkPolicyMask returns the kinds whose days and whose tiers an update
 // changes. An empty mask names the fields m sets (days other than 0, or
 // tiers; AIP-134); "*" alone names all.
@@ -279,9 +262,6 @@ func (s *retentionService) CreateRetentionPolicy(ctx context.Context, req *metad
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	if hasTiers(p) && !s.engine.Thins() {
-		return nil, thinningUnsupported
-	}
 	created, err := s.engine.Policies().CreatePolicy(ctx, p)
 	if err != nil {
 		return nil, s.policyStatus(ctx, m.GetName(), err)
@@ -330,11 +310,6 @@ func (s *retentionService) UpdateRetentionPolicy(ctx context.Context, req *metad
 	kinds, thinning := v.checkPolicyMask(req.GetUpdateMask(), p)
 	if err := v.err(); err != nil {
 		return nil, err
-	}
-	for _, k := range thinning {
-		if len(p.Tiers[k]) > 0 && !s.engine.Thins() {
-			return nil, thinningUnsupported
-		}
 	}
 	updated, err := s.engine.Policies().UpdatePolicy(ctx, retention.PolicyUpdate{
 		Policy: p, Kinds: kinds, Thinning: thinning, AllowMissing: req.GetAllowMissing(), IfMatch: m.GetEtag(),

@@ -58,7 +58,10 @@
 //     without primary rows, never the reverse; the range is read until
 //     empty, so a row a retried create rewrote goes too (one whose primary
 //     write lands after that read stays unindexed till a later purge).
-//     A task's last delivery gives up the cameras it cannot purge;
+//     A task's last delivery gives up the cameras it cannot purge. A
+//     camera with thinning tiers also has its rows of their windows read,
+//     each interval's keeper kept and the others deleted the same way
+//     (thinQueried): the plan scans the index up to the newest thinned day;
 //  3. janitor: then a scan of the expired index partitions deletes, at the
 //     ETag it read, each index row without its primary row and older than
 //     images.Repository.IndexLag (a younger one may still get it). It

@@ -99,8 +99,7 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 			return err
 		}
 	}
-	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind)}
-	r.through = maxTime(r.aged, p.ThinThrough)
+	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind), through: j.reach(kind)}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
 	if j.DryRun {

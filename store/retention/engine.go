@@ -151,9 +151,6 @@ func (o Options) withDefaults() Options {
 var (
 	// ErrNoKinds reports a purge of no image kind.
 	ErrNoKinds = errors.New("retention: no image kind to purge")
-	// ErrThinningUnsupported reports a purge with policies whose tiers
-	// this backend cannot apply yet (Azure: docs/thinning.md).
-	ErrThinningUnsupported = errors.New("retention: thinning tiers are not supported on this backend yet")
 	// ErrFutureCutoff reports a cutoff after now.
 	ErrFutureCutoff = errors.New("retention: cutoff is in the future")
 )
@@ -318,11 +315,8 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		p := &KindProgress{Kind: k, Phase: phasePlan}
 		if req.UsePolicies {
 			rch, ok := reaches[k]
-			switch {
-			case !ok:
+			if !ok {
 				continue
-			case rch.thinAfter > 0 && e.purger == nil:
-				return nil, fmt.Errorf("%w: %s", ErrThinningUnsupported, k)
 			}
 			if rch.days > 0 {
 				p.Cutoff = now.Add(-Days(rch.days))
@@ -711,10 +705,6 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	}
 	e.log.Info("purge finished", attrs...)
 }
-
-// Thins reports whether the engine applies policies' thinning tiers: on
-// the embedded store, not yet on Azure.
-func (e *Engine) Thins() bool { return e.purger != nil }
 
 // Kinds lists the kinds the engine can purge, in the order of images.Kinds.
 func (e *Engine) Kinds() []images.Kind {

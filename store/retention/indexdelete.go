@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -46,6 +47,102 @@ func deleteExpired(ctx context.Context, repo *images.Repository, camera string, 
 			return n, err
 		}
 	}
+}
+
+// thinQueried thins a camera's rows in its windows, on a backend without
+// range deletions: it reads each window's rows, newest first, keeps each interval's keeper (its earliest
+// row, a pano's earliest clear-day one when it has one), and, when del is
+// set, deletes the others a batch of up to 100 at a time, each batch's
+// index rows right after it by derived key, as deleteExpired does. It
+// returns how many rows it deletes, or would.
+func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []thinWindow, del bool) (int64, error) {
+	primary, index := repo.Tables()
+	ix := &indexDeleter{index: index, repo: repo, camera: camera}
+	var pending []store.Key
+	var n int64
+	flush := func(all bool) error {
+		for len(pending) >= store.MaxBatchOps || (all && len(pending) > 0) {
+			batch := pending[:min(len(pending), store.MaxBatchOps)]
+			if err := deleteBatch(ctx, primary, batch); err != nil {
+				return err
+			}
+			if err := ix.delete(ctx, batch); err != nil {
+				return err
+			}
+			pending = pending[len(batch):]
+		}
+		return nil
+	}
+	pano := repo.Kind() == images.Pano
+	for _, w := range windows {
+		var from *time.Time
+		if !w.From.IsZero() {
+			from = &w.From
+		}
+		q := store.Query{PartitionKey: camera, Rows: store.InvertedTicksRows(from, &w.To)}
+		// The interval being read, newest row first: its keeper is its
+		// last preferred row, else its last.
+		var group []store.Key
+		var preferred []bool
+		interval := time.Time{}
+		closeInterval := func() error {
+			if len(group) < 2 {
+				group, preferred = group[:0], preferred[:0]
+				return nil
+			}
+			keeper := len(group) - 1
+			for i := len(group) - 1; i >= 0; i-- {
+				if preferred[i] {
+					keeper = i
+					break
+				}
+			}
+			for i, k := range group {
+				if i != keeper {
+					n++
+					pending = append(pending, k)
+				}
+			}
+			group, preferred = group[:0], preferred[:0]
+			if !del {
+				pending = pending[:0]
+				return nil
+			}
+			return flush(false)
+		}
+		for {
+			page, err := primary.Query(ctx, q)
+			if err != nil {
+				return n, err
+			}
+			for _, e := range page.Entities {
+				at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+				if err != nil {
+					continue // not an image's key: not this thinning's
+				}
+				if iv := at.UTC().Truncate(w.Every); !iv.Equal(interval) {
+					if err := closeInterval(); err != nil {
+						return n, err
+					}
+					interval = iv
+				}
+				clear, _ := e.Properties[images.PropIsClearDay].(bool)
+				group = append(group, store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey})
+				preferred = append(preferred, pano && clear)
+			}
+			if page.Next == nil {
+				break
+			}
+			q.Resume = page.Next
+		}
+		if err := closeInterval(); err != nil {
+			return n, err
+		}
+	}
+	if !del {
+		return n, nil
+	}
+	return n, flush(true)
 }
 
 // indexDeleter deletes the index rows of one camera's deleted primary rows

@@ -187,6 +187,13 @@ func (j *Job) boundary(kind images.Kind) time.Time {
 	return j.Boundary()
 }
 
+// reach is the newest instant before which the kind's rows may go: its
+// boundary, or the end of the newest window its policies' tiers thin. The
+// index is scanned up to it.
+func (j *Job) reach(kind images.Kind) time.Time {
+	return maxTime(j.boundary(kind), j.progress(kind).ThinThrough)
+}
+
 // Totals are the counts summed over the job's kinds.
 func (j *Job) Totals() Counts {
 	var c Counts

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
@@ -178,7 +177,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 			return false, err
 		}
 	}
-	expired := images.ExpiredIndex(p.job.boundary(p.kind))
+	expired := images.ExpiredIndex(p.job.reach(p.kind))
 	err = p.e.repos[p.kind].EachIndexRow(ctx, expired, func(row images.IndexRow) error {
 		device := row.CameraID
 		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
@@ -189,12 +188,13 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		if policies != nil {
 			// The scan meets a camera first at its oldest row: if that one
 			// is not expired by the camera's own cutoff, none is, and the
-			// camera costs nothing more.
-			b, purge, err := policies.plan(ctx, device, row)
+			// camera costs nothing more (unless its tiers thin it).
+			c, err := policies.plan(ctx, device, row)
 			if err != nil {
 				return err
 			}
-			planned, d.Boundary = purge, b
+			planned = c.purge || len(c.thin) > 0
+			d.Boundary, d.NoAge, d.Thin = c.boundary, !c.purge, c.thin
 		}
 		if planned {
 			group = append(group, d)
@@ -330,37 +330,32 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 		// Each camera seen, with its boundary: the job's, or in a purge
 		// with policies its own, zero if its rows are kept.
 		seen := newCameraBounds(e.opts.CameraMemory)
-		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.boundary(kind)), func(row images.IndexRow) error {
+		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.reach(kind)), func(row images.IndexRow) error {
 			device := row.CameraID
 			if _, ok := seen.of[device]; ok || device == "" || bucketOf(device, n) != bucket {
 				return nil
 			}
-			b := j.Boundary()
+			d := &taskDevice{ID: device}
 			if policies != nil {
-				var purge bool
-				var err error
-				if b, purge, err = policies.plan(ctx, device, row); err != nil {
+				rule, err := policies.plan(ctx, device, row)
+				if err != nil {
 					return err
 				}
-				if !purge {
-					b = time.Time{}
-				}
+				d.Boundary, d.NoAge, d.Thin = rule.boundary, !rule.purge, rule.thin
 			}
-			seen.put(device, b)
+			seen.put(device, d.janitorBound())
 			if seen.full() {
 				return errOutgrown
 			}
-			if b.IsZero() {
-				return nil
-			}
-			count, err := countRows(ctx, primary, device, images.ExpiredRows(b))
-			if err != nil {
+			count, thinned, err := e.countCamera(ctx, kind, primary, d, j)
+			if err != nil || count == 0 {
 				return err
 			}
 			c.DevicesTotal++
 			c.DevicesDone++
 			c.MetadataRows += count
 			c.IndexRows += count // one per primary row, as a purge counts them
+			c.ThinnedRows += thinned
 			return nil
 		})
 		if errors.Is(err, errOutgrown) {

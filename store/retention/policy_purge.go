@@ -115,18 +115,16 @@ func (p *Policies) resolver(ctx context.Context, kind images.Kind, now time.Time
 	}
 }
 
-// plan resolves a camera met first at its oldest index row: the start of
-// the minute of its own cutoff, and whether to purge it, which it is when
-// that row is expired by it and the camera has no legal hold. A camera
-// whose rows its policy keeps costs a read of its own policy alone; the
-// hold is read only for one its policy would purge.
-func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (b time.Time, purge bool, err error) {
+// plan resolves a camera met first at its oldest index row (see resolve):
+// a camera whose rows its policy keeps and does not thin costs a read of
+// its own policy alone; the hold is read only for one its policy would
+// purge or thin.
+func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (cameraRule, error) {
 	minute, err := time.Parse("200601021504", oldest.PartitionKey[:min(len(oldest.PartitionKey), 12)])
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
+		return cameraRule{}, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
 	}
-	c, err := r.resolve(ctx, camera, minute)
-	return c.boundary, c.purge, err
+	return r.resolve(ctx, camera, minute)
 }
 
 // cameraRule is one camera's rule of a kind, resolved at the job's
@@ -142,8 +140,9 @@ type cameraRule struct {
 	thin []thinWindow
 }
 
-// resolve is plan for a camera whose oldest row lies in the minute that
-// starts at oldest, with the windows its tiers thin.
+// resolve gives a camera whose oldest row lies in the minute that starts
+// at oldest its boundary, whether to purge it (its oldest row is before
+// the boundary and it has no legal hold), and the windows its tiers thin.
 func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (cameraRule, error) {
 	rule, found := kindRule{}, false
 	own, err := r.p.GetPolicy(ctx, ScopeCamera, camera)
@@ -205,7 +204,7 @@ func (s *taskStore) recordBoundaries(ctx context.Context, t *task) error {
 		for _, d := range t.Devices[start:end] {
 			ops = append(ops, store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{
 				PartitionKey: t.JobID, RowKey: boundaryRowKey(t.Kind, d.ID),
-				Properties: store.Properties{propBoundary: d.Boundary}}})
+				Properties: store.Properties{propBoundary: d.janitorBound()}}})
 		}
 		if err := s.ownedBatch(ctx, t.JobID, ops); err != nil {
 			return err

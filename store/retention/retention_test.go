@@ -291,9 +291,16 @@ func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
 func crashAtEveryWrite(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture,
 	crashAndResume func(*testing.T, func(*testing.T, retention.Options) *fixture, int) bool) {
 	t.Helper()
-	step := 1
+	crashAtEveryNthWrite(t, 1, newFixture, crashAndResume)
+}
+
+// crashAtEveryNthWrite is crashAtEveryWrite crashing after 0, n, 2n, ...
+// writes (7n in -short).
+func crashAtEveryNthWrite(t *testing.T, step int, newFixture func(*testing.T, retention.Options) *fixture,
+	crashAndResume func(*testing.T, func(*testing.T, retention.Options) *fixture, int) bool) {
+	t.Helper()
 	if testing.Short() {
-		step = 7
+		step *= 7
 	}
 	crashes, filtered := 0, false
 	type point struct{ ran, crashed, ok bool }

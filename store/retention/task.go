@@ -38,14 +38,36 @@ type taskDevice struct {
 	// Boundary, in a purge with policies, is the start of the minute of
 	// the camera's own cutoff; zero means the job's.
 	Boundary time.Time `json:"boundary,omitzero"`
+	// NoAge, in a purge with policies, says the camera keeps its rows by
+	// age and is only thinned.
+	NoAge bool `json:"noAge,omitempty"`
+	// Thin are the windows its policy's tiers thin (thinning.go), and
+	// Thinned the rows of Rows they delete.
+	Thin    []thinWindow `json:"thin,omitempty"`
+	Thinned int64        `json:"thinned,omitempty"`
 }
 
-// expiredRows is the row range of the camera's expired primary rows.
-func (d *taskDevice) expiredRows(j *Job) store.Range {
-	if !d.Boundary.IsZero() {
-		return images.ExpiredRows(d.Boundary)
+// expiredRows is the row range of the camera's expired primary rows; false
+// when it has none by age.
+func (d *taskDevice) expiredRows(j *Job) (store.Range, bool) {
+	switch {
+	case d.NoAge:
+		return store.Range{}, false
+	case !d.Boundary.IsZero():
+		return images.ExpiredRows(d.Boundary), true
 	}
-	return images.ExpiredRows(j.Boundary())
+	return images.ExpiredRows(j.Boundary()), true
+}
+
+// janitorBound is the boundary recorded for the janitor: it judges the
+// camera's index rows captured before it, those of the rows its age
+// purge and its thinning may have deleted.
+func (d *taskDevice) janitorBound() time.Time {
+	b := d.Boundary
+	if d.NoAge {
+		b = time.Time{}
+	}
+	return maxTime(b, newestThinned(d.Thin))
 }
 
 // task is a group of cameras whose expired primary rows one worker deletes.
@@ -101,6 +123,7 @@ func (t *task) counts() Counts {
 			c.DevicesDone++
 			c.MetadataRows += d.Rows
 			c.IndexRows += d.Rows // each primary row's, deleted after it
+			c.ThinnedRows += d.Thinned
 			c.MetadataRowsLowerBound = c.MetadataRowsLowerBound || d.LowerBound
 		case deviceFailed:
 			c.DevicesFailed++

@@ -125,11 +125,12 @@ func decodeTiers(s string) ([]Tier, error) {
 }
 
 // thinWindow is where one tier thins, resolved at a job's instant: the
-// rows captured in [from, to), both on boundaries of every; from zero
-// means from a camera's first row.
+// rows captured in [From, To), both on boundaries of Every; From zero
+// means from a camera's first row. A task names its cameras' (Azure).
 type thinWindow struct {
-	from, to time.Time
-	every    time.Duration
+	From  time.Time     `json:"from,omitzero"`
+	To    time.Time     `json:"to"`
+	Every time.Duration `json:"every"`
 }
 
 // thinWindows resolves a kind's tiers at now, with days its retention (0:
@@ -137,17 +138,17 @@ type thinWindow struct {
 func thinWindows(now time.Time, days int, tiers []Tier) []thinWindow {
 	var out []thinWindow
 	for _, t := range tiers {
-		w := thinWindow{every: t.KeepOnePer, to: now.Add(-Days(t.AfterDays)).UTC().Truncate(t.KeepOnePer)}
+		w := thinWindow{Every: t.KeepOnePer, To: now.Add(-Days(t.AfterDays)).UTC().Truncate(t.KeepOnePer)}
 		until := t.UntilDays
 		if until == 0 {
 			until = days
 		}
 		if until > 0 {
 			oldest := now.Add(-Days(until)).UTC()
-			if w.from = oldest.Truncate(t.KeepOnePer); w.from.Before(oldest) {
-				w.from = w.from.Add(t.KeepOnePer)
+			if w.From = oldest.Truncate(t.KeepOnePer); w.From.Before(oldest) {
+				w.From = w.From.Add(t.KeepOnePer)
 			}
-			if !w.from.Before(w.to) {
+			if !w.From.Before(w.To) {
 				continue
 			}
 		}
@@ -160,7 +161,7 @@ func thinWindows(now time.Time, days int, tiers []Tier) []thinWindow {
 func newestThinned(ws []thinWindow) time.Time {
 	var t time.Time
 	for _, w := range ws {
-		t = maxTime(t, w.to)
+		t = maxTime(t, w.To)
 	}
 	return t
 }
@@ -181,11 +182,11 @@ func thinSpans(t *store.DayTally, windows []thinWindow) []thinSpan {
 	var out []thinSpan
 	dayEnd := t.Day.Add(24 * time.Hour)
 	for _, w := range windows {
-		from, to := maxTime(w.from, t.Day), minTime(w.to, dayEnd)
+		from, to := maxTime(w.From, t.Day), minTime(w.To, dayEnd)
 		if !from.Before(to) {
 			continue
 		}
-		per := int(w.every / time.Minute)
+		per := int(w.Every / time.Minute)
 		first, end := int(from.Sub(t.Day)/time.Minute), int(to.Sub(t.Day)/time.Minute)
 		run := -1 // the span of out the next interval may extend
 		interval, rows := -1, int64(0)
@@ -193,9 +194,9 @@ func thinSpans(t *store.DayTally, windows []thinWindow) []thinSpan {
 			if rows > 1 {
 				start := t.Day.Add(time.Duration(interval*per) * time.Minute)
 				if run >= 0 && out[run].to.Equal(start) {
-					out[run].to, out[run].extra = start.Add(w.every), out[run].extra+rows-1
+					out[run].to, out[run].extra = start.Add(w.Every), out[run].extra+rows-1
 				} else {
-					out = append(out, thinSpan{from: start, to: start.Add(w.every), every: w.every, extra: rows - 1})
+					out = append(out, thinSpan{from: start, to: start.Add(w.Every), every: w.Every, extra: rows - 1})
 					run = len(out) - 1
 				}
 			}

@@ -10,10 +10,15 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// The thinning fixture: cameras with an image every 10 minutes from 6 days
+// The thinning fixture: cameras with an image every 20 minutes from 6 days
 // before the engine's clock to 1 day before it, whose clock starts 7 minutes
 // past an hour, so no interval boundary of its tiers moves while a test runs.
-const thinEvery = 10 * time.Minute
+const thinEvery = 20 * time.Minute
+
+// thinStores are the engines thinning runs on: the embedded purge, the
+// queue design on the embedded store (quick to crash at every write) and
+// on Azurite.
+var thinStores = []storeCase{{"pebble", newFixture}, {"pebble-queue", newQueueFixture}, {"azure", newAzureFixture}}
 
 func thinOptions() (retention.Options, time.Time) {
 	start := time.Now()
@@ -118,8 +123,11 @@ func (f *fixture) capturedOf(t *testing.T, kind images.Kind) map[string][]time.T
 // counts are exact, a dry run counts the same beforehand, a hold spares its
 // camera, and a second pass deletes nothing.
 func TestThinningKeepsOnePerInterval(t *testing.T) {
-	t.Run("one section", func(t *testing.T) { testThinning(t, 0) })
-	t.Run("a section per camera", func(t *testing.T) { testThinning(t, 1) })
+	t.Parallel() // independent: stores and engines of its own
+	forEachOf(t, thinStores, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+		testThinning(t, open, 0)
+	})
+	t.Run("pebble, a section per camera", func(t *testing.T) { testThinning(t, newFixture, 1) })
 }
 
 // thinScenario is the fixture's policies, hold and images, and what the
@@ -185,20 +193,26 @@ func setUpThinning(t *testing.T, f *fixture, now time.Time) *thinScenario {
 		}
 		sc.want[kind] = c
 	}
-	if sc.want[images.Single].ThinnedRows < 300 || sc.want[images.Pano].MetadataRows <= sc.want[images.Pano].ThinnedRows {
+	if sc.want[images.Single].ThinnedRows < 200 || sc.want[images.Pano].MetadataRows <= sc.want[images.Pano].ThinnedRows {
 		t.Fatalf("the fixture thins too little to test: %+v", sc.want)
 	}
 	return sc
 }
 
-// checkCounts checks a job's counts against the model's.
-func (sc *thinScenario) checkCounts(t *testing.T, j *retention.Job) {
+// checkCounts checks a job's counts against the model's. lowerBoundOK
+// allows the queue design's flag after a crash (its counts stay exact, the
+// flag says they might not be; see Counts.MetadataRowsLowerBound).
+func (sc *thinScenario) checkCounts(t *testing.T, j *retention.Job, lowerBoundOK bool) {
 	t.Helper()
 	if j.State != retention.Succeeded {
 		t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Error)
 	}
 	for _, kind := range thinKinds {
-		if got := countsOf(j, kind); got != sc.want[kind] {
+		got := countsOf(j, kind)
+		if lowerBoundOK {
+			got.MetadataRowsLowerBound = false
+		}
+		if got != sc.want[kind] {
 			t.Errorf("dry run %v, %s: counts %+v, want %+v", j.DryRun, kind, got, sc.want[kind])
 		}
 	}
@@ -221,15 +235,15 @@ func (sc *thinScenario) checkKept(t *testing.T, f *fixture) {
 	}
 }
 
-func testThinning(t *testing.T, sectionCameras int) {
+func testThinning(t *testing.T, open func(*testing.T, retention.Options) *fixture, sectionCameras int) {
 	o, now := thinOptions()
 	o.SectionCameras = sectionCameras
-	f := newFixture(t, o)
+	f := open(t, o)
 	f.run(t)
 	sc := setUpThinning(t, f, now)
 	dry := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true, DryRun: true})
-	sc.checkCounts(t, dry)
-	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}))
+	sc.checkCounts(t, dry, false)
+	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), false)
 	sc.checkKept(t, f)
 	again := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	if got := again.Totals(); got.MetadataRows != 0 || got.IndexRows != 0 {
@@ -243,7 +257,15 @@ func testThinning(t *testing.T, sectionCameras int) {
 // section's thinning, index rows and counts commit together or not at all.
 func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
 	t.Parallel() // independent: stores and engines of its own
-	crashAtEveryWrite(t, newFixture, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+	t.Run("pebble", func(t *testing.T) { crashAtEveryWrite(t, newFixture, crashWhileThinning) })
+	// The queue design makes about 800 writes here, most of them alike: a
+	// thinned row's index batch (one per minute partition). Every fifth
+	// still crashes at each kind of write, at many places.
+	t.Run("pebble-queue", func(t *testing.T) { crashAtEveryNthWrite(t, 5, newQueueFixture, crashWhileThinning) })
+}
+
+func crashWhileThinning(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+	{
 		o, now := thinOptions()
 		o.SectionCameras = 1 // a section per camera: more writes to crash at
 		f := newFixture(t, o)
@@ -268,17 +290,22 @@ func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
 		if dead {
 			restarted.run(t)
 		}
-		sc.checkCounts(t, restarted.await(t, jobs[0].ID))
+		sc.checkCounts(t, restarted.await(t, jobs[0].ID), f.azureEngine)
 		sc.checkKept(t, restarted)
 		return dead
-	})
+	}
 }
 
 // TestThinningTakesALateImage: an image created late in an interval
 // already thinned goes at the next pass, counted, and the keeper stays.
 func TestThinningTakesALateImage(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
+	forEachOf(t, thinStores, testThinningTakesALateImage)
+}
+
+func testThinningTakesALateImage(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 	o, now := thinOptions()
-	f := newFixture(t, o)
+	f := open(t, o)
 	f.run(t)
 	tiers := []retention.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
 	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeDefault,

@@ -68,18 +68,18 @@ func TestThinWindows(t *testing.T) {
 	ws := thinWindows(now, 730, []Tier{{30, 15 * time.Minute, 365}, {365, 24 * time.Hour, 0}})
 	want := []thinWindow{
 		// [ceil(now-365d, 15m), floor(now-30d, 15m))
-		{from: time.Date(2025, 6, 1, 10, 15, 0, 0, time.UTC), to: time.Date(2026, 5, 2, 10, 0, 0, 0, time.UTC), every: 15 * time.Minute},
+		{From: time.Date(2025, 6, 1, 10, 15, 0, 0, time.UTC), To: time.Date(2026, 5, 2, 10, 0, 0, 0, time.UTC), Every: 15 * time.Minute},
 		// up to the days: [ceil(now-730d, 24h), floor(now-365d, 24h))
-		{from: time.Date(2024, 6, 2, 0, 0, 0, 0, time.UTC), to: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC), every: 24 * time.Hour},
+		{From: time.Date(2024, 6, 2, 0, 0, 0, 0, time.UTC), To: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC), Every: 24 * time.Hour},
 	}
 	if !slices.Equal(ws, want) {
 		t.Errorf("thinWindows = %+v, want %+v", ws, want)
 	}
-	if ws := thinWindows(now, 0, []Tier{{30, time.Hour, 0}}); len(ws) != 1 || !ws[0].from.IsZero() {
+	if ws := thinWindows(now, 0, []Tier{{30, time.Hour, 0}}); len(ws) != 1 || !ws[0].From.IsZero() {
 		t.Errorf("an open tier without days: %+v, want one window from the start", ws)
 	}
-	if got := newestThinned(want); !got.Equal(want[0].to) {
-		t.Errorf("newestThinned = %s, want %s", got, want[0].to)
+	if got := newestThinned(want); !got.Equal(want[0].To) {
+		t.Errorf("newestThinned = %s, want %s", got, want[0].To)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestThinSpans(t *testing.T) {
 		{Minute: 50, Rows: 2}, // interval 3: two rows
 		{Minute: 70, Rows: 4}, // interval 4, past the window
 	}}
-	w := []thinWindow{{from: time.Time{}, to: day.Add(60 * time.Minute), every: 15 * time.Minute}}
+	w := []thinWindow{{To: day.Add(60 * time.Minute), Every: 15 * time.Minute}}
 	got := thinSpans(tally, w)
 	want := []thinSpan{
 		{from: day, to: day.Add(30 * time.Minute), every: 15 * time.Minute, extra: 1 + 2},
@@ -101,7 +101,7 @@ func TestThinSpans(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("thinSpans = %+v, want %+v", got, want)
 	}
-	if got := thinSpans(tally, []thinWindow{{from: day.Add(24 * time.Hour), to: day.Add(48 * time.Hour), every: time.Hour}}); len(got) != 0 {
+	if got := thinSpans(tally, []thinWindow{{From: day.Add(24 * time.Hour), To: day.Add(48 * time.Hour), Every: time.Hour}}); len(got) != 0 {
 		t.Errorf("a window on another day: %+v", got)
 	}
 }

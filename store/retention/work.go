@@ -335,7 +335,7 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job
 		if d.Counted || d.State != devicePending {
 			continue
 		}
-		n, err := countRows(ctx, primary, d.ID, d.expiredRows(j))
+		n, thinned, err := e.countCamera(ctx, t.Kind, primary, d, j)
 		switch {
 		case err != nil && lastAttempt:
 			e.giveUp(t, d, err)
@@ -344,9 +344,25 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job
 		case err != nil:
 			return false, err
 		}
-		d.Rows, d.Counted, counted = n, true, true
+		d.Rows, d.Thinned, d.Counted, counted = n, thinned, true, true
 	}
 	return counted, nil
+}
+
+// countCamera counts the rows a camera's delete would remove, and of them
+// those its thinning would.
+func (e *Engine) countCamera(ctx context.Context, kind images.Kind, primary store.Table, d *taskDevice, j *Job) (rows, thinned int64, err error) {
+	if expired, ok := d.expiredRows(j); ok {
+		if rows, err = countRows(ctx, primary, d.ID, expired); err != nil {
+			return 0, 0, err
+		}
+	}
+	if len(d.Thin) > 0 {
+		if thinned, err = thinQueried(ctx, e.repos[kind], d.ID, d.Thin, false); err != nil {
+			return 0, 0, err
+		}
+	}
+	return rows + thinned, thinned, nil
 }
 
 // pendingRows is how many rows the task's cameras not yet done hold, by
@@ -389,11 +405,20 @@ func (e *Engine) deleteCameras(ctx context.Context, repo *images.Repository, t *
 		if d.State != devicePending {
 			continue
 		}
-		n, err := deleteExpired(ctx, repo, d.ID, d.expiredRows(j))
+		var n, thinned int64
+		var err error
+		if expired, ok := d.expiredRows(j); ok {
+			n, err = deleteExpired(ctx, repo, d.ID, expired)
+		}
+		if err == nil && len(d.Thin) > 0 {
+			thinned, err = thinQueried(ctx, repo, d.ID, d.Thin, true)
+			// A late image thinned beyond the count is thinned too.
+			d.Thinned = max(d.Thinned, thinned)
+		}
 		if err != nil {
 			failures[d.ID] = err
 		}
-		removed[d.ID] = n
+		removed[d.ID] = n + thinned
 	}
 	return removed, failures
 }

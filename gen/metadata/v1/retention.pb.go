@@ -1455,8 +1455,7 @@ type RetentionPolicy struct {
 	// {after_days: 365, keep_one_per: 86400s} keep every image for 30 days,
 	// then one per 15 minutes up to a year, then one a day up to
 	// single_retention_days (or for ever when that is 0). At most 8 tiers,
-	// in order, not overlapping; purges with policies apply them (the
-	// embedded store only, for now: FAILED_PRECONDITION on Azure).
+	// in order, not overlapping; purges with policies apply them.
 	SingleThinning []*ThinningTier `protobuf:"bytes,7,rep,name=single_thinning,json=singleThinning,proto3" json:"single_thinning,omitempty"`
 	// Tiers that thin pano images; as single_thinning. The image kept of an
 	// interval is its first clear-day image when it has one.
