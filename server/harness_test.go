@@ -173,6 +173,8 @@ type serverOpts struct {
 	backups *backup.Source
 	// watch is server.Options' Watch.
 	watch server.WatchOptions
+	// budgetCheck is server.Options' BudgetCheck.
+	budgetCheck func() error
 }
 
 // Bounds of the creates in these tests, on backends without transactions:
@@ -229,7 +231,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 		AccessLog:   1, // tests read the lines of successful calls
 
 		MinRetentionDays: o.minRetentionDays, RetentionSchedule: o.schedule,
-		TracerProvider: o.tracerProvider,
+		TracerProvider: o.tracerProvider, BudgetCheck: o.budgetCheck,
 		Auth:           o.auth,
 		OpenReflection: o.openReflection,
 		Credentials:    o.creds,

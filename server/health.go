@@ -20,6 +20,13 @@ import (
 // all, which is what a readiness probe asks.
 const WritesHealthService = "metadata.v1.Writes"
 
+// BudgetHealthService is the health service name that reports whether the
+// storage budget (-retention-max-bytes) holds: NOT_SERVING while the store
+// is over it and nothing more may be purged for space, because the images
+// left are on legal hold or younger than the floor. Writes go on; it is
+// for alerting, not for probes.
+const BudgetHealthService = "metadata.v1.RetentionBudget"
+
 // defaultHealthInterval is Options.HealthInterval when zero.
 const defaultHealthInterval = 5 * time.Second
 
@@ -30,10 +37,12 @@ type healthChecker struct {
 	services []string
 	store    func(ctx context.Context) error
 	writes   func() error
+	budget   func() error
 	interval time.Duration
 	log      *slog.Logger
-	// reachable is the last verdict, kept to log each change once.
-	reachable bool
+	// reachable is the last verdict, kept to log each change once;
+	// overBudget likewise.
+	reachable, overBudget bool
 }
 
 // run checks at once and then every interval until ctx ends.
@@ -80,6 +89,19 @@ func (c *healthChecker) check(ctx context.Context) {
 		c.health.SetServingStatus(name, servingStatus(reachable))
 	}
 	c.health.SetServingStatus(WritesHealthService, servingStatus(writable))
+	var budgetErr error
+	if c.budget != nil {
+		budgetErr = c.budget()
+	}
+	if over := budgetErr != nil; over != c.overBudget {
+		if over {
+			c.log.Warn("storage budget cannot hold: health reports "+BudgetHealthService+" NOT_SERVING", "err", budgetErr)
+		} else {
+			c.log.Info("storage budget holds again")
+		}
+		c.overBudget = over
+	}
+	c.health.SetServingStatus(BudgetHealthService, servingStatus(budgetErr == nil))
 }
 
 func servingStatus(ok bool) healthpb.HealthCheckResponse_ServingStatus {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/pebble"
 )
@@ -38,6 +40,32 @@ func TestHealth(t *testing.T) {
 			requireCode(t, err, codes.NotFound)
 		})
 	})
+}
+
+// TestBudgetHealth: the storage budget's health service serves while the
+// budget holds (or there is none), and not while its check fails; the
+// other services go on serving.
+func TestBudgetHealth(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		check func() error
+		want  healthpb.HealthCheckResponse_ServingStatus
+	}{
+		{"no budget", nil, healthpb.HealthCheckResponse_SERVING},
+		{"under budget", func() error { return nil }, healthpb.HealthCheckResponse_SERVING},
+		{"over budget, blocked by holds", func() error { return errors.New("only held images are left") }, healthpb.HealthCheckResponse_NOT_SERVING},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startServerOpts(t, openMemPebble(t), serverOpts{budgetCheck: tc.check})
+			resp, err := healthpb.NewHealthClient(h.conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: server.BudgetHealthService})
+			requireOK(t, err, "health of the budget")
+			if resp.GetStatus() != tc.want {
+				t.Errorf("health of %s: %v, want %v", server.BudgetHealthService, resp.GetStatus(), tc.want)
+			}
+			requireServing(t, h, "")
+			requireServing(t, h, server.WritesHealthService)
+		})
+	}
 }
 
 func TestReflection(t *testing.T) {

@@ -69,6 +69,10 @@ type Options struct {
 	// it fails, health reports NOT_SERVING for WritesHealthService. Nil:
 	// always.
 	WriteCheck func() error
+	// BudgetCheck tells whether the storage budget can keep the store
+	// under its bytes; while it fails, health reports NOT_SERVING for
+	// BudgetHealthService. Nil: no budget, SERVING.
+	BudgetCheck func() error
 	// HealthInterval is how often the checks run; 0 means 5 s.
 	HealthInterval time.Duration
 	// Logger receives a line per call that fails, and per successful call
@@ -141,7 +145,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{grpc: grpc.NewServer(opts.serverOptions(scopes)...), health: health.NewServer(), stopping: stopping, feeds: feeds}
-	s.checker = &healthChecker{health: s.health, store: opts.StoreCheck, writes: opts.WriteCheck,
+	s.checker = &healthChecker{health: s.health, store: opts.StoreCheck, writes: opts.WriteCheck, budget: opts.BudgetCheck,
 		interval: opts.HealthInterval, log: opts.Logger, reachable: true}
 	for _, svc := range services {
 		s.grpc.RegisterService(svc.desc, svc.impl)

@@ -47,6 +47,19 @@ type Purger interface {
 	Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b PurgeBatch) error) error
 }
 
+// Sizer is implemented by backends that can tell the bytes of live data
+// they hold from their own accounting, without a scan (the embedded
+// store): what a storage budget measures.
+type Sizer interface {
+	// LiveBytes estimates the live data: what the store holds less what
+	// its deletions will reclaim. settled is false while the estimate of
+	// recent deletions is still being gathered; a budget then waits.
+	LiveBytes() (bytes uint64, settled bool)
+	// SettleDeletes makes the deletions committed so far count in
+	// LiveBytes (once it reports settled again).
+	SettleDeletes(ctx context.Context) error
+}
+
 // PurgeBatch is what a Purger's Exclusive stage reads and writes. Writes
 // are staged and committed together when the stage returns.
 type PurgeBatch interface {

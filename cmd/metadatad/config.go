@@ -64,6 +64,8 @@ type config struct {
 	minFreeMiB        uint64
 	cacheSize         byteSize
 	memTableSize      byteSize
+	// retentionMaxBytes is the storage budget (-retention-max-bytes).
+	retentionMaxBytes budgetSize
 	healthInterval    time.Duration
 	watchPoll         time.Duration
 	watchWindow       time.Duration
@@ -162,6 +164,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
+	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
 	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
@@ -219,6 +222,47 @@ func (a *accessLog) Set(s string) error {
 
 // byteSize is a flag of a size in bytes, written with binary units: 256MiB,
 // 64m, 1g (bare numbers are bytes).
+// budgetSize is a storage budget: bytes, or a percentage of the data
+// directory's filesystem, resolved when the store opens.
+type budgetSize struct {
+	bytes   byteSize
+	percent float64
+}
+
+func (b *budgetSize) String() string {
+	if b.percent > 0 {
+		return strconv.FormatFloat(b.percent, 'g', -1, 64) + "%"
+	}
+	if b.bytes == 0 {
+		return ""
+	}
+	return b.bytes.String()
+}
+
+func (b *budgetSize) Set(s string) error {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v <= 0 || v > 100 {
+			return fmt.Errorf("a percentage of the filesystem must be above 0 and at most 100, not %q", s)
+		}
+		*b = budgetSize{percent: v}
+		return nil
+	}
+	*b = budgetSize{}
+	return b.bytes.Set(s)
+}
+
+// set reports whether a budget was given.
+func (b *budgetSize) set() bool { return b.bytes > 0 || b.percent > 0 }
+
+// resolve is the budget in bytes for a filesystem of total bytes.
+func (b *budgetSize) resolve(total uint64) uint64 {
+	if b.percent > 0 {
+		return uint64(float64(total) * b.percent / 100)
+	}
+	return uint64(b.bytes)
+}
+
 type byteSize int64
 
 func (b *byteSize) String() string { return units.BytesSize(float64(*b)) }
@@ -326,6 +370,9 @@ func (c *config) checkStore() error {
 				c.minFreeMiB, &c.memTableSize, (walReserve+1<<20-1)>>20)
 		}
 	case "azure":
+		if c.retentionMaxBytes.set() {
+			return errors.New("-retention-max-bytes is for -store embedded: on Azure, storage is billed, not bounded; use retention policies")
+		}
 		a := c.azure
 		switch {
 		case a.connectionString == "" && a.tableURL == "":

@@ -213,3 +213,34 @@ func TestConnectionStringWarningLogged(t *testing.T) {
 		t.Errorf("copy with a connection string file and $METADATAD_AZURE_CONNECTION_STRING: %v, want them refused together", err)
 	}
 }
+
+func TestParseConfigStorageBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		set     bool
+		bytes   uint64 // of a 1,000-byte filesystem
+		refused bool
+	}{
+		{"off by default", nil, false, 0, false},
+		{"bytes", []string{"-retention-max-bytes", "2GiB"}, true, 2 << 30, false},
+		{"a share of the filesystem", []string{"-retention-max-bytes", "80%"}, true, 800, false},
+		{"a share over the whole", []string{"-retention-max-bytes", "120%"}, false, 0, true},
+		{"no share", []string{"-retention-max-bytes", "0%"}, false, 0, true},
+		{"not a size", []string{"-retention-max-bytes", "lots"}, false, 0, true},
+		{"on Azure", []string{"-retention-max-bytes", "1GiB", "-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, false, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := parseCase(t, tc.args, tc.refused)
+			if !ok {
+				return
+			}
+			if got := c.retentionMaxBytes.set(); got != tc.set {
+				t.Fatalf("budget set %v, want %v", got, tc.set)
+			}
+			if got := c.retentionMaxBytes.resolve(1000); got != tc.bytes {
+				t.Errorf("budget %d bytes, want %d", got, tc.bytes)
+			}
+		})
+	}
+}

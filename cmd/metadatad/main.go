@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/server/tlscreds"
@@ -82,7 +83,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	purges := startPurges(svc.engine, svc.schedule, log)
+	purges := startPurges(svc.engine, svc.schedule, svc.budget, log)
 	defer func() {
 		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
 			purges.stop(context.Background())
@@ -143,6 +144,7 @@ type services struct {
 	acquisitions *acquisition.Repository
 	engine       *retention.Engine
 	schedule     retention.Schedule // zero: no built-in schedule
+	budget       retention.Budget   // zero: no storage budget
 }
 
 func openServices(ctx context.Context, cfg config, store backend, obs observability, log *slog.Logger) (*services, error) {
@@ -176,6 +178,15 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 	if cfg.retentionInterval > 0 {
 		svc.schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval, UsePolicies: cfg.usePolicies}
 	}
+	if cfg.retentionMaxBytes.set() && store.embedded != nil {
+		total, err := diskspace.Total(cfg.dataDir)
+		if err != nil && cfg.retentionMaxBytes.percent > 0 {
+			return nil, fmt.Errorf("-retention-max-bytes %s: the data directory's filesystem: %w", &cfg.retentionMaxBytes, err)
+		}
+		svc.budget = retention.Budget{MaxBytes: cfg.retentionMaxBytes.resolve(total), Floor: retention.Days(cfg.minRetentionDays),
+			Interval: budgetInterval, Sizer: store.embedded}
+		log.Info("storage budget", "max_bytes", svc.budget.MaxBytes, "floor", svc.budget.Floor.String())
+	}
 	return svc, nil
 }
 
@@ -187,7 +198,7 @@ func serverOptions(cfg config, store backend, svc *services, obs observability, 
 		Single: svc.repos[images.Single], Pano: svc.repos[images.Pano], PreStitch: svc.repos[images.PreStitch],
 		Retention: svc.engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: svc.schedule, Logger: log, AccessLog: float64(cfg.accessLog),
 		Video: svc.videos, Devices: svc.deviceStates, Acquisition: svc.acquisitions, TracerProvider: obs.tracing,
-		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval,
+		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval, BudgetCheck: budgetCheck(svc),
 		Auth: authn, OpenReflection: cfg.security.reflection == "open",
 		Limits: cfg.limits.server(),
 		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer, MaxResumeAge: cfg.watchResumeMaxAge},

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/store/retention"
@@ -17,9 +19,10 @@ type purges struct {
 	done   chan struct{}
 }
 
-// startPurges runs engine and, when schedule has an interval, the schedule.
-// Purges free space, so their writes pass the free-space guard.
-func startPurges(engine *retention.Engine, schedule retention.Schedule, log *slog.Logger) *purges {
+// startPurges runs engine and, when schedule has an interval, the schedule,
+// and when budget has bytes, the storage budget. Purges free space, so
+// their writes pass the free-space guard.
+func startPurges(engine *retention.Engine, schedule retention.Schedule, budget retention.Budget, log *slog.Logger) *purges {
 	ctx, cancel := context.WithCancel(diskspace.Exempt(context.Background()))
 	p := &purges{cancel: cancel, done: make(chan struct{})}
 	var running sync.WaitGroup
@@ -30,6 +33,9 @@ func startPurges(engine *retention.Engine, schedule retention.Schedule, log *slo
 	})
 	if schedule.Interval > 0 {
 		running.Go(func() { engine.RunSchedule(ctx, schedule) })
+	}
+	if budget.MaxBytes > 0 {
+		running.Go(func() { engine.RunBudget(ctx, budget) })
 	}
 	go func() {
 		running.Wait()
@@ -52,5 +58,26 @@ func (p *purges) stop(ctx context.Context) bool {
 		default:
 			return false
 		}
+	}
+}
+
+// budgetInterval is how often the storage budget measures the store: a
+// purge of an hour of images ends well within it.
+const budgetInterval = time.Minute
+
+// budgetCheck is the health check of the storage budget: an error while
+// the store is over budget and nothing more may be purged for space (the
+// images left are held or younger than the floor); nil without a budget.
+func budgetCheck(svc *services) func() error {
+	if svc.budget.MaxBytes == 0 {
+		return nil
+	}
+	return func() error {
+		st := svc.engine.BudgetState()
+		if st.Over && st.Blocked != "" {
+			return fmt.Errorf("the store holds %d live bytes, over its budget of %d, and only images that are %s are left to purge",
+				st.LiveBytes, st.MaxBytes, map[string]string{"held": "on legal hold", "floor": "younger than -min-retention-days"}[st.Blocked])
+		}
+		return nil
 	}
 }

@@ -87,6 +87,9 @@ func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, lis net
 			tallied = append(tallied, primary)
 		}
 		m.WatchTallies(b.embedded, tallied)
+		if cfg.retentionMaxBytes.set() {
+			m.WatchBudget(engine)
+		}
 	}
 	log.Info("serving metrics", "addr", lis.Addr().String())
 	go func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metadatad/metadatad/internal/telemetry"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // TestCertificateExpiry follows the certificate in use: absent before
@@ -92,6 +93,36 @@ metadatad_tally_complete{table="Pano"} 0
 metadatad_tally_complete{table="Single"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "metadatad_tally_backfill_rows_total", "metadatad_tally_complete"); err != nil {
+		t.Error(err)
+	}
+}
+
+type budgetState retention.BudgetState
+
+func (b budgetState) BudgetState() retention.BudgetState { return retention.BudgetState(b) }
+
+// TestBudgetSeries: the storage budget's series say its bytes, the live
+// data it measured, and whether holds keep the store over it.
+func TestBudgetSeries(t *testing.T) {
+	m := telemetry.NewMetrics()
+	m.WatchBudget(budgetState{MaxBytes: 1000, LiveBytes: 1200, Measured: time.Now(), Over: true, Blocked: "held"})
+	want := `
+# HELP metadatad_retention_budget_blocked 1 while the store is over budget and only images that are held (reason="held") or younger than the floor (reason="floor") are left to purge.
+# TYPE metadatad_retention_budget_blocked gauge
+metadatad_retention_budget_blocked{reason="floor"} 0
+metadatad_retention_budget_blocked{reason="held"} 1
+# HELP metadatad_retention_budget_bytes The storage budget (-retention-max-bytes): the most live data the embedded store may hold.
+# TYPE metadatad_retention_budget_bytes gauge
+metadatad_retention_budget_bytes 1000
+# HELP metadatad_retention_over_budget 1 while the live data is over the budget (the budget purges the oldest images), else 0.
+# TYPE metadatad_retention_over_budget gauge
+metadatad_retention_over_budget 1
+# HELP metadatad_store_live_bytes The embedded store's live data as the budget last measured it: stored bytes less what deletions will reclaim.
+# TYPE metadatad_store_live_bytes gauge
+metadatad_store_live_bytes 1200
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "metadatad_retention_budget_blocked",
+		"metadatad_retention_budget_bytes", "metadatad_retention_over_budget", "metadatad_store_live_bytes"); err != nil {
 		t.Error(err)
 	}
 }

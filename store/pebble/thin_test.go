@@ -3,11 +3,14 @@ package pebble_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/pebble"
 )
 
 // captured lists the capture instants of a partition's rows, oldest first.
@@ -235,5 +238,70 @@ func TestDeleteUnreadDeletesWithoutARead(t *testing.T) {
 	}
 	if _, err := index.Get(ctx, "p", "b"); err != nil {
 		t.Errorf("the other row: %v", err)
+	}
+}
+
+// TestLiveBytesFollowsDeletes: the live data an empty store holds grows
+// with its rows and, once a purge's deletions are settled, falls by about
+// what they reclaim, from Pebble's own accounting.
+func TestLiveBytesFollowsDeletes(t *testing.T) {
+	db, err := pebble.Open(pebble.Options{Dir: t.TempDir(), MemTableSize: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := t.Context()
+	images, err := db.Table(ctx, "Images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Tally(ctx, images); err != nil {
+		t.Fatal(err)
+	}
+	settled := func() uint64 {
+		t.Helper()
+		var live uint64
+		testwait.Until(t, time.Minute, func() error {
+			var ok bool
+			if live, ok = db.LiveBytes(); !ok {
+				return errors.New("the estimate is not settled")
+			}
+			return nil
+		})
+		return live
+	}
+	empty := settled()
+	for c := range 10 {
+		for m := range 1000 {
+			at := day0.Add(time.Duration(m) * time.Minute)
+			if _, err := images.Insert(ctx, store.Entity{PartitionKey: fmt.Sprintf("cam-%d", c), RowKey: store.InvertedTicksRowKey(at),
+				Properties: store.Properties{"BlobUri": fmt.Sprintf("https://blobs.example/cam-%d/%d.jpg", c, m)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	full := settled()
+	if full < empty+100_000 {
+		t.Fatalf("10,000 rows: %d live bytes, empty %d", full, empty)
+	}
+	cut := day0.Add(500 * time.Minute)
+	err = db.Exclusive(ctx, cut, func(ctx context.Context, b store.PurgeBatch) error {
+		return b.Tallies(ctx, images, store.Range{}, cut, func(d *store.DayTally) error {
+			_, err := b.DeleteRowsBefore(images, d.PartitionKey, cut, []store.DayTally{*d})
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SettleDeletes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	half := settled()
+	if want := empty + (full-empty)*65/100; half > want {
+		t.Errorf("half the rows purged: %d live bytes, was %d (empty %d): want at most %d", half, full, empty, want)
 	}
 }

@@ -35,6 +35,9 @@
 // whose tally shows an interval with more than one row has that interval's
 // rows but its keeper deleted by range (store.PurgeBatch.ThinRows), their
 // index rows by derived key, in the section's batch with the counts.
+// A storage budget (budget.go) measures the live data with the store's own
+// accounting and, past its bytes, starts purges of the oldest hour across
+// the fleet that spare held cameras, so it needs no mechanism of its own.
 // A purge cut short resumes from its record; one cancelled after some
 // sections (or whose kept cameras changed since the survey) ends with an
 // orphans pass that deletes, conditionally, the index rows whose primary

@@ -329,6 +329,11 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 // is read only for a camera whose policy deletes some.
 func (r *embeddedRun) rule(ctx context.Context, j *Job, camera string, oldest time.Time) (cameraRule, error) {
 	if r.policies == nil {
+		if j.SpareHeld {
+			if held, err := r.e.policies.held(ctx, camera); err != nil || held {
+				return cameraRule{}, err
+			}
+		}
 		return cameraRule{boundary: j.Boundary(), purge: true}, nil
 	}
 	c, err := r.policies.resolve(ctx, camera, oldest)

@@ -166,6 +166,8 @@ type Engine struct {
 	repos map[images.Kind]*images.Repository
 	// policies are the retention policies and legal holds.
 	policies *Policies
+	// budget is the storage budget's state, when one runs (budget.go).
+	budget budgetRun
 	// purger is the backend as a store.Purger, nil on one that is not: the
 	// embedded store, whose purges run without the queue (embedded.go).
 	purger store.Purger
@@ -278,6 +280,10 @@ type StartRequest struct {
 	UsePolicies bool
 	// DryRun counts without deleting.
 	DryRun bool
+	// SpareHeld keeps the cameras on legal hold out of a purge by Cutoff,
+	// as a purge with policies does: a storage budget's purges (budget.go).
+	// Only the embedded store's engine runs such purges.
+	SpareHeld bool
 	// RowsPerSecond caps the rows the job deletes per second in each
 	// process working on it, not across processes; Options.RowsPerSecond
 	// applies too, and the lower binds. 0 means no cap of its own.
@@ -295,8 +301,11 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	if req.Cutoff.After(now) && !req.UsePolicies {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
+	if req.SpareHeld && (req.UsePolicies || e.purger == nil) {
+		return nil, errors.New("retention: SpareHeld is for purges by cutoff on the embedded store")
+	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
-		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies}
+		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies, SpareHeld: req.SpareHeld}
 	var reaches map[images.Kind]reach
 	if req.UsePolicies {
 		var err error

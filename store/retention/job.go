@@ -168,6 +168,9 @@ type Job struct {
 	// UsePolicies gives each camera the cutoff of its retention policy,
 	// counted from Created; Cutoff is then the newest of them.
 	UsePolicies bool `json:"usePolicies,omitempty"`
+	// SpareHeld keeps the cameras on legal hold out of a purge by Cutoff:
+	// a storage budget's (see StartRequest).
+	SpareHeld bool `json:"spareHeld,omitempty"`
 	// LostTask names a task whose record its last delivery could not
 	// write (see Engine.unrecorded): the job ends failed.
 	LostTask string `json:"lostTask,omitempty"`

@@ -1,0 +1,213 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// A storage budget keeps the embedded store's live data under a number of
+// bytes: past it, the oldest images across the fleet are purged, an hour
+// of capture time at a time, until the store fits again, long before the
+// free-space guard would refuse writes. It measures with the engine's own
+// accounting (store.Sizer), never a scan, and finds the oldest images from
+// the tallies, oldest day first. Cameras on legal hold are never purged
+// for space, nor images younger than the floor: when only those are left
+// to purge, the budget reports the store over budget and blocked, and
+// purges nothing.
+
+// Budget is a storage budget's configuration.
+type Budget struct {
+	// MaxBytes is the most live data the store may hold.
+	MaxBytes uint64
+	// Floor is the youngest age a budget purges: images captured within
+	// it are kept whatever the size (the server's -min-retention-days).
+	Floor time.Duration
+	// Interval is how often RunBudget measures.
+	Interval time.Duration
+	// Sizer measures the store.
+	Sizer store.Sizer
+}
+
+// BudgetState is what a budget last found.
+type BudgetState struct {
+	MaxBytes, LiveBytes uint64
+	// Measured is when LiveBytes was read; zero before the first settled
+	// measure.
+	Measured time.Time
+	// Over says LiveBytes is past MaxBytes.
+	Over bool
+	// Blocked, when over, says why nothing more can be purged for space:
+	// "held" (the oldest images left are on legal hold) or "floor" (every
+	// image left is younger than the floor).
+	Blocked string
+	// Job is the budget's last purge, Cutoff what it retired before.
+	Job    string
+	Cutoff time.Time
+}
+
+// budgetRun is an engine's budget state between steps.
+type budgetRun struct {
+	mu    sync.Mutex
+	state BudgetState
+	// settle says a purge of the budget ended since the last measure: its
+	// deletions are made to count first.
+	settle bool
+}
+
+// BudgetState returns what the budget last found; the zero state when the
+// engine runs none.
+func (e *Engine) BudgetState() BudgetState {
+	e.budget.mu.Lock()
+	defer e.budget.mu.Unlock()
+	return e.budget.state
+}
+
+// RunBudget runs BudgetOnce every b.Interval until ctx ends.
+func (e *Engine) RunBudget(ctx context.Context, b Budget) {
+	ticker := time.NewTicker(b.Interval)
+	defer ticker.Stop()
+	for {
+		if _, err := e.BudgetOnce(ctx, b); err != nil && ctx.Err() == nil {
+			e.log.Error("storage budget: step failed; retried at the next", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// BudgetOnce is one step of the budget: while its last purge runs, it
+// waits; once it has ended, it makes its deletions count; then it
+// measures, and if the store is over budget it starts the purge of the
+// oldest hour of images that may go. A test steps it instead of waiting
+// for RunBudget's ticker.
+func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) {
+	if e.purger == nil || b.Sizer == nil {
+		return BudgetState{}, errors.New("retention: a storage budget needs the embedded store")
+	}
+	e.budget.mu.Lock()
+	st, settle := e.budget.state, e.budget.settle
+	e.budget.mu.Unlock()
+	st.MaxBytes = b.MaxBytes
+	if st.Job != "" {
+		j, err := e.Get(ctx, st.Job)
+		if err != nil {
+			return st, err
+		}
+		if !j.State.Terminal() {
+			e.setBudget(st, settle)
+			return st, nil
+		}
+		if j.State != Succeeded {
+			e.log.Warn("storage budget: its purge did not succeed; the next step tries again", "job", j.ID, "state", string(j.State), "err", j.Error)
+		}
+		st.Job, settle = "", true
+	}
+	if settle {
+		if err := b.Sizer.SettleDeletes(ctx); err != nil {
+			return st, err
+		}
+		e.setBudget(st, false)
+	}
+	live, settled := b.Sizer.LiveBytes()
+	if !settled {
+		e.setBudget(st, false)
+		return st, nil
+	}
+	st.LiveBytes, st.Measured, st.Over, st.Blocked = live, e.opts.Now().UTC(), live > b.MaxBytes, ""
+	if !st.Over {
+		e.setBudget(st, false)
+		return st, nil
+	}
+	floor := e.opts.Now().Add(-b.Floor).UTC().Truncate(time.Minute)
+	oldest, held, err := e.oldestPurgeable(ctx, floor)
+	if err != nil {
+		return st, err
+	}
+	if oldest.IsZero() {
+		st.Blocked = "floor"
+		if held {
+			st.Blocked = "held"
+		}
+		e.setBudget(st, false)
+		e.log.Warn("storage budget: the store is over budget and nothing more may be purged for space",
+			"live_bytes", live, "max_bytes", b.MaxBytes, "blocked_by", st.Blocked)
+		return st, nil
+	}
+	cutoff := minTime(oldest.Truncate(time.Hour).Add(time.Hour), floor)
+	j, err := e.Start(ctx, StartRequest{Kinds: e.Kinds(), Cutoff: cutoff, SpareHeld: true})
+	var running *RunningError
+	if errors.As(err, &running) {
+		e.setBudget(st, false)
+		return st, nil // another purge frees space first
+	}
+	if err != nil {
+		return st, err
+	}
+	st.Job, st.Cutoff = j.ID, cutoff
+	e.setBudget(st, false)
+	e.log.Info("storage budget: the store is over budget; purging the oldest images",
+		"live_bytes", live, "max_bytes", b.MaxBytes, "before", cutoff, "job", j.ID)
+	return st, nil
+}
+
+func (e *Engine) setBudget(st BudgetState, settle bool) {
+	e.budget.mu.Lock()
+	defer e.budget.mu.Unlock()
+	e.budget.state, e.budget.settle = st, settle
+}
+
+// errFound stops a tally scan that found what it looked for.
+var errFound = errors.New("found")
+
+// oldestPurgeable is the start of the oldest minute, before floor, that
+// holds an image of a camera without a legal hold, over every kind; zero
+// if there is none, and then whether held cameras have images before floor.
+// It reads the tallies oldest day first and stops after the first day
+// with such an image, reading the hold of each camera it meets once.
+func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Time, bool, error) {
+	holds := map[string]bool{}
+	var oldest time.Time
+	sawHeld := false
+	for _, k := range e.Kinds() {
+		primary, _ := e.repos[k].Tables()
+		var day time.Time
+		err := e.purger.Tallies(ctx, primary, store.Range{}, floor, func(t *store.DayTally) error {
+			if !day.IsZero() && !t.Day.Equal(day) {
+				return errFound // the first day with such an image is read
+			}
+			first, any := t.Oldest()
+			if !any || !first.Before(floor) {
+				return nil
+			}
+			held, known := holds[t.PartitionKey]
+			if !known {
+				var err error
+				if held, err = e.policies.held(ctx, t.PartitionKey); err != nil {
+					return err
+				}
+				holds[t.PartitionKey] = held
+			}
+			if held {
+				sawHeld = true
+				return nil
+			}
+			day = t.Day
+			if oldest.IsZero() || first.Before(oldest) {
+				oldest = first
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFound) {
+			return time.Time{}, false, fmt.Errorf("retention: budget: %w", err)
+		}
+	}
+	return oldest, sawHeld, nil
+}

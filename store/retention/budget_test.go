@@ -1,0 +1,254 @@
+package retention_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metadatad/metadatad/internal/testwait"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// budgetStore is a small store on disk (the budget measures Pebble's own
+// accounting of its files) with single images, an engine over it, and a
+// clock that a test steps: capture times follow it.
+type budgetStore struct {
+	db     *pebble.DB
+	repo   *images.Repository
+	engine *retention.Engine
+	now    atomic.Int64 // UnixNano of the engine's clock
+}
+
+func openBudgetStore(t *testing.T) *budgetStore {
+	t.Helper()
+	ctx := t.Context()
+	logger := slog.New(slog.DiscardHandler)
+	db, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Logger: logger, MemTableSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := &budgetStore{db: db}
+	s.now.Store(time.Now().UTC().Add(-30 * 24 * time.Hour).Truncate(time.Hour).UnixNano())
+	if s.repo, err = images.Open(ctx, db, images.Options{Kind: images.Single}); err != nil {
+		t.Fatal(err)
+	}
+	o := quickOptions()
+	o.Backend, o.Repositories, o.Logger = db, []*images.Repository{s.repo}, logger
+	o.Now = func() time.Time { return time.Unix(0, s.now.Load()).UTC() }
+	// The clock jumps a minute per round of creates: a lease of seconds
+	// would run out under a purge that takes milliseconds.
+	o.LeaseDuration = 48 * time.Hour
+	if s.engine, err = retention.Open(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.engine.Run(runCtx); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func (s *budgetStore) clock() time.Time { return time.Unix(0, s.now.Load()).UTC() }
+
+// minute creates an image of each camera at the clock's minute, then
+// moves the clock on a minute.
+func (s *budgetStore) minute(t *testing.T, cameras []string) {
+	t.Helper()
+	at := s.clock()
+	imgs := make([]images.Image, len(cameras))
+	for i, c := range cameras {
+		imgs[i] = upload(c, at)
+	}
+	for _, r := range s.repo.BatchCreate(t.Context(), imgs) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	s.now.Add(int64(time.Minute))
+}
+
+// settle steps the budget until it rests: no purge of its running, its
+// deletions counted, and the store measured under budget or blocked.
+func (s *budgetStore) settle(t *testing.T, b retention.Budget) retention.BudgetState {
+	t.Helper()
+	var st retention.BudgetState
+	testwait.Until(t, time.Minute, func() error {
+		var err error
+		if st, err = s.engine.BudgetOnce(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		if st.Job == "" && !st.Measured.IsZero() && (!st.Over || st.Blocked != "") {
+			return nil
+		}
+		return fmt.Errorf("the budget is not at rest: %+v", st)
+	})
+	return st
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// awaitBudgetJob waits for the budget's purge, if one runs, to end.
+func (s *budgetStore) awaitBudgetJob(t *testing.T) {
+	t.Helper()
+	id := s.engine.BudgetState().Job
+	if id == "" {
+		return
+	}
+	testwait.Until(t, time.Minute, func() error {
+		j, err := s.engine.Get(t.Context(), id)
+		if err != nil || j.State.Terminal() {
+			return err
+		}
+		return fmt.Errorf("the budget's purge %s is %s", id, j.State)
+	})
+}
+
+func cameraIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return out
+}
+
+// TestBudgetKeepsTheStoreUnderItsBytes: under a steady load of creates, a
+// storage budget stepped between them keeps the store's live data under
+// its bytes by purging the oldest hours; every image younger than what it
+// purged is kept, and so is every image of a held camera; the live data
+// falls as the engine's accounting says, without a scan.
+func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
+	s := openBudgetStore(t)
+	cameras := cameraIDs("cam-", 10)
+	if _, err := s.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: "held-0"}); err != nil {
+		t.Fatal(err)
+	}
+	writers := append(cameras, "held-0")
+	b := retention.Budget{MaxBytes: 512 << 10, Floor: time.Hour, Sizer: s.db}
+	var created []time.Time // one per minute, for every camera
+	peak, purges := uint64(0), 0
+	var cutoff time.Time
+	for m := range 24 * 60 {
+		created = append(created, s.clock())
+		s.minute(t, writers)
+		if m%10 != 9 {
+			continue
+		}
+		// A step every ten minutes of images, as RunBudget's ticker would
+		// come; a purge it starts runs while the next creates go on, and
+		// has ended by the next step, as a purge of an hour of images ends
+		// well within a tick of a minute.
+		s.awaitBudgetJob(t)
+		st, err := s.engine.BudgetOnce(t.Context(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Measured.IsZero() {
+			peak = max(peak, st.LiveBytes)
+		}
+		if st.Job != "" && st.Cutoff.After(cutoff) {
+			cutoff, purges = st.Cutoff, purges+1
+		}
+	}
+	st := s.settle(t, b)
+	cutoff = maxTime(cutoff, st.Cutoff)
+	t.Logf("at rest: %+v; peak %d", st, peak)
+	if st.Over || st.LiveBytes > b.MaxBytes {
+		t.Errorf("at rest: %+v, want under %d bytes", st, b.MaxBytes)
+	}
+	// An hour of images is about a tenth of the budget: a budget that
+	// purged more than it needs (a measure blind to its own deletions)
+	// ends far below it.
+	if st.LiveBytes < b.MaxBytes*3/4 {
+		t.Errorf("at rest: %d live bytes, budget %d: purged more than the budget needs", st.LiveBytes, b.MaxBytes)
+	}
+	if purges < 3 || cutoff.IsZero() {
+		t.Fatalf("%d purges for space, the last before %s: the load never passed the budget enough to test it", purges, cutoff)
+	}
+	// The steps come every ten minutes of load, so the live data may pass
+	// the budget by what lands between a measure and its purge's end, and
+	// by a memtable of unflushed (uncompressed) images.
+	if peak > b.MaxBytes*5/4 {
+		t.Errorf("live data peaked at %d bytes, budget %d", peak, b.MaxBytes)
+	}
+	for _, c := range cameras {
+		kept := s.captured(t, c)
+		for _, at := range created {
+			if !at.Before(cutoff) && !kept[at] {
+				t.Fatalf("%s lost its image of %s, younger than the budget's last cutoff %s", c, at, cutoff)
+			}
+		}
+		if kept[created[0]] {
+			t.Errorf("%s keeps its oldest image: nothing was purged", c)
+		}
+	}
+	if kept := s.captured(t, "held-0"); len(kept) != len(created) {
+		t.Errorf("held-0 keeps %d of its %d images: a hold is never purged for space", len(kept), len(created))
+	}
+}
+
+// TestBudgetReportsWhatKeepsTheStoreOver: when the only images that could
+// go are held, or younger than the floor, the budget purges nothing and
+// says why.
+func TestBudgetReportsWhatKeepsTheStoreOver(t *testing.T) {
+	s := openBudgetStore(t)
+	cameras := cameraIDs("cam-", 10)
+	for range 6 * 60 {
+		s.minute(t, cameras)
+	}
+	b := retention.Budget{MaxBytes: 64 << 10, Floor: 24 * time.Hour, Sizer: s.db}
+	if st := s.settle(t, b); !st.Over || st.Blocked != "floor" {
+		t.Errorf("every image younger than the floor: %+v, want over, blocked by the floor", st)
+	}
+	for _, c := range cameras {
+		if _, err := s.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Floor = time.Hour
+	if st := s.settle(t, b); !st.Over || st.Blocked != "held" {
+		t.Errorf("every camera held: %+v, want over, blocked by holds", st)
+	}
+	for _, c := range cameras {
+		if n := len(s.captured(t, c)); n != 6*60 {
+			t.Errorf("%s keeps %d images, want all %d", c, n, 6*60)
+		}
+	}
+}
+
+// captured is the set of a camera's images' capture instants.
+func (s *budgetStore) captured(t *testing.T, camera string) map[time.Time]bool {
+	t.Helper()
+	primary, _ := s.repo.Tables()
+	out := map[time.Time]bool{}
+	q := store.Query{PartitionKey: camera}
+	for {
+		page, err := primary.Query(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Entities {
+			out[captured(t, e)] = true
+		}
+		if page.Next == nil {
+			return out
+		}
+		q.Resume = page.Next
+	}
+}
