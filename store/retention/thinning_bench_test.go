@@ -31,29 +31,7 @@ func BenchmarkThinning(b *testing.B) {
 		s := openBenchStore(b, nil)
 		first := time.Now().UTC().Truncate(every).Add(-retention.Days(days))
 		perCamera := int(retention.Days(days) / time.Minute)
-		var next atomic.Int64
-		g, ctx := errgroup.WithContext(b.Context())
-		for range benchSeeders {
-			g.Go(func() error {
-				const batch = 500
-				imgs := make([]images.Image, 0, batch)
-				for i := next.Add(batch) - batch; i < int64(cameras*perCamera); i = next.Add(batch) - batch {
-					imgs = imgs[:0]
-					for j := i; j < min(i+batch, int64(cameras*perCamera)); j++ {
-						imgs = append(imgs, upload(expiredCamera(int(j)/perCamera), first.Add(time.Duration(int(j)%perCamera)*time.Minute)))
-					}
-					for _, r := range s.repo.BatchCreate(ctx, imgs) {
-						if r.Err != nil {
-							return r.Err
-						}
-					}
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			b.Fatalf("seeding: %v", err)
-		}
+		s.seedEveryMinute(b, cameras, first, perCamera)
 		if err := s.db.Compact(b.Context()); err != nil {
 			b.Fatal(err)
 		}
@@ -82,6 +60,35 @@ func BenchmarkThinning(b *testing.B) {
 	}
 	b.ReportMetric(float64(deleted)/float64(b.N), "rows-deleted")
 	b.ReportMetric(float64(deleted)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// seedEveryMinute creates perCamera images a minute apart from first for
+// each of cameras cameras, in batches, benchSeeders at a time.
+func (s *benchStore) seedEveryMinute(b *testing.B, cameras int, first time.Time, perCamera int) {
+	b.Helper()
+	var next atomic.Int64
+	g, ctx := errgroup.WithContext(b.Context())
+	for range benchSeeders {
+		g.Go(func() error {
+			const batch = 500
+			imgs := make([]images.Image, 0, batch)
+			for i := next.Add(batch) - batch; i < int64(cameras*perCamera); i = next.Add(batch) - batch {
+				imgs = imgs[:0]
+				for j := i; j < min(i+batch, int64(cameras*perCamera)); j++ {
+					imgs = append(imgs, upload(expiredCamera(int(j)/perCamera), first.Add(time.Duration(int(j)%perCamera)*time.Minute)))
+				}
+				for _, r := range s.repo.BatchCreate(ctx, imgs) {
+					if r.Err != nil {
+						return r.Err
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatalf("seeding: %v", err)
+	}
 }
 
 func envInt(b *testing.B, name string, def int) int {
