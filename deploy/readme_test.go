@@ -227,7 +227,7 @@ func shellWords(t *testing.T, line string) []string {
 // earlier replies: JOB_ID from the last job id, ETAG from the last etag
 // (the digits between W/" and " for device states), RESUME_TOKEN from the
 // last resume token. The live feeds never end, so each Watch*ImageMetadata
-// gets -max-time and may end DeadlineExceeded.
+// and WatchDeletedImages gets -max-time and may end DeadlineExceeded.
 func TestReadmeGRPCExamples(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -237,7 +237,8 @@ func TestReadmeGRPCExamples(t *testing.T) {
 	if section == nil {
 		t.Fatal("the README has no API with grpcurl section")
 	}
-	addr := startServer(t, []string{"-listen=127.0.0.1:0", "-data-dir=" + t.TempDir(), "-min-free-mib=0", "-log-format=json"})
+	// With the outbox, for WatchDeletedImages' examples.
+	addr := startServer(t, []string{"-listen=127.0.0.1:0", "-data-dir=" + t.TempDir(), "-min-free-mib=0", "-log-format=json", "-retention-outbox"})
 	// The pinned grpcurl, built once (TestMain): "go tool grpcurl" costs
 	// half a second a call in checks, and the section has some 70 calls.
 	codeName := regexp.MustCompile(`\b[A-Z]+(?:_[A-Z]+)*\b`)
@@ -280,7 +281,7 @@ func TestReadmeGRPCExamples(t *testing.T) {
 				}
 				args = append(args, w)
 			}
-			if regexp.MustCompile(`/Watch\w*ImageMetadata$`).MatchString(words[len(words)-1]) {
+			if regexp.MustCompile(`/Watch(\w*ImageMetadata|DeletedImages)$`).MatchString(words[len(words)-1]) {
 				args = slices.Insert(args, 0, "-max-time=1")
 				allowed[codes.DeadlineExceeded] = true
 			}

@@ -40,6 +40,7 @@ var sentinelCodes = []struct {
 	{retention.ErrPurgeRunning, codes.FailedPrecondition},
 	{retention.ErrNoPolicies, codes.FailedPrecondition},
 	{retention.ErrJobEnded, codes.FailedPrecondition},
+	{retention.ErrOutboxTrimmed, codes.OutOfRange},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted},
 	{backup.ErrBusy, codes.FailedPrecondition},
 	{store.ErrCorrupt, codes.DataLoss},
@@ -106,7 +107,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrFutureCutoff":    retention.ErrFutureCutoff, "retention.ErrNoKinds": retention.ErrNoKinds,
 		"retention.ErrPurgeRunning": retention.ErrPurgeRunning, "retention.ErrNoPolicies": retention.ErrNoPolicies,
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
-		"backup.ErrBusy": backup.ErrBusy,
+		"retention.ErrOutboxTrimmed": retention.ErrOutboxTrimmed, "backup.ErrBusy": backup.ErrBusy,
 	}
 	var dirs []string
 	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {

@@ -175,6 +175,8 @@ type serverOpts struct {
 	watch server.WatchOptions
 	// budgetCheck is server.Options' BudgetCheck.
 	budgetCheck func() error
+	// outbox is the engine's Options.Outbox.
+	outbox bool
 }
 
 // Bounds of the creates in these tests, on backends without transactions:
@@ -200,7 +202,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	engine, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond, Now: o.now,
+		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond, Now: o.now, Outbox: o.outbox,
 	})
 	if err != nil {
 		t.Fatalf("retention.Open: %v", err)

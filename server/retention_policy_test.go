@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -491,4 +492,70 @@ func TestThinningOverGRPC(t *testing.T) {
 			t.Errorf("cam-0 keeps %v, want its image of minute 0 alone", m)
 		}
 	})
+}
+
+// TestWatchDeletedImagesOverGRPC: the stream names each image a purge with
+// policies deleted, with its blob URI, and none a hold kept; a resume token
+// goes on after them; a bad token is INVALID_ARGUMENT; a server without the
+// outbox says how to get one.
+func TestWatchDeletedImagesOverGRPC(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
+	now := minute(0).Add(retention.Days(2))
+	h := startServerOpts(t, openMemPebble(t), serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
+	ctx, rs := t.Context(), h.retention
+	seedMinutes(t, h, 2)
+	_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+		Name: "retentionPolicies/default", SingleRetentionDays: 1}})
+	requireOK(t, err, "create policy")
+	_, err = rs.CreateLegalHold(ctx, &metadatav1.CreateLegalHoldRequest{LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-1"}})
+	requireOK(t, err, "create hold")
+	start, err := rs.StartPurge(ctx, &metadatav1.StartPurgeRequest{UsePolicies: true})
+	requireOK(t, err, "StartPurge")
+	watch(t, h, start.GetJob().GetJobId())
+
+	receive := func(token string, want int) (string, []*metadatav1.DeletedImage) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, watchPatience)
+		defer cancel()
+		stream, err := rs.WatchDeletedImages(wctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: token})
+		requireOK(t, err, "WatchDeletedImages")
+		var got []*metadatav1.DeletedImage
+		for len(got) < want {
+			resp, err := stream.Recv()
+			requireOK(t, err, "receive deleted images")
+			got, token = append(got, resp.GetImages()...), resp.GetResumeToken()
+		}
+		return token, got
+	}
+	token, got := receive("", 4)
+	for i, d := range got {
+		at := minute(3 - i) // a camera's rows go newest first
+		if d.GetCameraId() != "cam-0" || d.GetImageType() != metadatav1.ImageType_IMAGE_TYPE_SINGLE || !d.GetCapturedAt().AsTime().Equal(at) ||
+			d.GetPurgeJobId() != start.GetJob().GetJobId() {
+			t.Errorf("deleted image %d: %v, want cam-0's single image of %s by the purge", i, d, at)
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("%d deleted images, want cam-0's 4 (cam-1 is held)", len(got))
+	}
+	// Nothing after the token until another purge deletes something.
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	stream, err := rs.WatchDeletedImages(wctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: token})
+	requireOK(t, err, "WatchDeletedImages")
+	if resp, err := stream.Recv(); err == nil {
+		t.Errorf("after the last token: %v, want nothing", resp)
+	} else {
+		requireCode(t, err, codes.DeadlineExceeded)
+	}
+	bad, err := rs.WatchDeletedImages(ctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: "x"})
+	requireOK(t, err, "open a stream with a bad token")
+	_, err = bad.Recv()
+	requireFieldViolation(t, err, "resume_token")
+
+	plain := startServerOpts(t, openMemPebble(t), serverOpts{})
+	off, err := plain.retention.WatchDeletedImages(ctx, &metadatav1.WatchDeletedImagesRequest{})
+	requireOK(t, err, "open a stream without the outbox")
+	_, err = off.Recv()
+	requireCode(t, err, codes.FailedPrecondition)
 }

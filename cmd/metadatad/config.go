@@ -66,6 +66,8 @@ type config struct {
 	memTableSize      byteSize
 	// retentionMaxBytes is the storage budget (-retention-max-bytes).
 	retentionMaxBytes budgetSize
+	// retentionOutbox keeps the outbox of deleted images (-retention-outbox).
+	retentionOutbox   bool
 	healthInterval    time.Duration
 	watchPoll         time.Duration
 	watchWindow       time.Duration
@@ -164,6 +166,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
+	fs.BoolVar(&c.retentionOutbox, "retention-outbox", false, "with -store embedded: keep a record of every image purges and thinning delete (its blob_uri above all), in the same atomic step as the deletion, for WatchDeletedImages; each purge then reads the rows it deletes")
 	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
@@ -372,6 +375,9 @@ func (c *config) checkStore() error {
 	case "azure":
 		if c.retentionMaxBytes.set() {
 			return errors.New("-retention-max-bytes is for -store embedded: on Azure, storage is billed, not bounded; use retention policies")
+		}
+		if c.retentionOutbox {
+			return errors.New("-retention-outbox is for -store embedded, for now (docs/blobs.md has Azure's design)")
 		}
 		a := c.azure
 		switch {

@@ -229,6 +229,7 @@ func TestParseConfigStorageBudget(t *testing.T) {
 		{"no share", []string{"-retention-max-bytes", "0%"}, false, 0, true},
 		{"not a size", []string{"-retention-max-bytes", "lots"}, false, 0, true},
 		{"on Azure", []string{"-retention-max-bytes", "1GiB", "-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, false, 0, true},
+		{"the outbox on Azure", []string{"-retention-outbox", "-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, false, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.refused)

@@ -62,21 +62,27 @@ func openBudgetStore(t *testing.T) *budgetStore {
 
 func (s *budgetStore) clock() time.Time { return time.Unix(0, s.now.Load()).UTC() }
 
-// minute creates an image of each camera at the clock's minute, then
-// moves the clock on a minute.
-func (s *budgetStore) minute(t *testing.T, cameras []string) {
+// minutes creates an image of each camera at each of the clock's next n
+// minutes, in one batch (one synced commit, not n), and moves the clock on
+// past them; it returns their instants.
+func (s *budgetStore) minutes(t *testing.T, cameras []string, n int) []time.Time {
 	t.Helper()
-	at := s.clock()
-	imgs := make([]images.Image, len(cameras))
-	for i, c := range cameras {
-		imgs[i] = upload(c, at)
+	var imgs []images.Image
+	var ats []time.Time
+	for range n {
+		at := s.clock()
+		ats = append(ats, at)
+		for _, c := range cameras {
+			imgs = append(imgs, upload(c, at))
+		}
+		s.now.Add(int64(time.Minute))
 	}
 	for _, r := range s.repo.BatchCreate(t.Context(), imgs) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
-	s.now.Add(int64(time.Minute))
+	return ats
 }
 
 // settle steps the budget until it rests: no purge of its running, its
@@ -144,12 +150,8 @@ func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 	var created []time.Time // one per minute, for every camera
 	peak, purges := uint64(0), 0
 	var cutoff time.Time
-	for m := range 24 * 60 {
-		created = append(created, s.clock())
-		s.minute(t, writers)
-		if m%10 != 9 {
-			continue
-		}
+	for range 24 * 6 {
+		created = append(created, s.minutes(t, writers, 10)...)
 		// A step every ten minutes of images, as RunBudget's ticker would
 		// come; a purge it starts runs while the next creates go on, and
 		// has ended by the next step, as a purge of an hour of images ends
@@ -209,8 +211,8 @@ func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 func TestBudgetReportsWhatKeepsTheStoreOver(t *testing.T) {
 	s := openBudgetStore(t)
 	cameras := cameraIDs("cam-", 10)
-	for range 6 * 60 {
-		s.minute(t, cameras)
+	for range 6 * 6 {
+		s.minutes(t, cameras, 10)
 	}
 	b := retention.Budget{MaxBytes: 64 << 10, Floor: 24 * time.Hour, Sizer: s.db}
 	if st := s.settle(t, b); !st.Over || st.Blocked != "floor" {

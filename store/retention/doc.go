@@ -35,6 +35,8 @@
 // whose tally shows an interval with more than one row has that interval's
 // rows but its keeper deleted by range (store.PurgeBatch.ThinRows), their
 // index rows by derived key, in the section's batch with the counts.
+// With Options.Outbox each section also records every image it deletes in
+// the same batch (outbox.go), so the blob side hears of each deletion once.
 // A storage budget (budget.go) measures the live data with the store's own
 // accounting and, past its bytes, starts purges of the oldest hour across
 // the fleet that spare held cameras, so it needs no mechanism of its own.

@@ -170,7 +170,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 			return err
 		}
 	}
-	if !j.UsePolicies && !j.DryRun && r.e.paceStep(j) == math.MaxInt64 {
+	if !j.UsePolicies && !j.DryRun && r.e.paceStep(j) == math.MaxInt64 && r.e.outbox == nil {
 		// Every camera has the job's boundary: a fleet that fits one section
 		// needs no survey. A larger one stops the section, which commits
 		// nothing, at its limit. (A paced job surveys, to size its sections.)
@@ -214,6 +214,9 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	// and often; each waits for its primary rows and as many index rows,
 	// or a cancel.
 	budget := r.e.paceStep(j)
+	if r.e.outbox != nil {
+		budget = min(budget, outboxSectionRows)
+	}
 	var rows int64
 	from, n := "", 0
 	for i, s := range cameras {
@@ -381,12 +384,20 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		}
 		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
 			limit: limit, seen: make(map[string]sectionCamera, hint)}
+		if r.e.outbox != nil {
+			s.outbox = &outboxWriter{table: r.e.outbox, b: b, job: j.ID, kind: r.kind, at: r.e.opts.Now().UTC()}
+		}
 		if !p.KeptBefore.IsZero() {
 			s.keptBefore = minTime(s.keptBefore, p.KeptBefore)
 		}
 		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
 			return err
+		}
+		if s.outbox != nil {
+			if err := s.outbox.finish(); err != nil {
+				return err
+			}
 		}
 		p.Counts.add(s.c)
 		deleted = s.c
@@ -424,6 +435,8 @@ type sectionScan struct {
 	limit       int       // cameras in the section; 0: no limit
 	seen        map[string]sectionCamera
 	c           Counts // what the section deletes
+	// outbox, with Options.Outbox, stages the deleted images' outbox rows.
+	outbox *outboxWriter
 }
 
 // sectionCamera is what a section has learnt of a camera.
@@ -479,6 +492,14 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 	}
 	wasPurged := cam.purged
 	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
+		if s.outbox != nil {
+			// Read before the batch deletes them, for their blob URIs.
+			err := r.eachRow(ctx, t.PartitionKey, t.Day, minTime(cam.boundary, t.Day.Add(24*time.Hour)), []string{images.PropBlobURI},
+				func(e store.Entity) error { return s.outbox.add(ctx, t.PartitionKey, e) })
+			if err != nil {
+				return err
+			}
+		}
 		n, err := s.b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
 		if err != nil {
 			return err
@@ -494,7 +515,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		}
 	}
 	if len(cam.thin) > 0 {
-		n, indexRows, err := r.thinDay(ctx, s.b, t, cam.thin)
+		n, indexRows, err := r.thinDay(ctx, s.b, t, cam.thin, s.outbox)
 		if err != nil {
 			return err
 		}
@@ -522,7 +543,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 // batch, unread: a key read per row was two thirds of a thinning's time.
 // It returns the primary and index rows it deleted, one index row per
 // primary row, as every create writes them (in either form).
-func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []thinWindow) (rows, indexRows int64, err error) {
+func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []thinWindow, outbox *outboxWriter) (rows, indexRows int64, err error) {
 	var prefer func(store.Entity) bool
 	if r.kind == images.Pano {
 		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
@@ -534,6 +555,16 @@ func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.
 		}
 		rows += int64(len(deleted))
 		for _, rowKey := range deleted {
+			if outbox != nil {
+				// The batch has not deleted it yet: the store still has it.
+				e, err := r.primary.Get(ctx, t.PartitionKey, rowKey)
+				if err != nil {
+					return 0, 0, err
+				}
+				if err := outbox.add(ctx, t.PartitionKey, e); err != nil {
+					return 0, 0, err
+				}
+			}
 			for _, k := range r.repo.IndexKeys(t.PartitionKey, rowKey) {
 				if err := b.DeleteUnread(r.index, k); err != nil {
 					return 0, 0, err
@@ -596,32 +627,44 @@ func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t
 	if !start.Before(end) {
 		return n, nil
 	}
-	// Keys alone: a scan of the one partition (no key holds a control
-	// character, so none sorts between it and it followed by a space).
+	err := r.eachRow(ctx, t.PartitionKey, start, end, []string{}, func(e store.Entity) error {
+		for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
+			found, err := b.Delete(r.index, k)
+			if err != nil {
+				return err
+			}
+			if found {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// eachRow visits a camera's primary rows captured in [start, end), newest
+// first, with the properties of sel (keys alone when empty), as the store
+// stands: a scan of the one partition (no key holds a control character,
+// so none sorts between it and it followed by a space).
+func (r *embeddedRun) eachRow(ctx context.Context, camera string, start, end time.Time, sel []string, visit func(store.Entity) error) error {
 	rows := store.InvertedTicksRows(&start, &end)
-	scan := store.Scan{Partitions: store.Range{From: t.PartitionKey, To: t.PartitionKey + " "}, Select: []string{},
-		Resume: &store.Cursor{PartitionKey: t.PartitionKey, RowKey: rows.From}}
+	scan := store.Scan{Partitions: store.Range{From: camera, To: camera + " "}, Select: sel,
+		Resume: &store.Cursor{PartitionKey: camera, RowKey: rows.From}}
 	for {
 		page, err := r.primary.Scan(ctx, scan)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		for _, e := range page.Entities {
 			if e.RowKey >= rows.To {
-				return n, nil
+				return nil
 			}
-			for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
-				found, err := b.Delete(r.index, k)
-				if err != nil {
-					return 0, err
-				}
-				if found {
-					n++
-				}
+			if err := visit(e); err != nil {
+				return err
 			}
 		}
 		if page.Next == nil {
-			return n, nil
+			return nil
 		}
 		scan.Resume = page.Next
 	}

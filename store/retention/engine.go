@@ -98,8 +98,12 @@ type Options struct {
 	SectionCameras int
 	// JobRetention is how long the record of an ended job is kept: Run
 	// retires older ones at its start and hourly (see RetireJobs). Default
-	// DefaultJobRetention, 30 days.
+	// DefaultJobRetention, 30 days. The outbox's rows are kept as long.
 	JobRetention time.Duration
+	// Outbox makes the embedded purge keep the outbox of the images it
+	// deletes (outbox.go), for the blob side: each section then reads the
+	// rows it deletes. Only the embedded store has it, for now.
+	Outbox bool
 }
 
 func (o Options) withDefaults() Options {
@@ -168,6 +172,9 @@ type Engine struct {
 	policies *Policies
 	// budget is the storage budget's state, when one runs (budget.go).
 	budget budgetRun
+	// outbox is the table of deleted images with Options.Outbox; nil
+	// without (outbox.go).
+	outbox store.Table
 	// purger is the backend as a store.Purger, nil on one that is not: the
 	// embedded store, whose purges run without the queue (embedded.go).
 	purger store.Purger
@@ -248,6 +255,14 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.policies = &Policies{policies: policies, holds: holds, now: opts.Now}
+	if opts.Outbox {
+		if e.purger == nil {
+			return nil, errors.New("retention: the outbox of deleted images needs the embedded store, for now")
+		}
+		if e.outbox, err = opts.Backend.Table(ctx, DefaultOutboxTable); err != nil {
+			return nil, err
+		}
+	}
 	e.queue = opts.Queue
 	if e.queue == nil && e.purger == nil { // the embedded store purges without one
 		q, err := opts.Backend.Table(ctx, DefaultQueueTable)

@@ -68,6 +68,11 @@ func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
 			e.log.Info("purge: retired old dead-lettered tasks", "messages", n, "dead_lettered_before", horizon)
 		}
 	}
+	if n, err := e.retireOutbox(ctx, horizon); err != nil {
+		errs = append(errs, err)
+	} else if n > 0 {
+		e.log.Info("purge: retired old rows of the deleted images' outbox", "rows", n, "deleted_before", horizon)
+	}
 	return retired, errors.Join(errs...)
 }
 

@@ -1,10 +1,14 @@
 package retention_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -35,7 +39,7 @@ func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, ca
 	r := f.seeders(t)[kind-1]
 	for _, c := range cameras {
 		for at := now.Add(-retention.Days(6)).Truncate(thinEvery); at.Before(now.Add(-retention.Days(1))); at = at.Add(thinEvery) {
-			img := images.Image{CameraID: c, CapturedAt: at, IsClearDay: kind == images.Pano && at.Minute() == 20}
+			img := images.Image{CameraID: c, CapturedAt: at, IsClearDay: kind == images.Pano && at.Minute() == 20, BlobURI: thinBlob(kind, c, at)}
 			if _, err := r.Create(t.Context(), img); err != nil {
 				t.Fatal(err)
 			}
@@ -43,6 +47,11 @@ func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, ca
 	}
 	f.lastCreate = f.now()
 	f.settle()
+}
+
+// thinBlob is the blob URI the fixture gives an image.
+func thinBlob(kind images.Kind, camera string, at time.Time) string {
+	return fmt.Sprintf("https://blobs.example/%s/%s/%d.jpg", kind, camera, at.Unix())
 }
 
 // wantThinned is the model of a kind's rule, from its definition: an image
@@ -257,19 +266,51 @@ func testThinning(t *testing.T, open func(*testing.T, retention.Options) *fixtur
 // section's thinning, index rows and counts commit together or not at all.
 func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
 	t.Parallel() // independent: stores and engines of its own
-	t.Run("pebble", func(t *testing.T) { crashAtEveryWrite(t, newFixture, crashWhileThinning) })
-	// The queue design makes about 800 writes here, most of them alike: a
-	// thinned row's index batch (one per minute partition). Every fifth
-	// still crashes at each kind of write, at many places.
-	t.Run("pebble-queue", func(t *testing.T) { crashAtEveryNthWrite(t, 5, newQueueFixture, crashWhileThinning) })
+	for _, v := range []struct {
+		name   string
+		queue  bool
+		outbox bool
+		step   int
+	}{
+		{"pebble", false, false, 1},
+		{"pebble, with the outbox", false, true, 1},
+		// The queue design makes about 800 writes here, most of them alike:
+		// a thinned row's index batch (one per minute partition). Every
+		// tenth still crashes at each kind of write, at many places.
+		{"pebble-queue", true, false, 10},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			base, sc := seedThinCrash(t, v.queue, v.outbox)
+			crashAtEveryNthWrite(t, v.step, nil, func(t *testing.T, _ func(*testing.T, retention.Options) *fixture, n int) bool {
+				return crashWhileThinning(t, base, sc, n, v.outbox)
+			})
+		})
+	}
 }
 
-func crashWhileThinning(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+// seedThinCrash seeds the thinning scenario once, on a store whose engine
+// never runs: each crash point opens a clone of it, as a restart would,
+// rather than seeding a store of its own (most of a point's time under
+// -race).
+func seedThinCrash(t *testing.T, queue, outbox bool) (*fixture, *thinScenario) {
+	t.Helper()
+	o, now := thinOptions()
+	o.Outbox = outbox
+	o.SectionCameras = 1 // a section per camera: more writes to crash at
+	open := newFixture
+	if queue {
+		open = newQueueFixture
+	}
+	f := open(t, o)
+	return f, setUpThinning(t, f, now)
+}
+
+// crashWhileThinning runs a purge with policies that thins, on a clone of
+// base's store that dies after n writes, and checks the resumed job; with
+// the outbox, that it names each deleted image once.
+func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, outbox bool) bool {
 	{
-		o, now := thinOptions()
-		o.SectionCameras = 1 // a section per camera: more writes to crash at
-		f := newFixture(t, o)
-		sc := setUpThinning(t, f, now)
+		f := base.reopen(t, base.fs.CrashClone(vfs.CrashCloneCfg{}))
 		c := f.startCrashing(t, n, nil, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 		restarted, dead, jobs := c.restarted, c.dead, c.jobs
 		if len(jobs) == 0 || (c.startErr != nil && jobs[0].Unconfirmed) {
@@ -292,7 +333,57 @@ func crashWhileThinning(t *testing.T, newFixture func(*testing.T, retention.Opti
 		}
 		sc.checkCounts(t, restarted.await(t, jobs[0].ID), f.azureEngine)
 		sc.checkKept(t, restarted)
+		if outbox {
+			sc.checkOutbox(t, restarted)
+		}
 		return dead
+	}
+}
+
+// checkOutbox checks that the outbox names every image the purge deleted
+// exactly once, with its blob URI, and no other.
+func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
+	t.Helper()
+	named := map[string]int{}
+	var after uint64
+	for {
+		page, err := f.engine.DeletedImages(t.Context(), after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, d := range page {
+			if d.Seq != after+1 {
+				t.Fatalf("outbox position %d after %d: want them in sequence", d.Seq, after)
+			}
+			after = d.Seq
+			if d.BlobURI != thinBlob(d.Kind, d.CameraID, d.CapturedAt) || d.JobID == "" || d.DeletedAt.IsZero() {
+				t.Errorf("outbox row %+v: want its image's blob URI, its job and when", d)
+			}
+			named[thinBlob(d.Kind, d.CameraID, d.CapturedAt)]++
+		}
+	}
+	deleted := 0
+	for _, kind := range thinKinds {
+		after := f.capturedOf(t, kind)
+		for cam, had := range sc.before[kind] {
+			for _, at := range had {
+				kept := slices.ContainsFunc(after[cam], at.Equal)
+				switch n := named[thinBlob(kind, cam, at)]; {
+				case kept && n > 0:
+					t.Errorf("%s %s %s: kept, yet named %d times in the outbox", kind, cam, at, n)
+				case !kept && n != 1:
+					t.Errorf("%s %s %s: deleted, named %d times in the outbox: want once", kind, cam, at, n)
+				case !kept:
+					deleted++
+				}
+			}
+		}
+	}
+	if deleted == 0 || len(named) != deleted {
+		t.Errorf("the outbox names %d images, %d were deleted", len(named), deleted)
 	}
 }
 
@@ -359,4 +450,37 @@ func diffTimes(got, want []time.Time) string {
 		}
 	}
 	return fmt.Sprintf("extra %v, missing %v", extra[:min(len(extra), 4)], missing[:min(len(missing), 4)])
+}
+
+// TestOutboxRetiresWithTheJobs: the outbox's rows go once older than the
+// job retention, and a reader whose position they were after is told so
+// rather than skipping them unawares.
+func TestOutboxRetiresWithTheJobs(t *testing.T) {
+	o, now := thinOptions()
+	var skew atomic.Int64
+	clock := o.Now
+	o.Now = func() time.Time { return clock().Add(time.Duration(skew.Load())) }
+	o.Outbox, o.JobRetention = true, 24*time.Hour
+	f := newFixture(t, o)
+	f.run(t)
+	sc := setUpThinning(t, f, now)
+	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), false)
+	all, err := f.engine.DeletedImages(t.Context(), 0, 1000)
+	if err != nil || len(all) < 100 {
+		t.Fatalf("outbox: %d rows, %v", len(all), err)
+	}
+	last := all[len(all)-1].Seq
+	skew.Store(int64(48 * time.Hour))
+	if _, err := f.engine.RetireJobs(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := f.engine.DeletedImages(t.Context(), 0, 1000); err != nil || len(left) != 0 {
+		t.Errorf("after retirement: %d rows, %v; want none", len(left), err)
+	}
+	if _, err := f.engine.DeletedImages(t.Context(), 1, 10); !errors.Is(err, retention.ErrOutboxTrimmed) {
+		t.Errorf("reading after position 1 of %d retired: %v, want ErrOutboxTrimmed", last, err)
+	}
+	if rows, err := f.engine.DeletedImages(t.Context(), last, 10); err != nil || len(rows) != 0 {
+		t.Errorf("reading after the last retired position: %v, %v; want nothing, no error", rows, err)
+	}
 }

@@ -898,6 +898,204 @@ func (x *ListPurgesResponse) GetNextPageToken() string {
 	return ""
 }
 
+// WatchDeletedImagesRequest is the input of WatchDeletedImages.
+type WatchDeletedImagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resume_token of the last response received; empty starts at the
+	// oldest deleted image kept.
+	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Types to stream; empty means all three.
+	ImageTypes    []ImageType `protobuf:"varint,2,rep,packed,name=image_types,json=imageTypes,proto3,enum=metadata.v1.ImageType" json:"image_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchDeletedImagesRequest) Reset() {
+	*x = WatchDeletedImagesRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchDeletedImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchDeletedImagesRequest) ProtoMessage() {}
+
+func (x *WatchDeletedImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchDeletedImagesRequest.ProtoReflect.Descriptor instead.
+func (*WatchDeletedImagesRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WatchDeletedImagesRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchDeletedImagesRequest) GetImageTypes() []ImageType {
+	if x != nil {
+		return x.ImageTypes
+	}
+	return nil
+}
+
+// WatchDeletedImagesResponse is one message of WatchDeletedImages.
+type WatchDeletedImagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deleted images, oldest deletion first.
+	Images []*DeletedImage `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
+	// Resumes the stream after these images.
+	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchDeletedImagesResponse) Reset() {
+	*x = WatchDeletedImagesResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchDeletedImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchDeletedImagesResponse) ProtoMessage() {}
+
+func (x *WatchDeletedImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchDeletedImagesResponse.ProtoReflect.Descriptor instead.
+func (*WatchDeletedImagesResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WatchDeletedImagesResponse) GetImages() []*DeletedImage {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *WatchDeletedImagesResponse) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// DeletedImage is one image a purge or a thinning pass deleted.
+type DeletedImage struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ImageType  ImageType              `protobuf:"varint,1,opt,name=image_type,json=imageType,proto3,enum=metadata.v1.ImageType" json:"image_type,omitempty"`
+	CameraId   string                 `protobuf:"bytes,2,opt,name=camera_id,json=cameraId,proto3" json:"camera_id,omitempty"`
+	CapturedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=captured_at,json=capturedAt,proto3" json:"captured_at,omitempty"`
+	// The image's blob_uri, as it was created.
+	BlobUri string `protobuf:"bytes,4,opt,name=blob_uri,json=blobUri,proto3" json:"blob_uri,omitempty"`
+	// The purge that deleted it.
+	PurgeJobId    string                 `protobuf:"bytes,5,opt,name=purge_job_id,json=purgeJobId,proto3" json:"purge_job_id,omitempty"`
+	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletedImage) Reset() {
+	*x = DeletedImage{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletedImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletedImage) ProtoMessage() {}
+
+func (x *DeletedImage) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletedImage.ProtoReflect.Descriptor instead.
+func (*DeletedImage) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeletedImage) GetImageType() ImageType {
+	if x != nil {
+		return x.ImageType
+	}
+	return ImageType_IMAGE_TYPE_UNSPECIFIED
+}
+
+func (x *DeletedImage) GetCameraId() string {
+	if x != nil {
+		return x.CameraId
+	}
+	return ""
+}
+
+func (x *DeletedImage) GetCapturedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CapturedAt
+	}
+	return nil
+}
+
+func (x *DeletedImage) GetBlobUri() string {
+	if x != nil {
+		return x.BlobUri
+	}
+	return ""
+}
+
+func (x *DeletedImage) GetPurgeJobId() string {
+	if x != nil {
+		return x.PurgeJobId
+	}
+	return ""
+}
+
+func (x *DeletedImage) GetDeleteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeleteTime
+	}
+	return nil
+}
+
 // WatchPurgeRequest is the input of WatchPurge.
 type WatchPurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -909,7 +1107,7 @@ type WatchPurgeRequest struct {
 
 func (x *WatchPurgeRequest) Reset() {
 	*x = WatchPurgeRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[8]
+	mi := &file_metadata_v1_retention_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1119,7 @@ func (x *WatchPurgeRequest) String() string {
 func (*WatchPurgeRequest) ProtoMessage() {}
 
 func (x *WatchPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[8]
+	mi := &file_metadata_v1_retention_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1132,7 @@ func (x *WatchPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPurgeRequest.ProtoReflect.Descriptor instead.
 func (*WatchPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{8}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchPurgeRequest) GetJobId() string {
@@ -955,7 +1153,7 @@ type WatchPurgeResponse struct {
 
 func (x *WatchPurgeResponse) Reset() {
 	*x = WatchPurgeResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[9]
+	mi := &file_metadata_v1_retention_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1165,7 @@ func (x *WatchPurgeResponse) String() string {
 func (*WatchPurgeResponse) ProtoMessage() {}
 
 func (x *WatchPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[9]
+	mi := &file_metadata_v1_retention_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1178,7 @@ func (x *WatchPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPurgeResponse.ProtoReflect.Descriptor instead.
 func (*WatchPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{9}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchPurgeResponse) GetJob() *PurgeJob {
@@ -1001,7 +1199,7 @@ type CancelPurgeRequest struct {
 
 func (x *CancelPurgeRequest) Reset() {
 	*x = CancelPurgeRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	mi := &file_metadata_v1_retention_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1211,7 @@ func (x *CancelPurgeRequest) String() string {
 func (*CancelPurgeRequest) ProtoMessage() {}
 
 func (x *CancelPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	mi := &file_metadata_v1_retention_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1224,7 @@ func (x *CancelPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPurgeRequest.ProtoReflect.Descriptor instead.
 func (*CancelPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{10}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelPurgeRequest) GetJobId() string {
@@ -1047,7 +1245,7 @@ type CancelPurgeResponse struct {
 
 func (x *CancelPurgeResponse) Reset() {
 	*x = CancelPurgeResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[11]
+	mi := &file_metadata_v1_retention_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1257,7 @@ func (x *CancelPurgeResponse) String() string {
 func (*CancelPurgeResponse) ProtoMessage() {}
 
 func (x *CancelPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[11]
+	mi := &file_metadata_v1_retention_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1270,7 @@ func (x *CancelPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPurgeResponse.ProtoReflect.Descriptor instead.
 func (*CancelPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{11}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelPurgeResponse) GetJob() *PurgeJob {
@@ -1104,7 +1302,7 @@ type RetentionSchedule struct {
 
 func (x *RetentionSchedule) Reset() {
 	*x = RetentionSchedule{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[12]
+	mi := &file_metadata_v1_retention_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1314,7 @@ func (x *RetentionSchedule) String() string {
 func (*RetentionSchedule) ProtoMessage() {}
 
 func (x *RetentionSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[12]
+	mi := &file_metadata_v1_retention_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1327,7 @@ func (x *RetentionSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionSchedule.ProtoReflect.Descriptor instead.
 func (*RetentionSchedule) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{12}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RetentionSchedule) GetConfigured() bool {
@@ -1183,7 +1381,7 @@ type PauseRetentionScheduleRequest struct {
 
 func (x *PauseRetentionScheduleRequest) Reset() {
 	*x = PauseRetentionScheduleRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[13]
+	mi := &file_metadata_v1_retention_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1393,7 @@ func (x *PauseRetentionScheduleRequest) String() string {
 func (*PauseRetentionScheduleRequest) ProtoMessage() {}
 
 func (x *PauseRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[13]
+	mi := &file_metadata_v1_retention_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1406,7 @@ func (x *PauseRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRetentionScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseRetentionScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{13}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{16}
 }
 
 // PauseRetentionScheduleResponse is the output of PauseRetentionSchedule.
@@ -1222,7 +1420,7 @@ type PauseRetentionScheduleResponse struct {
 
 func (x *PauseRetentionScheduleResponse) Reset() {
 	*x = PauseRetentionScheduleResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[14]
+	mi := &file_metadata_v1_retention_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1432,7 @@ func (x *PauseRetentionScheduleResponse) String() string {
 func (*PauseRetentionScheduleResponse) ProtoMessage() {}
 
 func (x *PauseRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[14]
+	mi := &file_metadata_v1_retention_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1445,7 @@ func (x *PauseRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRetentionScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseRetentionScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{14}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PauseRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
@@ -1266,7 +1464,7 @@ type ResumeRetentionScheduleRequest struct {
 
 func (x *ResumeRetentionScheduleRequest) Reset() {
 	*x = ResumeRetentionScheduleRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[15]
+	mi := &file_metadata_v1_retention_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1476,7 @@ func (x *ResumeRetentionScheduleRequest) String() string {
 func (*ResumeRetentionScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[15]
+	mi := &file_metadata_v1_retention_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1489,7 @@ func (x *ResumeRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRetentionScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRetentionScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{15}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{18}
 }
 
 // ResumeRetentionScheduleResponse is the output of ResumeRetentionSchedule.
@@ -1305,7 +1503,7 @@ type ResumeRetentionScheduleResponse struct {
 
 func (x *ResumeRetentionScheduleResponse) Reset() {
 	*x = ResumeRetentionScheduleResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[16]
+	mi := &file_metadata_v1_retention_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1515,7 @@ func (x *ResumeRetentionScheduleResponse) String() string {
 func (*ResumeRetentionScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[16]
+	mi := &file_metadata_v1_retention_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1528,7 @@ func (x *ResumeRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRetentionScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRetentionScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{16}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResumeRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
@@ -1349,7 +1547,7 @@ type GetRetentionScheduleRequest struct {
 
 func (x *GetRetentionScheduleRequest) Reset() {
 	*x = GetRetentionScheduleRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[17]
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1559,7 @@ func (x *GetRetentionScheduleRequest) String() string {
 func (*GetRetentionScheduleRequest) ProtoMessage() {}
 
 func (x *GetRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[17]
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1572,7 @@ func (x *GetRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetRetentionScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{17}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
 }
 
 // GetRetentionScheduleResponse is the output of GetRetentionSchedule.
@@ -1388,7 +1586,7 @@ type GetRetentionScheduleResponse struct {
 
 func (x *GetRetentionScheduleResponse) Reset() {
 	*x = GetRetentionScheduleResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[18]
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1598,7 @@ func (x *GetRetentionScheduleResponse) String() string {
 func (*GetRetentionScheduleResponse) ProtoMessage() {}
 
 func (x *GetRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[18]
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1611,7 @@ func (x *GetRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetRetentionScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{18}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
@@ -1468,7 +1666,7 @@ type RetentionPolicy struct {
 
 func (x *RetentionPolicy) Reset() {
 	*x = RetentionPolicy{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[19]
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1678,7 @@ func (x *RetentionPolicy) String() string {
 func (*RetentionPolicy) ProtoMessage() {}
 
 func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[19]
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1691,7 @@ func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
 func (*RetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{19}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RetentionPolicy) GetName() string {
@@ -1584,7 +1782,7 @@ type ThinningTier struct {
 
 func (x *ThinningTier) Reset() {
 	*x = ThinningTier{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1794,7 @@ func (x *ThinningTier) String() string {
 func (*ThinningTier) ProtoMessage() {}
 
 func (x *ThinningTier) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1807,7 @@ func (x *ThinningTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinningTier.ProtoReflect.Descriptor instead.
 func (*ThinningTier) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ThinningTier) GetAfterDays() int32 {
@@ -1653,7 +1851,7 @@ type LegalHold struct {
 
 func (x *LegalHold) Reset() {
 	*x = LegalHold{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1863,7 @@ func (x *LegalHold) String() string {
 func (*LegalHold) ProtoMessage() {}
 
 func (x *LegalHold) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1876,7 @@ func (x *LegalHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LegalHold.ProtoReflect.Descriptor instead.
 func (*LegalHold) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LegalHold) GetName() string {
@@ -1727,7 +1925,7 @@ type CreateRetentionPolicyRequest struct {
 
 func (x *CreateRetentionPolicyRequest) Reset() {
 	*x = CreateRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1937,7 @@ func (x *CreateRetentionPolicyRequest) String() string {
 func (*CreateRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1950,7 @@ func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*CreateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
@@ -1773,7 +1971,7 @@ type CreateRetentionPolicyResponse struct {
 
 func (x *CreateRetentionPolicyResponse) Reset() {
 	*x = CreateRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1983,7 @@ func (x *CreateRetentionPolicyResponse) String() string {
 func (*CreateRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1996,7 @@ func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*CreateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -1819,7 +2017,7 @@ type GetRetentionPolicyRequest struct {
 
 func (x *GetRetentionPolicyRequest) Reset() {
 	*x = GetRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +2029,7 @@ func (x *GetRetentionPolicyRequest) String() string {
 func (*GetRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +2042,7 @@ func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetRetentionPolicyRequest) GetName() string {
@@ -1865,7 +2063,7 @@ type GetRetentionPolicyResponse struct {
 
 func (x *GetRetentionPolicyResponse) Reset() {
 	*x = GetRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2075,7 @@ func (x *GetRetentionPolicyResponse) String() string {
 func (*GetRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2088,7 @@ func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -1913,7 +2111,7 @@ type ListRetentionPoliciesRequest struct {
 
 func (x *ListRetentionPoliciesRequest) Reset() {
 	*x = ListRetentionPoliciesRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2123,7 @@ func (x *ListRetentionPoliciesRequest) String() string {
 func (*ListRetentionPoliciesRequest) ProtoMessage() {}
 
 func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2136,7 @@ func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRetentionPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListRetentionPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRetentionPoliciesRequest) GetPageSize() int32 {
@@ -1968,7 +2166,7 @@ type ListRetentionPoliciesResponse struct {
 
 func (x *ListRetentionPoliciesResponse) Reset() {
 	*x = ListRetentionPoliciesResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2178,7 @@ func (x *ListRetentionPoliciesResponse) String() string {
 func (*ListRetentionPoliciesResponse) ProtoMessage() {}
 
 func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2191,7 @@ func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRetentionPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListRetentionPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRetentionPoliciesResponse) GetRetentionPolicies() []*RetentionPolicy {
@@ -2030,7 +2228,7 @@ type UpdateRetentionPolicyRequest struct {
 
 func (x *UpdateRetentionPolicyRequest) Reset() {
 	*x = UpdateRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2240,7 @@ func (x *UpdateRetentionPolicyRequest) String() string {
 func (*UpdateRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2253,7 @@ func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
@@ -2090,7 +2288,7 @@ type UpdateRetentionPolicyResponse struct {
 
 func (x *UpdateRetentionPolicyResponse) Reset() {
 	*x = UpdateRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2300,7 @@ func (x *UpdateRetentionPolicyResponse) String() string {
 func (*UpdateRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2313,7 @@ func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -2138,7 +2336,7 @@ type DeleteRetentionPolicyRequest struct {
 
 func (x *DeleteRetentionPolicyRequest) Reset() {
 	*x = DeleteRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2348,7 @@ func (x *DeleteRetentionPolicyRequest) String() string {
 func (*DeleteRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2361,7 @@ func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteRetentionPolicyRequest) GetName() string {
@@ -2189,7 +2387,7 @@ type DeleteRetentionPolicyResponse struct {
 
 func (x *DeleteRetentionPolicyResponse) Reset() {
 	*x = DeleteRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2399,7 @@ func (x *DeleteRetentionPolicyResponse) String() string {
 func (*DeleteRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2412,7 @@ func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
 }
 
 // CreateLegalHoldRequest is the input of CreateLegalHold.
@@ -2228,7 +2426,7 @@ type CreateLegalHoldRequest struct {
 
 func (x *CreateLegalHoldRequest) Reset() {
 	*x = CreateLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2438,7 @@ func (x *CreateLegalHoldRequest) String() string {
 func (*CreateLegalHoldRequest) ProtoMessage() {}
 
 func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2451,7 @@ func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*CreateLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateLegalHoldRequest) GetLegalHold() *LegalHold {
@@ -2274,7 +2472,7 @@ type CreateLegalHoldResponse struct {
 
 func (x *CreateLegalHoldResponse) Reset() {
 	*x = CreateLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2484,7 @@ func (x *CreateLegalHoldResponse) String() string {
 func (*CreateLegalHoldResponse) ProtoMessage() {}
 
 func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2497,7 @@ func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*CreateLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2320,7 +2518,7 @@ type GetLegalHoldRequest struct {
 
 func (x *GetLegalHoldRequest) Reset() {
 	*x = GetLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2530,7 @@ func (x *GetLegalHoldRequest) String() string {
 func (*GetLegalHoldRequest) ProtoMessage() {}
 
 func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2543,7 @@ func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*GetLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetLegalHoldRequest) GetName() string {
@@ -2366,7 +2564,7 @@ type GetLegalHoldResponse struct {
 
 func (x *GetLegalHoldResponse) Reset() {
 	*x = GetLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2576,7 @@ func (x *GetLegalHoldResponse) String() string {
 func (*GetLegalHoldResponse) ProtoMessage() {}
 
 func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2589,7 @@ func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*GetLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2414,7 +2612,7 @@ type ListLegalHoldsRequest struct {
 
 func (x *ListLegalHoldsRequest) Reset() {
 	*x = ListLegalHoldsRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2624,7 @@ func (x *ListLegalHoldsRequest) String() string {
 func (*ListLegalHoldsRequest) ProtoMessage() {}
 
 func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2637,7 @@ func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLegalHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListLegalHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListLegalHoldsRequest) GetPageSize() int32 {
@@ -2469,7 +2667,7 @@ type ListLegalHoldsResponse struct {
 
 func (x *ListLegalHoldsResponse) Reset() {
 	*x = ListLegalHoldsResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2679,7 @@ func (x *ListLegalHoldsResponse) String() string {
 func (*ListLegalHoldsResponse) ProtoMessage() {}
 
 func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2692,7 @@ func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLegalHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListLegalHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListLegalHoldsResponse) GetLegalHolds() []*LegalHold {
@@ -2527,7 +2725,7 @@ type UpdateLegalHoldRequest struct {
 
 func (x *UpdateLegalHoldRequest) Reset() {
 	*x = UpdateLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	mi := &file_metadata_v1_retention_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2737,7 @@ func (x *UpdateLegalHoldRequest) String() string {
 func (*UpdateLegalHoldRequest) ProtoMessage() {}
 
 func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	mi := &file_metadata_v1_retention_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2750,7 @@ func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateLegalHoldRequest) GetLegalHold() *LegalHold {
@@ -2580,7 +2778,7 @@ type UpdateLegalHoldResponse struct {
 
 func (x *UpdateLegalHoldResponse) Reset() {
 	*x = UpdateLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	mi := &file_metadata_v1_retention_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2790,7 @@ func (x *UpdateLegalHoldResponse) String() string {
 func (*UpdateLegalHoldResponse) ProtoMessage() {}
 
 func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	mi := &file_metadata_v1_retention_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2803,7 @@ func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2628,7 +2826,7 @@ type DeleteLegalHoldRequest struct {
 
 func (x *DeleteLegalHoldRequest) Reset() {
 	*x = DeleteLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	mi := &file_metadata_v1_retention_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2838,7 @@ func (x *DeleteLegalHoldRequest) String() string {
 func (*DeleteLegalHoldRequest) ProtoMessage() {}
 
 func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	mi := &file_metadata_v1_retention_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2851,7 @@ func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteLegalHoldRequest) GetName() string {
@@ -2679,7 +2877,7 @@ type DeleteLegalHoldResponse struct {
 
 func (x *DeleteLegalHoldResponse) Reset() {
 	*x = DeleteLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[41]
+	mi := &file_metadata_v1_retention_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2889,7 @@ func (x *DeleteLegalHoldResponse) String() string {
 func (*DeleteLegalHoldResponse) ProtoMessage() {}
 
 func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[41]
+	mi := &file_metadata_v1_retention_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2902,7 @@ func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{41}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{44}
 }
 
 var File_metadata_v1_retention_proto protoreflect.FileDescriptor
@@ -2774,7 +2972,25 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x17.metadata.v1.PurgeStateR\x05state\"g\n" +
 	"\x12ListPurgesResponse\x12)\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x15.metadata.v1.PurgeJobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"w\n" +
+	"\x19WatchDeletedImagesRequest\x12!\n" +
+	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x127\n" +
+	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
+	"imageTypes\"r\n" +
+	"\x1aWatchDeletedImagesResponse\x121\n" +
+	"\x06images\x18\x01 \x03(\v2\x19.metadata.v1.DeletedImageR\x06images\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\x99\x02\n" +
+	"\fDeletedImage\x125\n" +
+	"\n" +
+	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12\x1b\n" +
+	"\tcamera_id\x18\x02 \x01(\tR\bcameraId\x12;\n" +
+	"\vcaptured_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"capturedAt\x12\x19\n" +
+	"\bblob_uri\x18\x04 \x01(\tR\ablobUri\x12 \n" +
+	"\fpurge_job_id\x18\x05 \x01(\tR\n" +
+	"purgeJobId\x12;\n" +
+	"\vdelete_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"deleteTime\"*\n" +
 	"\x11WatchPurgeRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"=\n" +
 	"\x12WatchPurgeResponse\x12'\n" +
@@ -2897,7 +3113,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x13PURGE_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15PURGE_STATE_SUCCEEDED\x10\x03\x12\x16\n" +
 	"\x12PURGE_STATE_FAILED\x10\x04\x12\x19\n" +
-	"\x15PURGE_STATE_CANCELLED\x10\x052\xe4\x10\n" +
+	"\x15PURGE_STATE_CANCELLED\x10\x052\xe2\x11\n" +
 	"\x10RetentionService\x12b\n" +
 	"\n" +
 	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\\\n" +
@@ -2905,7 +3121,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
 	"ListPurges\x12\x1e.metadata.v1.ListPurgesRequest\x1a\x1f.metadata.v1.ListPurgesResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12d\n" +
 	"\n" +
-	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12e\n" +
+	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12|\n" +
+	"\x12WatchDeletedImages\x12&.metadata.v1.WatchDeletedImagesRequest\x1a'.metadata.v1.WatchDeletedImagesResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12e\n" +
 	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x86\x01\n" +
 	"\x16PauseRetentionSchedule\x12*.metadata.v1.PauseRetentionScheduleRequest\x1a+.metadata.v1.PauseRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x89\x01\n" +
 	"\x17ResumeRetentionSchedule\x12+.metadata.v1.ResumeRetentionScheduleRequest\x1a,.metadata.v1.ResumeRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x80\x01\n" +
@@ -2934,7 +3151,7 @@ func file_metadata_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_metadata_v1_retention_proto_goTypes = []any{
 	(ImageType)(0),                          // 0: metadata.v1.ImageType
 	(PurgeState)(0),                         // 1: metadata.v1.PurgeState
@@ -2946,128 +3163,138 @@ var file_metadata_v1_retention_proto_goTypes = []any{
 	(*GetPurgeResponse)(nil),                // 7: metadata.v1.GetPurgeResponse
 	(*ListPurgesRequest)(nil),               // 8: metadata.v1.ListPurgesRequest
 	(*ListPurgesResponse)(nil),              // 9: metadata.v1.ListPurgesResponse
-	(*WatchPurgeRequest)(nil),               // 10: metadata.v1.WatchPurgeRequest
-	(*WatchPurgeResponse)(nil),              // 11: metadata.v1.WatchPurgeResponse
-	(*CancelPurgeRequest)(nil),              // 12: metadata.v1.CancelPurgeRequest
-	(*CancelPurgeResponse)(nil),             // 13: metadata.v1.CancelPurgeResponse
-	(*RetentionSchedule)(nil),               // 14: metadata.v1.RetentionSchedule
-	(*PauseRetentionScheduleRequest)(nil),   // 15: metadata.v1.PauseRetentionScheduleRequest
-	(*PauseRetentionScheduleResponse)(nil),  // 16: metadata.v1.PauseRetentionScheduleResponse
-	(*ResumeRetentionScheduleRequest)(nil),  // 17: metadata.v1.ResumeRetentionScheduleRequest
-	(*ResumeRetentionScheduleResponse)(nil), // 18: metadata.v1.ResumeRetentionScheduleResponse
-	(*GetRetentionScheduleRequest)(nil),     // 19: metadata.v1.GetRetentionScheduleRequest
-	(*GetRetentionScheduleResponse)(nil),    // 20: metadata.v1.GetRetentionScheduleResponse
-	(*RetentionPolicy)(nil),                 // 21: metadata.v1.RetentionPolicy
-	(*ThinningTier)(nil),                    // 22: metadata.v1.ThinningTier
-	(*LegalHold)(nil),                       // 23: metadata.v1.LegalHold
-	(*CreateRetentionPolicyRequest)(nil),    // 24: metadata.v1.CreateRetentionPolicyRequest
-	(*CreateRetentionPolicyResponse)(nil),   // 25: metadata.v1.CreateRetentionPolicyResponse
-	(*GetRetentionPolicyRequest)(nil),       // 26: metadata.v1.GetRetentionPolicyRequest
-	(*GetRetentionPolicyResponse)(nil),      // 27: metadata.v1.GetRetentionPolicyResponse
-	(*ListRetentionPoliciesRequest)(nil),    // 28: metadata.v1.ListRetentionPoliciesRequest
-	(*ListRetentionPoliciesResponse)(nil),   // 29: metadata.v1.ListRetentionPoliciesResponse
-	(*UpdateRetentionPolicyRequest)(nil),    // 30: metadata.v1.UpdateRetentionPolicyRequest
-	(*UpdateRetentionPolicyResponse)(nil),   // 31: metadata.v1.UpdateRetentionPolicyResponse
-	(*DeleteRetentionPolicyRequest)(nil),    // 32: metadata.v1.DeleteRetentionPolicyRequest
-	(*DeleteRetentionPolicyResponse)(nil),   // 33: metadata.v1.DeleteRetentionPolicyResponse
-	(*CreateLegalHoldRequest)(nil),          // 34: metadata.v1.CreateLegalHoldRequest
-	(*CreateLegalHoldResponse)(nil),         // 35: metadata.v1.CreateLegalHoldResponse
-	(*GetLegalHoldRequest)(nil),             // 36: metadata.v1.GetLegalHoldRequest
-	(*GetLegalHoldResponse)(nil),            // 37: metadata.v1.GetLegalHoldResponse
-	(*ListLegalHoldsRequest)(nil),           // 38: metadata.v1.ListLegalHoldsRequest
-	(*ListLegalHoldsResponse)(nil),          // 39: metadata.v1.ListLegalHoldsResponse
-	(*UpdateLegalHoldRequest)(nil),          // 40: metadata.v1.UpdateLegalHoldRequest
-	(*UpdateLegalHoldResponse)(nil),         // 41: metadata.v1.UpdateLegalHoldResponse
-	(*DeleteLegalHoldRequest)(nil),          // 42: metadata.v1.DeleteLegalHoldRequest
-	(*DeleteLegalHoldResponse)(nil),         // 43: metadata.v1.DeleteLegalHoldResponse
-	(*timestamppb.Timestamp)(nil),           // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 45: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),           // 46: google.protobuf.FieldMask
+	(*WatchDeletedImagesRequest)(nil),       // 10: metadata.v1.WatchDeletedImagesRequest
+	(*WatchDeletedImagesResponse)(nil),      // 11: metadata.v1.WatchDeletedImagesResponse
+	(*DeletedImage)(nil),                    // 12: metadata.v1.DeletedImage
+	(*WatchPurgeRequest)(nil),               // 13: metadata.v1.WatchPurgeRequest
+	(*WatchPurgeResponse)(nil),              // 14: metadata.v1.WatchPurgeResponse
+	(*CancelPurgeRequest)(nil),              // 15: metadata.v1.CancelPurgeRequest
+	(*CancelPurgeResponse)(nil),             // 16: metadata.v1.CancelPurgeResponse
+	(*RetentionSchedule)(nil),               // 17: metadata.v1.RetentionSchedule
+	(*PauseRetentionScheduleRequest)(nil),   // 18: metadata.v1.PauseRetentionScheduleRequest
+	(*PauseRetentionScheduleResponse)(nil),  // 19: metadata.v1.PauseRetentionScheduleResponse
+	(*ResumeRetentionScheduleRequest)(nil),  // 20: metadata.v1.ResumeRetentionScheduleRequest
+	(*ResumeRetentionScheduleResponse)(nil), // 21: metadata.v1.ResumeRetentionScheduleResponse
+	(*GetRetentionScheduleRequest)(nil),     // 22: metadata.v1.GetRetentionScheduleRequest
+	(*GetRetentionScheduleResponse)(nil),    // 23: metadata.v1.GetRetentionScheduleResponse
+	(*RetentionPolicy)(nil),                 // 24: metadata.v1.RetentionPolicy
+	(*ThinningTier)(nil),                    // 25: metadata.v1.ThinningTier
+	(*LegalHold)(nil),                       // 26: metadata.v1.LegalHold
+	(*CreateRetentionPolicyRequest)(nil),    // 27: metadata.v1.CreateRetentionPolicyRequest
+	(*CreateRetentionPolicyResponse)(nil),   // 28: metadata.v1.CreateRetentionPolicyResponse
+	(*GetRetentionPolicyRequest)(nil),       // 29: metadata.v1.GetRetentionPolicyRequest
+	(*GetRetentionPolicyResponse)(nil),      // 30: metadata.v1.GetRetentionPolicyResponse
+	(*ListRetentionPoliciesRequest)(nil),    // 31: metadata.v1.ListRetentionPoliciesRequest
+	(*ListRetentionPoliciesResponse)(nil),   // 32: metadata.v1.ListRetentionPoliciesResponse
+	(*UpdateRetentionPolicyRequest)(nil),    // 33: metadata.v1.UpdateRetentionPolicyRequest
+	(*UpdateRetentionPolicyResponse)(nil),   // 34: metadata.v1.UpdateRetentionPolicyResponse
+	(*DeleteRetentionPolicyRequest)(nil),    // 35: metadata.v1.DeleteRetentionPolicyRequest
+	(*DeleteRetentionPolicyResponse)(nil),   // 36: metadata.v1.DeleteRetentionPolicyResponse
+	(*CreateLegalHoldRequest)(nil),          // 37: metadata.v1.CreateLegalHoldRequest
+	(*CreateLegalHoldResponse)(nil),         // 38: metadata.v1.CreateLegalHoldResponse
+	(*GetLegalHoldRequest)(nil),             // 39: metadata.v1.GetLegalHoldRequest
+	(*GetLegalHoldResponse)(nil),            // 40: metadata.v1.GetLegalHoldResponse
+	(*ListLegalHoldsRequest)(nil),           // 41: metadata.v1.ListLegalHoldsRequest
+	(*ListLegalHoldsResponse)(nil),          // 42: metadata.v1.ListLegalHoldsResponse
+	(*UpdateLegalHoldRequest)(nil),          // 43: metadata.v1.UpdateLegalHoldRequest
+	(*UpdateLegalHoldResponse)(nil),         // 44: metadata.v1.UpdateLegalHoldResponse
+	(*DeleteLegalHoldRequest)(nil),          // 45: metadata.v1.DeleteLegalHoldRequest
+	(*DeleteLegalHoldResponse)(nil),         // 46: metadata.v1.DeleteLegalHoldResponse
+	(*timestamppb.Timestamp)(nil),           // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 48: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),           // 49: google.protobuf.FieldMask
 }
 var file_metadata_v1_retention_proto_depIdxs = []int32{
 	0,  // 0: metadata.v1.PurgeCounts.image_type:type_name -> metadata.v1.ImageType
 	0,  // 1: metadata.v1.PurgeJob.image_types:type_name -> metadata.v1.ImageType
-	44, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
+	47, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: metadata.v1.PurgeJob.state:type_name -> metadata.v1.PurgeState
 	2,  // 4: metadata.v1.PurgeJob.type_counts:type_name -> metadata.v1.PurgeCounts
-	44, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
-	44, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
-	44, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
+	47, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
+	47, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
+	47, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: metadata.v1.StartPurgeRequest.image_types:type_name -> metadata.v1.ImageType
-	44, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
+	47, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
 	3,  // 10: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	3,  // 11: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
 	1,  // 12: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
 	3,  // 13: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
-	3,  // 14: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	3,  // 15: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	45, // 16: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
-	44, // 17: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
-	14, // 18: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	14, // 19: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	14, // 20: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	44, // 21: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
-	22, // 22: metadata.v1.RetentionPolicy.single_thinning:type_name -> metadata.v1.ThinningTier
-	22, // 23: metadata.v1.RetentionPolicy.pano_thinning:type_name -> metadata.v1.ThinningTier
-	22, // 24: metadata.v1.RetentionPolicy.pre_stitch_thinning:type_name -> metadata.v1.ThinningTier
-	45, // 25: metadata.v1.ThinningTier.keep_one_per:type_name -> google.protobuf.Duration
-	44, // 26: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
-	44, // 27: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
-	21, // 28: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	21, // 29: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	21, // 30: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	21, // 31: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
-	21, // 32: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	46, // 33: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
-	21, // 34: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	23, // 35: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
-	23, // 36: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	23, // 37: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	23, // 38: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
-	23, // 39: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
-	46, // 40: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
-	23, // 41: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	4,  // 42: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
-	6,  // 43: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
-	8,  // 44: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
-	10, // 45: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
-	12, // 46: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
-	15, // 47: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
-	17, // 48: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
-	19, // 49: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
-	24, // 50: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
-	26, // 51: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
-	28, // 52: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
-	30, // 53: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
-	32, // 54: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
-	34, // 55: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
-	36, // 56: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
-	38, // 57: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
-	40, // 58: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
-	42, // 59: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
-	5,  // 60: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
-	7,  // 61: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
-	9,  // 62: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
-	11, // 63: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
-	13, // 64: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
-	16, // 65: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
-	18, // 66: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
-	20, // 67: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
-	25, // 68: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
-	27, // 69: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
-	29, // 70: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
-	31, // 71: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
-	33, // 72: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
-	35, // 73: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
-	37, // 74: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
-	39, // 75: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
-	41, // 76: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
-	43, // 77: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
-	60, // [60:78] is the sub-list for method output_type
-	42, // [42:60] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	0,  // 14: metadata.v1.WatchDeletedImagesRequest.image_types:type_name -> metadata.v1.ImageType
+	12, // 15: metadata.v1.WatchDeletedImagesResponse.images:type_name -> metadata.v1.DeletedImage
+	0,  // 16: metadata.v1.DeletedImage.image_type:type_name -> metadata.v1.ImageType
+	47, // 17: metadata.v1.DeletedImage.captured_at:type_name -> google.protobuf.Timestamp
+	47, // 18: metadata.v1.DeletedImage.delete_time:type_name -> google.protobuf.Timestamp
+	3,  // 19: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	3,  // 20: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	48, // 21: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
+	47, // 22: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
+	17, // 23: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	17, // 24: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	17, // 25: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	47, // 26: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
+	25, // 27: metadata.v1.RetentionPolicy.single_thinning:type_name -> metadata.v1.ThinningTier
+	25, // 28: metadata.v1.RetentionPolicy.pano_thinning:type_name -> metadata.v1.ThinningTier
+	25, // 29: metadata.v1.RetentionPolicy.pre_stitch_thinning:type_name -> metadata.v1.ThinningTier
+	48, // 30: metadata.v1.ThinningTier.keep_one_per:type_name -> google.protobuf.Duration
+	47, // 31: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
+	47, // 32: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
+	24, // 33: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	24, // 34: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	24, // 35: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	24, // 36: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
+	24, // 37: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	49, // 38: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
+	24, // 39: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	26, // 40: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	26, // 41: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	26, // 42: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	26, // 43: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
+	26, // 44: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	49, // 45: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
+	26, // 46: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	4,  // 47: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
+	6,  // 48: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
+	8,  // 49: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
+	13, // 50: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
+	10, // 51: metadata.v1.RetentionService.WatchDeletedImages:input_type -> metadata.v1.WatchDeletedImagesRequest
+	15, // 52: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
+	18, // 53: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
+	20, // 54: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
+	22, // 55: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
+	27, // 56: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
+	29, // 57: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
+	31, // 58: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
+	33, // 59: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
+	35, // 60: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
+	37, // 61: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
+	39, // 62: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
+	41, // 63: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
+	43, // 64: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
+	45, // 65: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
+	5,  // 66: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
+	7,  // 67: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
+	9,  // 68: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
+	14, // 69: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
+	11, // 70: metadata.v1.RetentionService.WatchDeletedImages:output_type -> metadata.v1.WatchDeletedImagesResponse
+	16, // 71: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
+	19, // 72: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
+	21, // 73: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
+	23, // 74: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
+	28, // 75: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
+	30, // 76: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
+	32, // 77: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
+	34, // 78: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
+	36, // 79: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
+	38, // 80: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
+	40, // 81: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
+	42, // 82: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
+	44, // 83: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
+	46, // 84: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
+	66, // [66:85] is the sub-list for method output_type
+	47, // [47:66] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_retention_proto_init() }
@@ -3086,7 +3313,7 @@ func file_metadata_v1_retention_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_retention_proto_rawDesc), len(file_metadata_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	RetentionService_GetPurge_FullMethodName                = "/metadata.v1.RetentionService/GetPurge"
 	RetentionService_ListPurges_FullMethodName              = "/metadata.v1.RetentionService/ListPurges"
 	RetentionService_WatchPurge_FullMethodName              = "/metadata.v1.RetentionService/WatchPurge"
+	RetentionService_WatchDeletedImages_FullMethodName      = "/metadata.v1.RetentionService/WatchDeletedImages"
 	RetentionService_CancelPurge_FullMethodName             = "/metadata.v1.RetentionService/CancelPurge"
 	RetentionService_PauseRetentionSchedule_FullMethodName  = "/metadata.v1.RetentionService/PauseRetentionSchedule"
 	RetentionService_ResumeRetentionSchedule_FullMethodName = "/metadata.v1.RetentionService/ResumeRetentionSchedule"
@@ -61,6 +62,13 @@ type RetentionServiceClient interface {
 	ListPurges(ctx context.Context, in *ListPurgesRequest, opts ...grpc.CallOption) (*ListPurgesResponse, error)
 	// WatchPurge streams snapshots of a job as it progresses; the last one is terminal.
 	WatchPurge(ctx context.Context, in *WatchPurgeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPurgeResponse], error)
+	// WatchDeletedImages streams the images purges and thinning deleted,
+	// oldest first, from resume_token on, then as they are deleted, for the
+	// blob side to delete their bytes: each deleted image once, never one a
+	// legal hold or a policy kept. The server keeps them with -retention-outbox
+	// (FAILED_PRECONDITION without; embedded store only, for now) for
+	// -purge-job-retention; a token from before that is OUT_OF_RANGE.
+	WatchDeletedImages(ctx context.Context, in *WatchDeletedImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchDeletedImagesResponse], error)
 	// CancelPurge asks a running or pending job to stop and returns it with
 	// cancel_requested set; it ends CANCELLED at its next task boundary
 	// (watch it to see when). Tasks that have begun deleting finish, so the
@@ -177,6 +185,25 @@ func (c *retentionServiceClient) WatchPurge(ctx context.Context, in *WatchPurgeR
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RetentionService_WatchPurgeClient = grpc.ServerStreamingClient[WatchPurgeResponse]
+
+func (c *retentionServiceClient) WatchDeletedImages(ctx context.Context, in *WatchDeletedImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchDeletedImagesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RetentionService_ServiceDesc.Streams[1], RetentionService_WatchDeletedImages_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchDeletedImagesRequest, WatchDeletedImagesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RetentionService_WatchDeletedImagesClient = grpc.ServerStreamingClient[WatchDeletedImagesResponse]
 
 func (c *retentionServiceClient) CancelPurge(ctx context.Context, in *CancelPurgeRequest, opts ...grpc.CallOption) (*CancelPurgeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -340,6 +367,13 @@ type RetentionServiceServer interface {
 	ListPurges(context.Context, *ListPurgesRequest) (*ListPurgesResponse, error)
 	// WatchPurge streams snapshots of a job as it progresses; the last one is terminal.
 	WatchPurge(*WatchPurgeRequest, grpc.ServerStreamingServer[WatchPurgeResponse]) error
+	// WatchDeletedImages streams the images purges and thinning deleted,
+	// oldest first, from resume_token on, then as they are deleted, for the
+	// blob side to delete their bytes: each deleted image once, never one a
+	// legal hold or a policy kept. The server keeps them with -retention-outbox
+	// (FAILED_PRECONDITION without; embedded store only, for now) for
+	// -purge-job-retention; a token from before that is OUT_OF_RANGE.
+	WatchDeletedImages(*WatchDeletedImagesRequest, grpc.ServerStreamingServer[WatchDeletedImagesResponse]) error
 	// CancelPurge asks a running or pending job to stop and returns it with
 	// cancel_requested set; it ends CANCELLED at its next task boundary
 	// (watch it to see when). Tasks that have begun deleting finish, so the
@@ -419,6 +453,9 @@ func (UnimplementedRetentionServiceServer) ListPurges(context.Context, *ListPurg
 }
 func (UnimplementedRetentionServiceServer) WatchPurge(*WatchPurgeRequest, grpc.ServerStreamingServer[WatchPurgeResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchPurge not implemented")
+}
+func (UnimplementedRetentionServiceServer) WatchDeletedImages(*WatchDeletedImagesRequest, grpc.ServerStreamingServer[WatchDeletedImagesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchDeletedImages not implemented")
 }
 func (UnimplementedRetentionServiceServer) CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelPurge not implemented")
@@ -547,6 +584,17 @@ func _RetentionService_WatchPurge_Handler(srv interface{}, stream grpc.ServerStr
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RetentionService_WatchPurgeServer = grpc.ServerStreamingServer[WatchPurgeResponse]
+
+func _RetentionService_WatchDeletedImages_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchDeletedImagesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RetentionServiceServer).WatchDeletedImages(m, &grpc.GenericServerStream[WatchDeletedImagesRequest, WatchDeletedImagesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RetentionService_WatchDeletedImagesServer = grpc.ServerStreamingServer[WatchDeletedImagesResponse]
 
 func _RetentionService_CancelPurge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CancelPurgeRequest)
@@ -880,6 +928,11 @@ var RetentionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchPurge",
 			Handler:       _RetentionService_WatchPurge_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchDeletedImages",
+			Handler:       _RetentionService_WatchDeletedImages_Handler,
 			ServerStreams: true,
 		},
 	},

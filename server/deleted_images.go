@@ -1,0 +1,91 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// deletedImagesPage is how many outbox rows one read of WatchDeletedImages
+// takes, and so at most how many images one response holds.
+const deletedImagesPage = 500
+
+// WatchDeletedImages sends the outbox of deleted images from the request's
+// token on, then each new deletion as its purge commits it.
+func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImagesRequest, stream grpc.ServerStreamingServer[metadatav1.WatchDeletedImagesResponse]) error {
+	ctx := stream.Context()
+	var v violations
+	var after uint64
+	if tok := req.GetResumeToken(); tok != "" {
+		var err error
+		if after, err = strconv.ParseUint(tok, 10, 64); err != nil {
+			v.add("resume_token", "not a resume_token of WatchDeletedImages")
+		}
+	}
+	want := map[images.Kind]bool{}
+	for i, t := range req.GetImageTypes() {
+		kind, ok := imageTypes[t]
+		if !ok {
+			v.add(fmt.Sprintf("image_types[%d]", i), fmt.Sprintf("unknown image type %v", t))
+			continue
+		}
+		want[kind] = true
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	if !s.engine.KeepsOutbox() {
+		return status.Error(codes.FailedPrecondition, "this server keeps no record of deleted images: start it with -retention-outbox")
+	}
+	for {
+		changed := s.engine.Changed()
+		page, err := s.engine.DeletedImages(ctx, after, deletedImagesPage)
+		if errors.Is(err, retention.ErrOutboxTrimmed) {
+			return status.Error(codes.OutOfRange, "the deleted images after that resume_token were retired (-purge-job-retention); start again without one")
+		}
+		if err != nil {
+			return toStatus(ctx, s.log, err)
+		}
+		if len(page) > 0 {
+			resp := &metadatav1.WatchDeletedImagesResponse{}
+			for _, d := range page {
+				if len(want) == 0 || want[d.Kind] {
+					resp.Images = append(resp.Images, deletedImage(d))
+				}
+			}
+			after = page[len(page)-1].Seq
+			resp.ResumeToken = strconv.FormatUint(after, 10)
+			if len(resp.Images) > 0 {
+				if err := stream.Send(resp); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return toStatus(ctx, s.log, ctx.Err())
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "server shutting down; watch again with the last resume_token")
+		case <-changed:
+		case <-time.After(watchPoll):
+		}
+	}
+}
+
+func deletedImage(d retention.DeletedImage) *metadatav1.DeletedImage {
+	return &metadatav1.DeletedImage{
+		ImageType: imageTypeOf(d.Kind), CameraId: d.CameraID, CapturedAt: timestamppb.New(d.CapturedAt),
+		BlobUri: d.BlobURI, PurgeJobId: d.JobID, DeleteTime: timestamppb.New(d.DeletedAt),
+	}
+}

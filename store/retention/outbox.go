@@ -1,0 +1,197 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// The outbox of deleted images (docs/blobs.md): with Options.Outbox, every
+// section of an embedded purge that deletes rows writes, in its own
+// exclusive batch, one outbox row per deleted image (its blob URI above
+// all) and the outbox's next sequence number. The deletion and its outbox
+// rows commit together or not at all, so each deleted image is in the
+// outbox exactly once whatever crashes, and an image not deleted (held,
+// spared) never is. Rows are keyed by that sequence, so a position in the
+// outbox is a resume token for its readers (WatchDeletedImages).
+
+// DefaultOutboxTable is the outbox's table.
+const DefaultOutboxTable = "DeletedImages"
+
+// ErrOutboxTrimmed reports a read from a position the outbox no longer
+// holds: its rows were retired (Options.JobRetention).
+var ErrOutboxTrimmed = errors.New("retention: the deleted images from that position were retired")
+
+// outboxSectionRows bounds the rows of a section that fills the outbox: it
+// reads each deleted row and writes one more, so its batch grows with them.
+const outboxSectionRows = 20_000
+
+// Outbox rows: the images in partition outboxPart keyed by sequence, the
+// next sequence and the retired one in outboxMetaPart.
+const (
+	outboxPart     = "d"
+	outboxMetaPart = "m"
+	outboxNextRow  = "next"
+	outboxTrimRow  = "trimmed"
+	propSeq        = "Seq"
+	propKind       = "Kind"
+	propJob        = "JobId"
+	propDeletedAt  = "DeletedAt"
+)
+
+// DeletedImage is one image a purge or thinning pass deleted.
+type DeletedImage struct {
+	// Seq is its position in the outbox, from 1.
+	Seq        uint64
+	Kind       images.Kind
+	CameraID   string
+	CapturedAt time.Time
+	BlobURI    string
+	JobID      string
+	DeletedAt  time.Time
+}
+
+func outboxKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
+
+func seqOf(e store.Entity, prop string) uint64 {
+	n, _ := e.Properties[prop].(int64)
+	return uint64(n)
+}
+
+// outboxWriter stages one section's outbox rows in its batch.
+type outboxWriter struct {
+	table store.Table
+	b     store.PurgeBatch
+	job   string
+	kind  images.Kind
+	at    time.Time
+	next  uint64 // 0 until read
+	wrote bool
+}
+
+// add stages the outbox row of a primary row the section deletes.
+func (w *outboxWriter) add(ctx context.Context, camera string, row store.Entity) error {
+	if w.next == 0 {
+		e, err := w.table.Get(ctx, outboxMetaPart, outboxNextRow)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			w.next = 1
+		case err != nil:
+			return err
+		default:
+			w.next = max(seqOf(e, propSeq), 1)
+		}
+	}
+	captured, err := store.TimeFromInvertedTicksRowKey(row.RowKey)
+	if err != nil {
+		return nil // not an image's row: never tallied, never deleted by range
+	}
+	blob, _ := row.Properties[images.PropBlobURI].(string)
+	_, err = w.b.Put(w.table, store.Entity{PartitionKey: outboxPart, RowKey: outboxKey(w.next), Properties: store.Properties{
+		propKind: int32(w.kind), images.PropCameraID: camera, images.PropCapturedAt: captured.UTC(), images.PropBlobURI: blob,
+		propJob: w.job, propDeletedAt: w.at}})
+	if err != nil {
+		return err
+	}
+	w.next++
+	w.wrote = true
+	return nil
+}
+
+// finish stages the next sequence number, if the section wrote any row.
+func (w *outboxWriter) finish() error {
+	if !w.wrote {
+		return nil
+	}
+	_, err := w.b.Put(w.table, store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
+		Properties: store.Properties{propSeq: int64(w.next)}})
+	return err
+}
+
+// KeepsOutbox reports whether the engine keeps the outbox of deleted
+// images (Options.Outbox).
+func (e *Engine) KeepsOutbox() bool { return e.outbox != nil }
+
+// DeletedImages returns up to limit images of the outbox after position
+// after (0: from the first kept), oldest first; ErrOutboxTrimmed if rows
+// after it were retired.
+func (e *Engine) DeletedImages(ctx context.Context, after uint64, limit int) ([]DeletedImage, error) {
+	if e.outbox == nil {
+		return nil, errors.New("retention: the engine keeps no outbox of deleted images")
+	}
+	trim, err := e.outbox.Get(ctx, outboxMetaPart, outboxTrimRow)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, err
+	case after > 0 && after+1 < seqOf(trim, propSeq):
+		return nil, fmt.Errorf("%w: position %d, retired through %d", ErrOutboxTrimmed, after, seqOf(trim, propSeq))
+	}
+	page, err := e.outbox.Query(ctx, store.Query{PartitionKey: outboxPart,
+		Rows: store.Range{From: outboxKey(after + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeletedImage, 0, len(page.Entities))
+	for _, r := range page.Entities {
+		seq, err := strconv.ParseUint(r.RowKey, 16, 64)
+		if err != nil {
+			continue
+		}
+		d := DeletedImage{Seq: seq}
+		kind, _ := r.Properties[propKind].(int32)
+		d.Kind = images.Kind(kind)
+		d.CameraID, _ = r.Properties[images.PropCameraID].(string)
+		d.CapturedAt, _ = r.Properties[images.PropCapturedAt].(time.Time)
+		d.BlobURI, _ = r.Properties[images.PropBlobURI].(string)
+		d.JobID, _ = r.Properties[propJob].(string)
+		d.DeletedAt, _ = r.Properties[propDeletedAt].(time.Time)
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// retireOutbox deletes the outbox rows deleted before cutoff, oldest
+// first, and records the last position retired, so that a reader behind
+// it learns its rows are gone rather than skipping them unawares.
+func (e *Engine) retireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
+	if e.outbox == nil {
+		return 0, nil
+	}
+	n := 0
+	for {
+		page, err := e.outbox.Query(ctx, store.Query{PartitionKey: outboxPart, Limit: store.MaxBatchOps})
+		if err != nil {
+			return n, err
+		}
+		var ops []store.Op
+		var last uint64
+		for _, r := range page.Entities {
+			if at, _ := r.Properties[propDeletedAt].(time.Time); !at.Before(cutoff) {
+				break
+			}
+			ops = append(ops, store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: outboxPart, RowKey: r.RowKey}})
+			last, _ = strconv.ParseUint(r.RowKey, 16, 64)
+		}
+		if len(ops) == 0 {
+			return n, nil
+		}
+		// The retired position first: a reader never finds a gap unnamed.
+		if _, err := e.outbox.Upsert(ctx, store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxTrimRow,
+			Properties: store.Properties{propSeq: int64(last + 1)}}, store.Replace); err != nil {
+			return n, err
+		}
+		if err := deleteOps(ctx, e.outbox, ops, nil); err != nil {
+			return n, err
+		}
+		n += len(ops)
+		if len(ops) < len(page.Entities) || page.Next == nil {
+			return n, nil
+		}
+	}
+}
