@@ -276,8 +276,8 @@ func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
 		{"pebble, with the outbox", false, true, 1},
 		// The queue design makes about 800 writes here, most of them alike:
 		// a thinned row's index batch (one per minute partition). Every
-		// tenth still crashes at each kind of write, at many places.
-		{"pebble-queue", true, false, 10},
+		// twentieth still crashes at each kind of write, at many places.
+		{"pebble-queue", true, false, 20},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			base, sc := seedThinCrash(t, v.queue, v.outbox)
