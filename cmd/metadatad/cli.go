@@ -29,10 +29,15 @@ func envName(flagName string) string {
 // must not turn the daemon into a command that prints and exits.
 var noEnv = map[string]bool{"version": true}
 
-// notFlags are the METADATAD_ variables of the repository's own tools,
-// which name no flag: a developer's shell exports them for the tests
-// (internal/azurite).
-var notFlags = map[string]bool{"METADATAD_AZURITE_CONNECTION_STRING": true}
+// notFlags are the METADATAD_ variables that name no flag: those of the
+// repository's own tools, which a developer's shell exports for the tests
+// (internal/azurite), and the blob deleter's credential, a secret no flag
+// should carry (ps shows command lines).
+var notFlags = map[string]bool{
+	"METADATAD_AZURITE_CONNECTION_STRING":      true,
+	"METADATAD_AZURITE_BLOB_CONNECTION_STRING": true,
+	envBlobConnectionString:                    true,
+}
 
 // usageError is a command line metadatad cannot run: an unknown word,
 // flag or variable, a value out of range. It exits 2 with its message and

@@ -67,7 +67,9 @@ type config struct {
 	// retentionMaxBytes is the storage budget (-retention-max-bytes).
 	retentionMaxBytes budgetSize
 	// retentionOutbox keeps the outbox of deleted images (-retention-outbox).
-	retentionOutbox   bool
+	retentionOutbox bool
+	// blobDelete is the built-in deleter of deleted images' blobs.
+	blobDelete        blobDeleteConfig
 	healthInterval    time.Duration
 	watchPoll         time.Duration
 	watchWindow       time.Duration
@@ -128,6 +130,17 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 	if c.purgeRowsPerSec < 0 {
 		return config{}, fmt.Errorf("-purge-rows-per-second must not be negative, not %g", c.purgeRowsPerSec)
 	}
+	if len(c.blobDelete.containers) > 0 {
+		switch {
+		case !c.retentionOutbox:
+			return config{}, errors.New("-blob-delete-containers follows the outbox of deleted images: give -retention-outbox too")
+		case c.blobDelete.perSecond <= 0:
+			return config{}, fmt.Errorf("-blob-delete-per-second must be positive, not %g", c.blobDelete.perSecond)
+		}
+		if _, err := blobServiceURL(c.blobDelete.containers); err != nil {
+			return config{}, err
+		}
+	}
 	if c.purgeJobRetention <= 0 {
 		return config{}, fmt.Errorf("-purge-job-retention must be positive, not %s", c.purgeJobRetention)
 	}
@@ -167,6 +180,16 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
 	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
 	fs.BoolVar(&c.retentionOutbox, "retention-outbox", false, "with -store embedded: keep a record of every image purges and thinning delete (its blob_uri above all), in the same atomic step as the deletion, for WatchDeletedImages; each purge then reads the rows it deletes")
+	fs.Func("blob-delete-containers", "with -retention-outbox: delete the blob of every image purges and thinning delete, when its blob_uri lies in one of these comma-separated Azure Blob container URLs (one account), e.g. https://acct.blob.core.windows.net/images; credentials from $"+envBlobConnectionString+", else DefaultAzureCredential", func(s string) error {
+		for _, u := range strings.Split(s, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				c.blobDelete.containers = append(c.blobDelete.containers, u)
+			}
+		}
+		return nil
+	})
+	fs.Float64Var(&c.blobDelete.perSecond, "blob-delete-per-second", 50, "with -blob-delete-containers: the most blobs deleted per second")
+	fs.BoolVar(&c.blobDelete.dryRun, "blob-delete-dry-run", false, "with -blob-delete-containers: log the blobs that would be deleted, delete none")
 	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
@@ -225,6 +248,16 @@ func (a *accessLog) Set(s string) error {
 
 // byteSize is a flag of a size in bytes, written with binary units: 256MiB,
 // 64m, 1g (bare numbers are bytes).
+// blobDeleteConfig is the built-in blob deleter's (store/blobs).
+type blobDeleteConfig struct {
+	containers []string
+	perSecond  float64
+	dryRun     bool
+}
+
+// envBlobConnectionString holds the blob deleter's connection string.
+const envBlobConnectionString = "METADATAD_BLOB_CONNECTION_STRING"
+
 // budgetSize is a storage budget: bytes, or a percentage of the data
 // directory's filesystem, resolved when the store opens.
 type budgetSize struct {

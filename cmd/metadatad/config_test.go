@@ -245,3 +245,33 @@ func TestParseConfigStorageBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestParseConfigBlobDeleter(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		service string
+		refused bool
+	}{
+		{"two containers of one account", []string{"-retention-outbox", "-blob-delete-containers",
+			"https://acct.blob.core.windows.net/images, https://acct.blob.core.windows.net/panos"}, "https://acct.blob.core.windows.net/", false},
+		{"Azurite's path-style account", []string{"-retention-outbox", "-blob-delete-containers", "http://127.0.0.1:10000/devstoreaccount1/images"},
+			"http://127.0.0.1:10000/devstoreaccount1/", false},
+		{"without the outbox", []string{"-blob-delete-containers", "https://acct.blob.core.windows.net/images"}, "", true},
+		{"two accounts", []string{"-retention-outbox", "-blob-delete-containers",
+			"https://a.blob.core.windows.net/images,https://b.blob.core.windows.net/images"}, "", true},
+		{"no container", []string{"-retention-outbox", "-blob-delete-containers", "https://acct.blob.core.windows.net/"}, "", true},
+		{"not a URL", []string{"-retention-outbox", "-blob-delete-containers", "images"}, "", true},
+		{"no pace", []string{"-retention-outbox", "-blob-delete-containers", "https://acct.blob.core.windows.net/images", "-blob-delete-per-second", "0"}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := parseCase(t, tc.args, tc.refused)
+			if !ok {
+				return
+			}
+			if got, err := blobServiceURL(c.blobDelete.containers); err != nil || got != tc.service {
+				t.Errorf("service %q, %v; want %q", got, err, tc.service)
+			}
+		})
+	}
+}

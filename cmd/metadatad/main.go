@@ -83,7 +83,11 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	purges := startPurges(svc.engine, svc.schedule, svc.budget, log)
+	deleter, err := openBlobDeleter(cfg, svc, store, log)
+	if err != nil {
+		return err
+	}
+	purges := startPurges(svc.engine, svc.schedule, svc.budget, deleter, log)
 	defer func() {
 		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
 			purges.stop(context.Background())

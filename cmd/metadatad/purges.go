@@ -4,10 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
 	"github.com/metadatad/metadatad/internal/diskspace"
+	"github.com/metadatad/metadatad/store/blobs"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
@@ -20,9 +27,10 @@ type purges struct {
 }
 
 // startPurges runs engine and, when schedule has an interval, the schedule,
-// and when budget has bytes, the storage budget. Purges free space, so
-// their writes pass the free-space guard.
-func startPurges(engine *retention.Engine, schedule retention.Schedule, budget retention.Budget, log *slog.Logger) *purges {
+// when budget has bytes, the storage budget, and the blob deleter when
+// there is one. Purges free space, so their writes pass the free-space
+// guard.
+func startPurges(engine *retention.Engine, schedule retention.Schedule, budget retention.Budget, deleter *blobs.Deleter, log *slog.Logger) *purges {
 	ctx, cancel := context.WithCancel(diskspace.Exempt(context.Background()))
 	p := &purges{cancel: cancel, done: make(chan struct{})}
 	var running sync.WaitGroup
@@ -36,6 +44,9 @@ func startPurges(engine *retention.Engine, schedule retention.Schedule, budget r
 	}
 	if budget.MaxBytes > 0 {
 		running.Go(func() { engine.RunBudget(ctx, budget) })
+	}
+	if deleter != nil {
+		running.Go(func() { deleter.Run(ctx, blobDeleteInterval) })
 	}
 	go func() {
 		running.Wait()
@@ -81,3 +92,63 @@ func budgetCheck(svc *services) func() error {
 		return nil
 	}
 }
+
+// blobServiceURL is the blob service of the deleter's containers, which
+// must all be of one: a container URL less its last path segment.
+func blobServiceURL(containers []string) (string, error) {
+	service := ""
+	for _, c := range containers {
+		u, err := url.Parse(c)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return "", fmt.Errorf("-blob-delete-containers: %q is not a container URL", c)
+		}
+		path := strings.Trim(u.Path, "/")
+		i := strings.LastIndex(path, "/")
+		if path == "" {
+			return "", fmt.Errorf("-blob-delete-containers: %q names no container", c)
+		}
+		s := u.Scheme + "://" + u.Host + "/"
+		if i >= 0 {
+			s += path[:i] + "/" // path-style accounts, as Azurite's
+		}
+		if service != "" && s != service {
+			return "", fmt.Errorf("-blob-delete-containers: %q is of another account than %q", c, containers[0])
+		}
+		service = s
+	}
+	return service, nil
+}
+
+// openBlobDeleter opens the built-in blob deleter, nil without containers.
+func openBlobDeleter(cfg config, svc *services, store backend, log *slog.Logger) (*blobs.Deleter, error) {
+	bd := cfg.blobDelete
+	if len(bd.containers) == 0 {
+		return nil, nil
+	}
+	var client *azblob.Client
+	var err error
+	if conn := os.Getenv(envBlobConnectionString); conn != "" {
+		client, err = azblob.NewClientFromConnectionString(conn, nil)
+	} else {
+		service, _ := blobServiceURL(bd.containers) // checked with the flags
+		var cred *azidentity.DefaultAzureCredential
+		if cred, err = azidentity.NewDefaultAzureCredential(nil); err == nil {
+			client, err = azblob.NewClient(service, cred, nil)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blob deleter: %w", err)
+	}
+	position, err := store.tables.Table(context.Background(), blobDeleterTable)
+	if err != nil {
+		return nil, err
+	}
+	return blobs.New(blobs.Options{Outbox: svc.engine, Client: client, Containers: bd.containers, Position: position,
+		PerSecond: bd.perSecond, DryRun: bd.dryRun, Logger: log})
+}
+
+// blobDeleterTable keeps how far the blob deleter has read the outbox.
+const blobDeleterTable = "BlobDeleter"
+
+// blobDeleteInterval is how often a caught-up blob deleter looks again.
+const blobDeleteInterval = 10 * time.Second

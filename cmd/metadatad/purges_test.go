@@ -52,7 +52,7 @@ func TestPurgesEndBeforeTheStoreCloses(t *testing.T) {
 				t.Fatal(err)
 			}
 			backend.slow.Store(true)
-			p := startPurges(engine, retention.Schedule{Retention: 24 * time.Hour, Interval: time.Millisecond}, retention.Budget{}, slog.New(slog.DiscardHandler))
+			p := startPurges(engine, retention.Schedule{Retention: 24 * time.Hour, Interval: time.Millisecond}, retention.Budget{}, nil, slog.New(slog.DiscardHandler))
 			time.Sleep(time.Duration(20*round) * time.Millisecond)
 			for backend.renewing.Load() == 0 {
 				time.Sleep(time.Millisecond)

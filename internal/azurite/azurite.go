@@ -13,8 +13,12 @@ import (
 	"time"
 )
 
-// EnvConnectionString names an emulator already running.
-const EnvConnectionString = "METADATAD_AZURITE_CONNECTION_STRING"
+// EnvConnectionString names an emulator already running; EnvBlobConnectionString
+// its blob service.
+const (
+	EnvConnectionString     = "METADATAD_AZURITE_CONNECTION_STRING"
+	EnvBlobConnectionString = "METADATAD_AZURITE_BLOB_CONNECTION_STRING"
+)
 
 // Azurite's well-known development account.
 const (
@@ -26,8 +30,23 @@ var (
 	once    sync.Once
 	started *child
 	connStr string
+	blobStr string
 	why     string
 )
+
+// RequireBlob is Require for the emulator's blob service: a connection
+// string naming its blob endpoint alone.
+func RequireBlob(t testing.TB) string {
+	t.Helper()
+	Require(t)
+	if s := os.Getenv(EnvBlobConnectionString); s != "" {
+		return s
+	}
+	if blobStr == "" {
+		t.Fatalf("the Azurite at %s names no blob service: set %s too", os.Getenv(EnvConnectionString), EnvBlobConnectionString)
+	}
+	return blobStr
+}
 
 // Require returns a connection string of a running emulator, or skips (fails
 // under CI=true) the test when there is none.
@@ -63,7 +82,7 @@ func ConnectionString(tableURL, queueURL string) string {
 // compiling and racing test binaries (seen at a load average of 30).
 const startTimeout = 3 * time.Minute
 
-var listening = regexp.MustCompile(`Azurite (Table|Queue) service is successfully listening at (http://\S+)`)
+var listening = regexp.MustCompile(`Azurite (Blob|Table|Queue) service is successfully listening at (http://\S+)`)
 
 func start() {
 	if s := os.Getenv(EnvConnectionString); s != "" {
@@ -104,7 +123,7 @@ func start() {
 		for scanner.Scan() {
 			if m := listening.FindStringSubmatch(scanner.Text()); m != nil {
 				urls[m[1]] = m[2]
-				if len(urls) == 2 {
+				if len(urls) == 3 {
 					close(found)
 				}
 			}
@@ -114,6 +133,8 @@ func start() {
 	case <-found:
 		started = c
 		connStr = ConnectionString(urls["Table"], urls["Queue"])
+		blobStr = fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s/%s;", Account, Key, urls["Blob"], Account)
+		os.Setenv(EnvBlobConnectionString, blobStr)
 		// Child processes (a test run again in a process of its own, a
 		// daemon under test) use this emulator rather than start their own:
 		// Node's start costs seconds on a busy machine.

@@ -261,6 +261,10 @@ func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 
 func (f *fixture) repo(kind images.Kind) *images.Repository { return f.repos[kind-1] }
 
+// queueDesign reports whether the fixture's engine is the queue design
+// (Azure's engine, on Azurite or on the embedded store).
+func (f *fixture) queueDesign() bool { return f.azureEngine || f.clock == nil }
+
 // Bounds of the creates in these tests, on backends without transactions:
 // short, so that a test waits little for its rows to settle (see settle),
 // yet far above a create's time on Azurite.
