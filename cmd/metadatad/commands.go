@@ -26,6 +26,7 @@ func commandList() []subcommand {
 		{"restore", "restore a backup into a new data directory", runRestore, func(fs *flag.FlagSet) { new(restoreFlags).register(fs) }},
 		{"copy", "copy every table between the embedded store and Azure, resumable, verified", runCopy, func(fs *flag.FlagSet) { new(copyFlags).register(fs) }},
 		{"compact", "rewrite the embedded store of a stopped server, giving purged space back", runCompact, func(fs *flag.FlagSet) { new(compactFlags).register(fs) }},
+		{"blobs", "audit: the blobs of a container no image row names, and the rows whose blob is missing", runBlobs, func(fs *flag.FlagSet) { new(blobsFlags).register(fs) }},
 		{"version", "print the module version, VCS revision and Go version", runVersion, nil},
 		{"help", "print this help, or a command's: metadatad help COMMAND", runHelp, nil},
 	}

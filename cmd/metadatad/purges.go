@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/store/blobs"
@@ -125,17 +121,8 @@ func openBlobDeleter(cfg config, svc *services, store backend, log *slog.Logger)
 	if len(bd.containers) == 0 {
 		return nil, nil
 	}
-	var client *azblob.Client
-	var err error
-	if conn := os.Getenv(envBlobConnectionString); conn != "" {
-		client, err = azblob.NewClientFromConnectionString(conn, nil)
-	} else {
-		service, _ := blobServiceURL(bd.containers) // checked with the flags
-		var cred *azidentity.DefaultAzureCredential
-		if cred, err = azidentity.NewDefaultAzureCredential(nil); err == nil {
-			client, err = azblob.NewClient(service, cred, nil)
-		}
-	}
+	service, _ := blobServiceURL(bd.containers) // checked with the flags
+	client, err := blobClient(service)
 	if err != nil {
 		return nil, fmt.Errorf("blob deleter: %w", err)
 	}
