@@ -111,10 +111,15 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 		st.Job, settle = "", true
 	}
 	if settle {
+		// The deletions count once Pebble has gathered the statistics of
+		// the file they were flushed to, in the background: the next step
+		// measures, not this one, which could see them uncounted and purge
+		// again.
 		if err := b.Sizer.SettleDeletes(ctx); err != nil {
 			return st, err
 		}
 		e.setBudget(st, false)
+		return st, nil
 	}
 	live, settled := b.Sizer.LiveBytes()
 	if !settled {
