@@ -177,6 +177,8 @@ type serverOpts struct {
 	budgetCheck func() error
 	// outbox is the engine's Options.Outbox.
 	outbox bool
+	// traffic is server.Options' Traffic.
+	traffic *server.Traffic
 }
 
 // Bounds of the creates in these tests, on backends without transactions:
@@ -240,6 +242,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 		Limits:         o.limits,
 		Backups:        o.backups,
 		Watch:          o.watch,
+		Traffic:        o.traffic,
 	})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

@@ -96,6 +96,9 @@ type Options struct {
 	// Metrics counts every call by method and code and times it; nil
 	// leaves metrics out. Its series are pre-initialised for every method.
 	Metrics *grpcprom.ServerMetrics
+	// Traffic, if set, records the calls of the data plane as they begin,
+	// for the purges to yield to (retention.Options.Live).
+	Traffic *Traffic
 	// Watch configures the image services' Watch RPCs.
 	Watch WatchOptions
 	// TracerProvider makes a server span of every call but health checks,
@@ -228,6 +231,9 @@ func (o *Options) serverOptions(scopes map[string]string) []grpc.ServerOption {
 		// Outermost, so every call is counted whatever refuses it later.
 		opts = append(opts, grpc.ChainUnaryInterceptor(o.Metrics.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(o.Metrics.StreamServerInterceptor()))
+	}
+	if o.Traffic != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(o.Traffic.unary), grpc.ChainStreamInterceptor(o.Traffic.stream))
 	}
 	opts = append(opts, interceptorChain(callLog{log: o.Logger, successes: o.AccessLog}, auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
 	opts = append(opts, o.Limits.serverOptions()...)

@@ -32,6 +32,14 @@ import (
 // purge runs"). An operator trades one for the other with the flag.
 const defaultPurgeRowsPerSecond = 10_000
 
+// defaultPurgeLiveRowsPerSecond is the daemon's cap on purge deletes while
+// it serves requests (server.Traffic): a purge runs at full speed on an
+// idle store and yields to live traffic, which keeps request p99 within
+// 1.5x of idle on the embedded store (docs/benchmarks.md, issue 21 item
+// 7). 20,000 rows a second retire 10,000 images a second: twenty times what
+// a fleet of 10,000 cameras creates at one image of each type a minute.
+const defaultPurgeLiveRowsPerSecond = 20_000
+
 // config is the daemon's configuration. Every flag has an environment
 // variable equivalent, METADATAD_ plus the flag name in upper snake case;
 // a flag given on the command line wins over its variable.
@@ -60,10 +68,12 @@ type config struct {
 	shutdownTimeout   time.Duration
 	purgeLease        time.Duration
 	purgeRowsPerSec   float64
-	purgeJobRetention time.Duration
-	minFreeMiB        uint64
-	cacheSize         byteSize
-	memTableSize      byteSize
+	// purgeLiveRowsPerSec caps purges while requests are served.
+	purgeLiveRowsPerSec float64
+	purgeJobRetention   time.Duration
+	minFreeMiB          uint64
+	cacheSize           byteSize
+	memTableSize        byteSize
 	// retentionMaxBytes is the storage budget (-retention-max-bytes).
 	retentionMaxBytes budgetSize
 	// retentionOutbox keeps the outbox of deleted images (-retention-outbox).
@@ -130,6 +140,9 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 	if c.purgeRowsPerSec < 0 {
 		return config{}, fmt.Errorf("-purge-rows-per-second must not be negative, not %g", c.purgeRowsPerSec)
 	}
+	if c.purgeLiveRowsPerSec < 0 {
+		return config{}, fmt.Errorf("-purge-live-rows-per-second must not be negative, not %g", c.purgeLiveRowsPerSec)
+	}
 	if len(c.blobDelete.containers) > 0 {
 		switch {
 		case !c.retentionOutbox:
@@ -193,6 +206,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
+	fs.Float64Var(&c.purgeLiveRowsPerSec, "purge-live-rows-per-second", defaultPurgeLiveRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second while it serves requests (any call but health checks and RetentionService, within the last second), so that a purge yields to live traffic and runs at full speed on an idle store; 0 means no such cap; the lowest cap in force binds")
 	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")

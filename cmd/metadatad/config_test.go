@@ -82,23 +82,25 @@ func TestParseConfigPurgeControl(t *testing.T) {
 		name      string
 		args      []string
 		rate      float64
+		live      float64
 		retention time.Duration
 		wantErr   bool
 	}{
-		{"defaults: no cap on the embedded store, which deletes by range", nil, 0, 30 * 24 * time.Hour, false},
-		{"defaults on azure", []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, defaultPurgeRowsPerSecond, 30 * 24 * time.Hour, false},
-		{"set", []string{"-purge-rows-per-second", "2500", "-purge-job-retention", "168h"}, 2500, 168 * time.Hour, false},
-		{"no cap", []string{"-purge-rows-per-second", "0"}, 0, 30 * 24 * time.Hour, false},
-		{"negative rate refused", []string{"-purge-rows-per-second", "-1"}, 0, 0, true},
-		{"zero retention refused", []string{"-purge-job-retention", "0s"}, 0, 0, true},
+		{"defaults: no cap on the embedded store, which deletes by range, but while serving", nil, 0, defaultPurgeLiveRowsPerSecond, 30 * 24 * time.Hour, false},
+		{"defaults on azure", []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, defaultPurgeRowsPerSecond, defaultPurgeLiveRowsPerSecond, 30 * 24 * time.Hour, false},
+		{"set", []string{"-purge-rows-per-second", "2500", "-purge-live-rows-per-second", "1000", "-purge-job-retention", "168h"}, 2500, 1000, 168 * time.Hour, false},
+		{"no cap", []string{"-purge-rows-per-second", "0", "-purge-live-rows-per-second", "0"}, 0, 0, 30 * 24 * time.Hour, false},
+		{"negative rate refused", []string{"-purge-rows-per-second", "-1"}, 0, 0, 0, true},
+		{"negative live rate refused", []string{"-purge-live-rows-per-second", "-1"}, 0, 0, 0, true},
+		{"zero retention refused", []string{"-purge-job-retention", "0s"}, 0, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.wantErr)
 			if !ok {
 				return
 			}
-			if c.purgeRowsPerSec != tc.rate || c.purgeJobRetention != tc.retention {
-				t.Errorf("rate %g, retention %s; want %g, %s", c.purgeRowsPerSec, c.purgeJobRetention, tc.rate, tc.retention)
+			if c.purgeRowsPerSec != tc.rate || c.purgeLiveRowsPerSec != tc.live || c.purgeJobRetention != tc.retention {
+				t.Errorf("rate %g, live rate %g, retention %s; want %g, %g, %s", c.purgeRowsPerSec, c.purgeLiveRowsPerSec, c.purgeJobRetention, tc.rate, tc.live, tc.retention)
 			}
 		})
 	}

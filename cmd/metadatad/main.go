@@ -149,11 +149,13 @@ type services struct {
 	engine       *retention.Engine
 	schedule     retention.Schedule // zero: no built-in schedule
 	budget       retention.Budget   // zero: no storage budget
+	// traffic is the server's record of its calls, which purges yield to.
+	traffic *server.Traffic
 }
 
 func openServices(ctx context.Context, cfg config, store backend, obs observability, log *slog.Logger) (*services, error) {
 	db := store.tables
-	svc := &services{repos: map[images.Kind]*images.Repository{}}
+	svc := &services{repos: map[images.Kind]*images.Repository{}, traffic: &server.Traffic{}}
 	var err error
 	for _, kind := range images.Kinds {
 		if svc.repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
@@ -173,7 +175,7 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 	svc.engine, err = retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{svc.repos[images.Single], svc.repos[images.Pano], svc.repos[images.PreStitch]},
 		Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
-		RowsPerSecond: cfg.purgeRowsPerSec, JobRetention: cfg.purgeJobRetention, Outbox: cfg.retentionOutbox,
+		RowsPerSecond: cfg.purgeRowsPerSec, LiveRowsPerSecond: cfg.purgeLiveRowsPerSec, Live: svc.traffic.Live, JobRetention: cfg.purgeJobRetention, Outbox: cfg.retentionOutbox,
 		TracerProvider: obs.tracing,
 	})
 	if err != nil {
@@ -204,8 +206,8 @@ func serverOptions(cfg config, store backend, svc *services, obs observability, 
 		Video: svc.videos, Devices: svc.deviceStates, Acquisition: svc.acquisitions, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval, BudgetCheck: budgetCheck(svc),
 		Auth: authn, OpenReflection: cfg.security.reflection == "open",
-		Limits: cfg.limits.server(),
-		Watch:  server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer, MaxResumeAge: cfg.watchResumeMaxAge},
+		Limits: cfg.limits.server(), Traffic: svc.traffic,
+		Watch: server.WatchOptions{Window: cfg.watchWindow, Buffer: cfg.watchBuffer, MaxResumeAge: cfg.watchResumeMaxAge},
 	}
 	if creds != nil { // a nil *tlscreds.Credentials would not be a nil interface
 		o.Credentials = creds

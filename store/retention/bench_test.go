@@ -363,17 +363,18 @@ func BenchmarkPurgeStorageOps(b *testing.B) {
 	}
 }
 
+// daemonLiveRowsPerSecond is the daemon's -purge-live-rows-per-second.
+const daemonLiveRowsPerSecond = 20_000
+
 // BenchmarkLatencyDuringPurge times Creates and GetLatests of the cameras
 // being purged, one client alternating the two, first on the idle store and
 // then, on the same store right after, while a purge of benchExpiredRows
-// runs: idle and purging figures of one case are seconds apart, so that a
-// machine whose load drifts still gives a fair ratio. Cases: the engine's
-// defaults (4 workers), one worker (the daemon's default on two cores),
-// one worker paced to a cap on rows deleted per second (primary and index
-// rows alike, so a cap of R retires about R/2 images a second), and one
-// worker under the process's highest cap with a lower cap of the job's own
-// (StartRequest.RowsPerSecond), which should pace it as that process cap
-// alone does.
+// (or of the backlog's rows) runs: idle and purging figures of one case are
+// seconds apart, so that a machine whose load drifts still gives a fair
+// ratio. Cases: the daemon's defaults, where the client's calls are live
+// traffic and so the live cap paces the purge; the same purge unpaced, as
+// it runs on an idle store; and a lower cap (caps count primary and index
+// rows alike, so a cap of R retires about R/2 images a second).
 // The purging measurement runs from the purge's start to its end, every
 // phase of it, at most benchLatencyMaxOps operations; purge-overlap is the
 // share of that measurement the purge ran through (below 1 the purging
@@ -389,18 +390,36 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 		// settled flushes and compacts the rows before the purge, as rows
 		// a month old are; otherwise they are still in the memtable.
 		settled bool
+		// backlog purges BenchmarkPurgeBacklog's rows and cameras instead
+		// of benchExpiredRows over benchCameras: a purge long enough (many
+		// sections) that the requests it meets are more than the few a
+		// purge of milliseconds overlaps.
+		backlog bool
 	}
-	// The embedded store's purge, as the daemon runs it: unpaced (its
-	// default) on settled rows and on rows still in the memtable, then
-	// paced, which cuts it into sections of a step each.
-	cases := []latencyCase{{name: "default", tune: func(*retention.Options) {}},
-		{name: "default-settled", tune: func(*retention.Options) {}, settled: true}}
-	for _, rate := range []float64{20_000, 10_000} {
+	// The embedded store's purge, as the daemon runs it: under its live
+	// cap, since the client is live traffic (the daemon's server.Traffic
+	// would say so), on rows still in the memtable, on settled rows, and on
+	// a settled backlog; then unpaced, as on an idle store, and paced lower.
+	serving := func(o *retention.Options) {
+		o.LiveRowsPerSecond, o.Live = daemonLiveRowsPerSecond, func() bool { return true }
+	}
+	unpaced := func(*retention.Options) {}
+	cases := []latencyCase{{name: "default", tune: serving},
+		{name: "default-settled", tune: serving, settled: true},
+		{name: "default-backlog", tune: serving, settled: true, backlog: true},
+		{name: "unpaced", tune: unpaced},
+		{name: "unpaced-settled", tune: unpaced, settled: true},
+		{name: "unpaced-backlog", tune: unpaced, settled: true, backlog: true}}
+	for _, rate := range []float64{10_000} {
 		cases = append(cases, latencyCase{name: fmt.Sprintf("%.0f-rows-per-s", rate),
 			tune: func(o *retention.Options) { o.RowsPerSecond = rate }})
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
+			l := l
+			if c.backlog {
+				l = benchLayout{expired: *backlogRows, cameras: *backlogCameras}
+			}
 			var idle, purging latencySamples
 			var overlap, purgeTime float64
 			for range b.N {

@@ -212,11 +212,15 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	// covers them all, so it also catches what was created since. A paced
 	// job's sections hold about a step of its pace, so it deletes little
 	// and often; each waits for its primary rows and as many index rows,
-	// or a cancel.
-	budget := r.e.paceStep(j)
-	if r.e.outbox != nil {
-		budget = min(budget, outboxSectionRows)
+	// or a cancel. The step is taken again for each section: the live cap
+	// comes and goes with the requests.
+	sectionRows := func() int64 {
+		if r.e.outbox != nil {
+			return min(r.e.paceStep(j), outboxSectionRows)
+		}
+		return r.e.paceStep(j)
 	}
+	budget := sectionRows()
 	var rows int64
 	from, n := "", 0
 	for i, s := range cameras {
@@ -232,7 +236,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 		if err != nil {
 			return r.stopped(ctx, j, from, indexBefore, err)
 		}
-		from, rows, n = to, 0, 0
+		from, rows, n, budget = to, 0, 0, sectionRows()
 	}
 	err = r.e.paceUntilCancel(ctx, j, 2*rows)
 	if err == nil {

@@ -92,6 +92,15 @@ type Options struct {
 	// all jobs together, primary and index rows alike; 0 means no cap. A
 	// job may set a lower cap of its own (StartRequest.RowsPerSecond).
 	RowsPerSecond float64
+	// LiveRowsPerSecond caps the rows this process's purges delete per
+	// second while Live reports that requests are being served, so that a
+	// purge yields to live traffic and runs at full speed on an idle store;
+	// 0 means no such cap. It binds with RowsPerSecond and a job's own cap:
+	// the lowest in force paces. Without Live it never binds.
+	LiveRowsPerSecond float64
+	// Live reports whether the process is serving requests now (the
+	// server's record of its calls); asked before each step of a purge.
+	Live func() bool
 	// SectionCameras is how many cameras one exclusive batch of an
 	// embedded purge deletes (see embedded.go); creates wait for one such
 	// batch at most. Default 1,000.
@@ -192,8 +201,11 @@ type Engine struct {
 	// settling once the pass has read its tasks, before it visits them.
 	settleHook func(job string, kind images.Kind)
 	// limiter paces this process's deletes, nil without
-	// Options.RowsPerSecond; jobLimiters those of jobs with a cap of their own.
+	// Options.RowsPerSecond; liveLimiter while Options.Live reports
+	// traffic, nil without Options.LiveRowsPerSecond; jobLimiters those of
+	// jobs with a cap of their own.
 	limiter     *rate.Limiter
+	liveLimiter *rate.Limiter
 	jobLimiters map[string]*rate.Limiter
 	// reserve is reserveN; tests wrap it (CountPacedRows).
 	reserve func(l *rate.Limiter, n int) *rate.Reservation
@@ -213,6 +225,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN, working: map[taskMessage]string{}}
 	if opts.RowsPerSecond > 0 {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
+	}
+	if opts.LiveRowsPerSecond > 0 && opts.Live != nil {
+		e.liveLimiter = newRowLimiter(opts.LiveRowsPerSecond)
 	}
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r

@@ -26,26 +26,39 @@ func newRowLimiter(perSecond float64) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond/10)))
 }
 
-// pace waits until rows more rows may be deleted under this process's cap
-// (Options.RowsPerSecond) and the job's own (StartRequest.RowsPerSecond),
-// or ctx ends. Primary and index rows count alike. Each step asks both caps
-// at once and waits for the later of the two, so the lower cap binds: one
-// wait after the other would pace the job below either.
-func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
+// caps are the limiters that pace the job's next step: this process's
+// cap (Options.RowsPerSecond), the live cap while requests are being
+// served (Options.LiveRowsPerSecond), and the job's own
+// (StartRequest.RowsPerSecond).
+func (e *Engine) caps(j *Job) []*rate.Limiter {
 	var caps []*rate.Limiter
 	for _, l := range []*rate.Limiter{e.limiter, e.jobLimiter(j)} {
 		if l != nil {
 			caps = append(caps, l)
 		}
 	}
-	if len(caps) == 0 {
-		return nil
+	if e.liveLimiter != nil && e.opts.Live() {
+		caps = append(caps, e.liveLimiter)
 	}
-	step := int64(caps[0].Burst())
-	for _, l := range caps[1:] {
-		step = min(step, int64(l.Burst()))
-	}
+	return caps
+}
+
+// pace waits until rows more rows may be deleted under the caps in force
+// (see caps), or ctx ends. Primary and index rows count alike. Each step
+// asks every cap at once and waits for the latest of them, so the lowest
+// cap binds: one wait after the other would pace the job below each. The
+// caps are asked again at each step, so a purge that began on an idle
+// store slows down as soon as requests come, and speeds up when they stop.
+func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
 	for rows > 0 {
+		caps := e.caps(j)
+		if len(caps) == 0 {
+			return nil
+		}
+		step := int64(caps[0].Burst())
+		for _, l := range caps[1:] {
+			step = min(step, int64(l.Burst()))
+		}
 		n := min(rows, step)
 		var wait time.Duration
 		reservations := make([]*rate.Reservation, len(caps))
@@ -111,10 +124,8 @@ func (e *Engine) watchCancel(ctx context.Context, cancel context.CancelCauseFunc
 // nothing paces it.
 func (e *Engine) paceStep(j *Job) int64 {
 	step := int64(math.MaxInt64)
-	for _, l := range []*rate.Limiter{e.limiter, e.jobLimiter(j)} {
-		if l != nil {
-			step = min(step, max(1, int64(l.Burst())/2))
-		}
+	for _, l := range e.caps(j) {
+		step = min(step, max(1, int64(l.Burst())/2))
 	}
 	return step
 }
