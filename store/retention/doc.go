@@ -83,7 +83,10 @@
 // backend, so every process sees the same ones (jobstore.go, policy.go). A
 // purge with policies gives each camera, per kind, the days of its own
 // policy, else of its longest prefix policy, else of the default; a camera
-// on legal hold keeps everything. Deletes can be paced (pace.go), a job
+// on legal hold keeps everything. Deletes can be paced (pace.go): a purge
+// yields to live traffic (Options.Live, LiveRowsPerSecond), since on the
+// machine that serves requests its sections' commits and CPU lift their
+// tail latency; it runs unpaced on an idle store. A job can be
 // cancelled (cancel.go), purges scheduled (schedule.go); ended jobs are
 // retired after Options.JobRetention. Engine.Run loops on Engine.RunOnce,
 // one step that launches every unfinished job this process may run; a test

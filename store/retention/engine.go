@@ -227,7 +227,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
 	}
 	if opts.LiveRowsPerSecond > 0 && opts.Live != nil {
-		e.liveLimiter = newRowLimiter(opts.LiveRowsPerSecond)
+		e.liveLimiter = newLiveLimiter(opts.LiveRowsPerSecond)
 	}
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r
