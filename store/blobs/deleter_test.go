@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,13 +22,15 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
 
-// outbox is a fixed list of deleted images.
+// outbox is a fixed list of deleted images, each's token its Seq.
 type outbox []retention.DeletedImage
 
-func (o outbox) DeletedImages(_ context.Context, after uint64, limit int) ([]retention.DeletedImage, error) {
+func (o outbox) DeletedImages(_ context.Context, after string, limit int) ([]retention.DeletedImage, error) {
 	var out []retention.DeletedImage
+	pos, _ := strconv.ParseUint(after, 10, 64)
 	for _, d := range o {
-		if d.Seq > after && len(out) < limit {
+		if d.Seq > pos && len(out) < limit {
+			d.Token = strconv.FormatUint(d.Seq, 10)
 			out = append(out, d)
 		}
 	}
