@@ -50,6 +50,7 @@ const (
 	sealJobPrefix = "job-"
 	openRow       = "open"
 	propReady     = "Ready"
+	propOpen      = "Open"
 	propRow       = "Row"
 	propSealedAt  = "SealedAt"
 )
@@ -115,7 +116,7 @@ func (o *jobOutbox) pending(ctx context.Context, camera string, rows []store.Ent
 		return nil, nil
 	}
 	ops = append(ops, store.Op{Kind: store.OpUpdate, Mode: store.Merge,
-		Entity: store.Entity{PartitionKey: o.job, RowKey: openRow, Properties: store.Properties{propReady: false}}})
+		Entity: store.Entity{PartitionKey: o.job, RowKey: openRow, Properties: store.Properties{propOpen: true}}})
 	err := o.table.Batch(ctx, ops)
 	var be *store.BatchError
 	if errors.As(err, &be) && be.Index == len(ops)-1 && errors.Is(err, store.ErrNotFound) {
