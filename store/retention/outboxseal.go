@@ -294,9 +294,9 @@ func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]D
 	}
 	limit = min(max(limit, 1), store.MaxPageSize)
 	var out []DeletedImage
-	for len(out) < limit {
-		seals, err := e.outbox.Query(ctx, store.Query{PartitionKey: sealPart,
-			Rows: store.Range{From: outboxKey(pos.seq), To: sealRowsEnd}, Limit: 100})
+	q := store.Query{PartitionKey: sealPart, Rows: store.Range{From: outboxKey(pos.seq), To: sealRowsEnd}, Limit: 100}
+	for {
+		seals, err := e.outbox.Query(ctx, q)
 		if err != nil {
 			return nil, err
 		}
@@ -315,10 +315,10 @@ func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]D
 			pos = sealToken{seq: seq + 1}
 		}
 		if seals.Next == nil {
-			break
+			return out, nil
 		}
+		q.Resume = seals.Next
 	}
-	return out, nil
 }
 
 // readSealed appends to out, up to limit, the ready rows of a sealed job
@@ -359,9 +359,10 @@ func (e *Engine) readSealed(ctx context.Context, job string, pos sealToken, out 
 // are gone, then the job's rows, then its seal.
 func (e *Engine) retireSeals(ctx context.Context, cutoff time.Time) (int, error) {
 	n := 0
+	q := store.Query{PartitionKey: sealPart, Rows: store.Range{To: sealRowsEnd}, Limit: 100}
 	for {
-		page, err := e.outbox.Query(ctx, store.Query{PartitionKey: sealPart, Rows: store.Range{To: sealRowsEnd}, Limit: 100})
-		if err != nil || len(page.Entities) == 0 {
+		page, err := e.outbox.Query(ctx, q)
+		if err != nil {
 			return n, err
 		}
 		for _, s := range page.Entities {
@@ -389,5 +390,6 @@ func (e *Engine) retireSeals(ctx context.Context, cutoff time.Time) (int, error)
 		if page.Next == nil {
 			return n, nil
 		}
+		q.Resume = page.Next
 	}
 }
