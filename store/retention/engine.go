@@ -365,7 +365,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	defer cancel()
 	err := e.start(wctx, ctx, j)
 	if err != nil {
-		if derr := e.jobs.remove(wctx, j.ID); derr != nil {
+		if derr := errors.Join(e.jobs.remove(wctx, j.ID), e.closeJobOutbox(wctx, j)); derr != nil {
 			e.log.Warn("purge: removing a job that could not start failed; it never runs and ends failed later",
 				"job", j.ID, "err", derr)
 		}

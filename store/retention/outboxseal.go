@@ -148,6 +148,18 @@ func (e *Engine) openJobOutbox(ctx context.Context, j *Job) error {
 	return err
 }
 
+// closeJobOutbox deletes the open row of a job that keeps an outbox: no
+// pending row lands in it after.
+func (e *Engine) closeJobOutbox(ctx context.Context, j *Job) error {
+	if !j.Outbox {
+		return nil
+	}
+	if err := e.outbox.Delete(ctx, j.ID, openRow, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
 // sealJobOutbox closes an ending job's outbox, reconciles its pending rows
 // and seals it; each step is idempotent, so an end retried after a crash
 // does them again.
@@ -159,7 +171,7 @@ func (e *Engine) sealJobOutbox(ctx context.Context, id string) error {
 	if err != nil || !j.Outbox {
 		return err
 	}
-	if err := e.outbox.Delete(ctx, id, openRow, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := e.closeJobOutbox(ctx, j); err != nil {
 		return err
 	}
 	if err := e.reconcileOutbox(ctx, id); err != nil {
