@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -25,12 +24,9 @@ const deletedImagesPage = 500
 func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImagesRequest, stream grpc.ServerStreamingServer[metadatav1.WatchDeletedImagesResponse]) error {
 	ctx := stream.Context()
 	var v violations
-	var after uint64
-	if tok := req.GetResumeToken(); tok != "" {
-		var err error
-		if after, err = strconv.ParseUint(tok, 10, 64); err != nil {
-			v.add("resume_token", "not a resume_token of WatchDeletedImages")
-		}
+	after := req.GetResumeToken()
+	if s.engine.CheckResumeToken(after) != nil {
+		v.add("resume_token", "not a resume_token of WatchDeletedImages")
 	}
 	want := map[images.Kind]bool{}
 	for i, t := range req.GetImageTypes() {
@@ -63,8 +59,8 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 					resp.Images = append(resp.Images, deletedImage(d))
 				}
 			}
-			after = page[len(page)-1].Seq
-			resp.ResumeToken = strconv.FormatUint(after, 10)
+			after = page[len(page)-1].Token
+			resp.ResumeToken = after
 			if len(resp.Images) > 0 {
 				if err := stream.Send(resp); err != nil {
 					return err

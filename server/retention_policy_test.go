@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -496,12 +497,18 @@ func TestThinningOverGRPC(t *testing.T) {
 
 // TestWatchDeletedImagesOverGRPC: the stream names each image a purge with
 // policies deleted, with its blob URI, and none a hold kept; a resume token
-// goes on after them; a bad token is INVALID_ARGUMENT; a server without the
-// outbox says how to get one.
+// goes on after them; a bad token is INVALID_ARGUMENT; once the purge's job
+// is retired its token is OUT_OF_RANGE; a server without the outbox says
+// how to get one. On both backends: Azure's outbox is its own design.
 func TestWatchDeletedImagesOverGRPC(t *testing.T) {
 	t.Parallel() // independent: servers and tables of its own
+	forEachBackend(t, testWatchDeletedImages)
+}
+
+func testWatchDeletedImages(t *testing.T, b backend) {
 	now := minute(0).Add(retention.Days(2))
-	h := startServerOpts(t, openMemPebble(t), serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
+	tables := b.open(t)
+	h := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
 	ctx, rs := t.Context(), h.retention
 	seedMinutes(t, h, 2)
 	_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
@@ -552,6 +559,29 @@ func TestWatchDeletedImagesOverGRPC(t *testing.T) {
 	requireOK(t, err, "open a stream with a bad token")
 	_, err = bad.Recv()
 	requireFieldViolation(t, err, "resume_token")
+
+	// A server a month on retires the job, and its outbox with it, as its
+	// engine starts.
+	later := now.Add(retention.DefaultJobRetention + retention.Days(1))
+	next := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return later }})
+	// The token of a position within the retired deletions, as a client
+	// that read the first of them holds: the embedded outbox's first
+	// position, the start of Azure's first seal.
+	first := map[string]string{"pebble": "1", "azure": "1."}[b.name]
+	deadline := time.Now().Add(watchPatience)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		old, err := next.retention.WatchDeletedImages(rctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: first})
+		requireOK(t, err, "open a stream with a retired token")
+		_, err = old.Recv()
+		cancel()
+		if status.Code(err) == codes.OutOfRange {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a token of a retired job: %v, want OUT_OF_RANGE", err)
+		}
+	}
 
 	plain := startServerOpts(t, openMemPebble(t), serverOpts{})
 	off, err := plain.retention.WatchDeletedImages(ctx, &metadatav1.WatchDeletedImagesRequest{})

@@ -33,9 +33,20 @@ func runBlobs(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := parseFlags(fs, args[1:], out); err != nil {
 		return err
 	}
+	warnings, err := f.azure.resolve(fs)
+	if err != nil {
+		return usagef(fs, "%v", err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(os.Stderr, "metadatad blobs audit: warning:", w)
+	}
 	switch {
-	case f.dataDir == "" || f.container == "":
-		return usagef(fs, "-data-dir and -container are required")
+	case f.container == "":
+		return usagef(fs, "-container is required")
+	case f.store == "embedded" && f.dataDir == "":
+		return usagef(fs, "-data-dir is required with -store embedded")
+	case f.store != "embedded" && f.store != "azure":
+		return usagef(fs, "-store must be embedded or azure, not %q", f.store)
 	case f.limit <= 0:
 		return usagef(fs, "-limit must be positive, not %d", f.limit)
 	}
@@ -43,20 +54,17 @@ func runBlobs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return usagef(fs, "%v", err)
 	}
-	if _, err := os.Stat(f.dataDir); err != nil {
-		return fmt.Errorf("blobs audit: %w", err)
-	}
 	client, err := blobClient(service)
 	if err != nil {
 		return fmt.Errorf("blobs audit: %w", err)
 	}
-	db, err := pebble.Open(pebble.Options{Dir: f.dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	tables, closeTables, err := f.open(ctx)
 	if err != nil {
-		return fmt.Errorf("blobs audit: %w", notAlone(f.dataDir, err, "stop the metadatad that serves it first"))
+		return fmt.Errorf("blobs audit: %w", err)
 	}
-	defer db.Close()
+	defer closeTables()
 	a := audit{container: strings.TrimSuffix(f.container, "/"), prefix: f.prefix}
-	if err := a.readRows(ctx, db); err != nil {
+	if err := a.readRows(ctx, tables); err != nil {
 		return fmt.Errorf("blobs audit: %w", err)
 	}
 	listed, orphans, err := a.listBlobs(ctx, client, out, f.limit)
@@ -81,15 +89,34 @@ func runBlobs(ctx context.Context, args []string, out io.Writer) error {
 }
 
 type blobsFlags struct {
-	dataDir, container, prefix string
-	limit                      int
+	store, dataDir, container, prefix string
+	azure                             azureConfig
+	limit                             int
 }
 
 func (f *blobsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.dataDir, "data-dir", "", "data directory of a stopped metadatad (required)")
+	fs.StringVar(&f.store, "store", "embedded", "the store audited: embedded (a stopped metadatad's -data-dir) or azure (its tables, which the audit reads while metadatad serves)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "with -store embedded: data directory of a stopped metadatad (required)")
+	f.azure.register(fs, "with -store azure")
 	fs.StringVar(&f.container, "container", "", "URL of the Azure Blob container, e.g. https://acct.blob.core.windows.net/images (required); credentials from $"+envBlobConnectionString+", else DefaultAzureCredential")
 	fs.StringVar(&f.prefix, "prefix", "", "audit only the blobs whose name starts with this, and the rows whose blob_uri does")
 	fs.IntVar(&f.limit, "limit", 100, "print at most this many orphans and as many missing blobs (the counts are of all)")
+}
+
+// open opens the audited store's tables and says how to close them.
+func (f *blobsFlags) open(ctx context.Context) (store.Backend, func(), error) {
+	if f.store == "azure" {
+		tables, _, err := openAzureTables(ctx, f.azure)
+		return tables, func() {}, err
+	}
+	if _, err := os.Stat(f.dataDir); err != nil {
+		return nil, nil, err
+	}
+	db, err := pebble.Open(pebble.Options{Dir: f.dataDir, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return nil, nil, notAlone(f.dataDir, err, "stop the metadatad that serves it first")
+	}
+	return db, func() { _ = db.Close() }, nil
 }
 
 // blobClient is a client of service, with the credentials the blob
@@ -115,7 +142,7 @@ type audit struct {
 
 // readRows reads the blob URIs of every image row of each kind, keys and
 // one property (a scan of the tables, as an audit is a one-off).
-func (a *audit) readRows(ctx context.Context, db *pebble.DB) error {
+func (a *audit) readRows(ctx context.Context, db store.Backend) error {
 	a.rows = map[string]string{}
 	for _, kind := range images.Kinds {
 		repo, err := images.Open(ctx, db, images.Options{Kind: kind})

@@ -11,14 +11,42 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
 	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 )
 
 // TestBlobsAuditFindsOrphansAndMissingBlobs, on Azurite's blob service:
 // the audit lists the blobs under the prefix no image row names and the
-// rows under it whose blob is missing, with their counts, and nothing else.
+// rows under it whose blob is missing, with their counts, and nothing else,
+// of an embedded store and of Azure tables.
 func TestBlobsAuditFindsOrphansAndMissingBlobs(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		dir := t.TempDir()
+		db, err := pebble.Open(pebble.Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testBlobsAudit(t, db, db.Close, "-data-dir", dir)
+	})
+	t.Run("azure", func(t *testing.T) {
+		conn := azurite.Require(t)
+		t.Setenv("METADATAD_AZURE_CONNECTION_STRING", conn)
+		var id [4]byte
+		_, _ = rand.Read(id[:])
+		prefix := "t" + hex.EncodeToString(id[:])
+		tables, err := aztable.Open(t.Context(), aztable.Options{ConnectionString: conn, TablePrefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testBlobsAudit(t, tables, func() error { return nil }, "-store", "azure", "-azure-table-prefix", prefix)
+	})
+}
+
+// testBlobsAudit seeds tables, closes them and audits them with the flags
+// that name them.
+func testBlobsAudit(t *testing.T, tables store.Backend, closeTables func() error, storeFlags ...string) {
 	conn := azurite.RequireBlob(t)
 	t.Setenv(envBlobConnectionString, conn)
 	client, err := azblob.NewClientFromConnectionString(conn, nil)
@@ -38,17 +66,12 @@ func TestBlobsAuditFindsOrphansAndMissingBlobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dir := t.TempDir()
-	db, err := pebble.Open(pebble.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for kind, uris := range map[images.Kind][]string{
 		images.Single: {containerURL + "/site-a/cam-1/1.jpg", containerURL + "/site-a/cam-1/2.jpg"}, // 2 is missing
 		images.Pano:   {containerURL + "/site-b/cam-9/gone.jpg", "https://elsewhere.example/x.jpg"}, // outside the prefix
 	} {
-		repo, err := images.Open(ctx, db, images.Options{Kind: kind})
+		repo, err := images.Open(ctx, tables, images.Options{Kind: kind})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,11 +81,11 @@ func TestBlobsAuditFindsOrphansAndMissingBlobs(t *testing.T) {
 			}
 		}
 	}
-	if err := db.Close(); err != nil {
+	if err := closeTables(); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := runBlobs(ctx, []string{"audit", "-data-dir", dir, "-container", containerURL, "-prefix", "site-a/"}, &out); err != nil {
+	if err := runBlobs(ctx, append([]string{"audit", "-container", containerURL, "-prefix", "site-a/"}, storeFlags...), &out); err != nil {
 		t.Fatalf("audit: %v\n%s", err, &out)
 	}
 	got := out.String()
@@ -78,7 +101,7 @@ func TestBlobsAuditFindsOrphansAndMissingBlobs(t *testing.T) {
 	if strings.Count(got, "\n") != 3 {
 		t.Errorf("the audit printed more than the orphan, the missing blob and the counts:\n%s", got)
 	}
-	if err := runBlobs(ctx, []string{"audit", "-data-dir", dir}, &out); err == nil {
+	if err := runBlobs(ctx, append([]string{"audit"}, storeFlags...), &out); err == nil {
 		t.Error("an audit without -container ran")
 	}
 }

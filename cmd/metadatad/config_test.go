@@ -231,7 +231,7 @@ func TestParseConfigStorageBudget(t *testing.T) {
 		{"no share", []string{"-retention-max-bytes", "0%"}, false, 0, true},
 		{"not a size", []string{"-retention-max-bytes", "lots"}, false, 0, true},
 		{"on Azure", []string{"-retention-max-bytes", "1GiB", "-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, false, 0, true},
-		{"the outbox on Azure", []string{"-retention-outbox", "-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, false, 0, true},
+		{"the outbox on Azure", []string{"-retention-outbox", "-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, false, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.refused)
@@ -259,6 +259,8 @@ func TestParseConfigBlobDeleter(t *testing.T) {
 			"https://acct.blob.core.windows.net/images, https://acct.blob.core.windows.net/panos"}, "https://acct.blob.core.windows.net/", false},
 		{"Azurite's path-style account", []string{"-retention-outbox", "-blob-delete-containers", "http://127.0.0.1:10000/devstoreaccount1/images"},
 			"http://127.0.0.1:10000/devstoreaccount1/", false},
+		{"on Azure", []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true", "-retention-outbox",
+			"-blob-delete-containers", "https://acct.blob.core.windows.net/images"}, "https://acct.blob.core.windows.net/", false},
 		{"without the outbox", []string{"-blob-delete-containers", "https://acct.blob.core.windows.net/images"}, "", true},
 		{"two accounts", []string{"-retention-outbox", "-blob-delete-containers",
 			"https://a.blob.core.windows.net/images,https://b.blob.core.windows.net/images"}, "", true},

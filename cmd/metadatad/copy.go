@@ -218,23 +218,30 @@ func openCopyEnd(ctx context.Context, spec string, a azureConfig, rerun []string
 	if spec != "azure" {
 		return copyEnd{}, fmt.Errorf("%q is neither embedded:DIR nor azure", spec)
 	}
-	opts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: slog.New(slog.DiscardHandler)}
-	account := accountOf(a.connectionString)
-	switch {
-	case a.connectionString == "" && a.tableURL == "":
-		return copyEnd{}, errors.New("azure needs a connection string ($AZURE_STORAGE_CONNECTION_STRING, $METADATAD_AZURE_CONNECTION_STRING or -azure-connection-string-file) or -azure-table-url")
-	case a.connectionString == "":
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
-		if err != nil {
-			return copyEnd{}, fmt.Errorf("azure credential: %w", err)
-		}
-		opts.ServiceURL, opts.Credential, account = a.tableURL, cred, a.tableURL
-	}
-	tables, err := aztable.Open(ctx, opts)
+	tables, account, err := openAzureTables(ctx, a)
 	if err != nil {
 		return copyEnd{}, err
 	}
 	return copyEnd{backend: tables, name: "azure:" + account + "/" + a.tablePrefix, close: func() {}, finish: func() error { return nil }}, nil
+}
+
+// openAzureTables opens the Azure tables a names, for a command that reads
+// or writes them offline (copy, blobs audit), and names their account.
+func openAzureTables(ctx context.Context, a azureConfig) (*aztable.Backend, string, error) {
+	opts := aztable.Options{ConnectionString: a.connectionString, TablePrefix: a.tablePrefix, Logger: slog.New(slog.DiscardHandler)}
+	account := accountOf(a.connectionString)
+	switch {
+	case a.connectionString == "" && a.tableURL == "":
+		return nil, "", errors.New("azure needs a connection string ($AZURE_STORAGE_CONNECTION_STRING, $METADATAD_AZURE_CONNECTION_STRING or -azure-connection-string-file) or -azure-table-url")
+	case a.connectionString == "":
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, "", fmt.Errorf("azure credential: %w", err)
+		}
+		opts.ServiceURL, opts.Credential, account = a.tableURL, cred, a.tableURL
+	}
+	tables, err := aztable.Open(ctx, opts)
+	return tables, account, err
 }
 
 // accountOf names the account of a connection string by its table

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 
 // Outbox is where deleted images are read from; *retention.Engine is one.
 type Outbox interface {
-	DeletedImages(ctx context.Context, after uint64, limit int) ([]retention.DeletedImage, error)
+	DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error)
 }
 
 // Options configures New.
@@ -51,7 +52,10 @@ type Options struct {
 const (
 	positionPart = "blobs"
 	positionRow  = "deleter"
-	propSeq      = "Seq"
+	// propToken holds the position, the outbox's token; propSeq the
+	// embedded outbox's position as a number, as the first release kept it.
+	propToken = "Token"
+	propSeq   = "Seq"
 )
 
 // pageSize is how many deleted images one step reads.
@@ -119,7 +123,7 @@ func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
 		// Behind the outbox's retention: what was retired is beyond reach.
 		d.opts.Logger.Error("blob deleter: it fell behind the outbox's retention; the blobs of the retired records stay (metadatad blobs audit finds them)",
 			"position", after, "err", err)
-		page, err = d.opts.Outbox.DeletedImages(ctx, 0, pageSize)
+		page, err = d.opts.Outbox.DeletedImages(ctx, "", pageSize)
 	}
 	if err != nil || len(page) == 0 {
 		return c, false, err
@@ -127,12 +131,12 @@ func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
 	done := after
 	for _, img := range page {
 		if err := d.delete(ctx, img, &c); err != nil {
-			if done > after {
+			if done != after {
 				err = errors.Join(err, d.setPosition(ctx, done))
 			}
 			return c, false, err
 		}
-		done = img.Seq
+		done = img.Token
 	}
 	if d.opts.DryRun {
 		return c, false, nil // a dry run reads one page, and again each step
@@ -197,20 +201,25 @@ func (d *Deleter) locate(uri string) (name, cont string, ok bool) {
 	return "", "", false
 }
 
-func (d *Deleter) position(ctx context.Context) (uint64, error) {
+func (d *Deleter) position(ctx context.Context) (string, error) {
 	e, err := d.opts.Position.Get(ctx, positionPart, positionRow)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
+		return "", nil
 	}
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	n, _ := e.Properties[propSeq].(int64)
-	return uint64(n), nil
+	if tok, ok := e.Properties[propToken].(string); ok {
+		return tok, nil
+	}
+	if n, ok := e.Properties[propSeq].(int64); ok && n > 0 {
+		return strconv.FormatInt(n, 10), nil // the embedded outbox's token
+	}
+	return "", nil
 }
 
-func (d *Deleter) setPosition(ctx context.Context, seq uint64) error {
+func (d *Deleter) setPosition(ctx context.Context, token string) error {
 	_, err := d.opts.Position.Upsert(ctx, store.Entity{PartitionKey: positionPart, RowKey: positionRow,
-		Properties: store.Properties{propSeq: int64(seq)}}, store.Replace)
+		Properties: store.Properties{propToken: token}}, store.Replace)
 	return err
 }

@@ -4,15 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/blobs"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
@@ -21,13 +25,15 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
 
-// outbox is a fixed list of deleted images.
+// outbox is a fixed list of deleted images, each's token its Seq.
 type outbox []retention.DeletedImage
 
-func (o outbox) DeletedImages(_ context.Context, after uint64, limit int) ([]retention.DeletedImage, error) {
+func (o outbox) DeletedImages(_ context.Context, after string, limit int) ([]retention.DeletedImage, error) {
 	var out []retention.DeletedImage
+	pos, _ := strconv.ParseUint(after, 10, 64)
 	for _, d := range o {
-		if d.Seq > after && len(out) < limit {
+		if d.Seq > pos && len(out) < limit {
+			d.Token = strconv.FormatUint(d.Seq, 10)
 			out = append(out, d)
 		}
 	}
@@ -120,5 +126,98 @@ func TestDeleterDeletesTheBlobsOfDeletedImages(t *testing.T) {
 	}
 	if c, _, err := again.RunOnce(ctx); err != nil || c != (blobs.Counts{}) {
 		t.Errorf("a new deleter on the same position: %+v, %v; want nothing left to do", c, err)
+	}
+}
+
+// TestDeleterFollowsTheOutboxOfAnAzureStore: on Azurite's tables and blob
+// service, a purge by the queue design records each image it deletes in
+// the outbox, sealed as the job ends, and the deleter deletes their blobs
+// and no other: not those of the images the cutoff keeps.
+func TestDeleterFollowsTheOutboxOfAnAzureStore(t *testing.T) {
+	conn := azurite.Require(t)
+	client, err := azblob.NewClientFromConnectionString(azurite.RequireBlob(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	name := hex.EncodeToString(id[:])
+	cont := "img" + name
+	if _, err := client.CreateContainer(ctx, cont, nil); err != nil {
+		t.Fatal(err)
+	}
+	containerURL := strings.TrimSuffix(client.URL(), "/") + "/" + cont
+	log := slog.New(slog.DiscardHandler)
+	tables, err := aztable.Open(ctx, aztable.Options{ConnectionString: conn, TablePrefix: "t" + name, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := images.Open(ctx, tables, images.Options{Kind: images.Single, CreateTimeout: time.Second, LandingMargin: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var gone, kept []string
+	for _, cam := range []string{"cam-1", "cam-2"} {
+		for i := range 4 {
+			blob := fmt.Sprintf("%s/%d.jpg", cam, i)
+			if _, err := client.UploadBuffer(ctx, cont, blob, []byte("jpeg"), nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := repo.Create(ctx, images.Image{CameraID: cam, CapturedAt: at.Add(time.Duration(i) * time.Hour),
+				BlobURI: containerURL + "/" + blob}); err != nil {
+				t.Fatal(err)
+			}
+			if i < 2 {
+				gone = append(gone, blob)
+			} else {
+				kept = append(kept, blob)
+			}
+		}
+	}
+	engine, err := retention.Open(ctx, retention.Options{Backend: tables, Repositories: []*images.Repository{repo}, Outbox: true,
+		Logger: log, VisibilityTimeout: time.Second, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- engine.Run(runCtx) }()
+	defer func() { stop(); <-ran }()
+	j, err := engine.Start(ctx, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: at.Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !j.State.Terminal(); time.Sleep(20 * time.Millisecond) {
+		if j, err = engine.Get(ctx, j.ID); err != nil || time.Now().After(deadline) {
+			t.Fatalf("job %+v, %v: not ended", j, err)
+		}
+	}
+	if j.State != retention.Succeeded || j.Totals().MetadataRows != int64(len(gone)) {
+		t.Fatalf("job %s deleted %+v; want %d rows", j.State, j.Totals(), len(gone))
+	}
+	position, err := tables.Table(ctx, "BlobDeleter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := blobs.New(blobs.Options{Outbox: engine, Client: client, Containers: []string{containerURL}, Position: position,
+		PerSecond: 1000, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, more, err := d.RunOnce(ctx); err != nil || c.Deleted != len(gone) || c.Outside != 0 || more {
+		t.Fatalf("run: %+v, more %v, %v; want %d deleted", c, more, err, len(gone))
+	}
+	for want, names := range map[bool][]string{false: gone, true: kept} {
+		for _, b := range names {
+			_, err := client.ServiceClient().NewContainerClient(cont).NewBlobClient(b).GetProperties(ctx, nil)
+			if exists := err == nil; exists != want {
+				t.Errorf("%s exists %v, want %v", b, exists, want)
+			}
+		}
+	}
+	if c, _, err := d.RunOnce(ctx); err != nil || c != (blobs.Counts{}) {
+		t.Errorf("a second step: %+v, %v; want nothing left to do", c, err)
 	}
 }

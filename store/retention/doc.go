@@ -73,6 +73,10 @@
 //     counts nothing: its rows were counted with their primary rows (a
 //     crash left them) or never had one (a create that gave up).
 //
+// With Options.Outbox the deletes of step 2 write their outbox rows pending
+// before each batch and ready after it, and a job's end settles and seals
+// its outbox (outboxseal.go), so the blob side hears of each deletion once.
+//
 // A job's lease passes to another replica when its owner stops renewing it;
 // the owner's every write of the job and its tasks holds only at its lease
 // epoch (owner.go), so an owner that stalled and woke writes nothing more.

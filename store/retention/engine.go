@@ -109,9 +109,10 @@ type Options struct {
 	// retires older ones at its start and hourly (see RetireJobs). Default
 	// DefaultJobRetention, 30 days. The outbox's rows are kept as long.
 	JobRetention time.Duration
-	// Outbox makes the embedded purge keep the outbox of the images it
-	// deletes (outbox.go), for the blob side: each section then reads the
-	// rows it deletes. Only the embedded store has it, for now.
+	// Outbox makes purges keep the outbox of the images they delete, for
+	// the blob side: an embedded purge's sections then read the rows they
+	// delete (outbox.go); on the queue design each delete batch writes its
+	// outbox rows before and after it (outboxseal.go).
 	Outbox bool
 }
 
@@ -271,9 +272,6 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.policies = &Policies{policies: policies, holds: holds, now: opts.Now}
 	if opts.Outbox {
-		if e.purger == nil {
-			return nil, errors.New("retention: the outbox of deleted images needs the embedded store, for now")
-		}
 		if e.outbox, err = opts.Backend.Table(ctx, DefaultOutboxTable); err != nil {
 			return nil, err
 		}
@@ -335,7 +333,8 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		return nil, errors.New("retention: SpareHeld is for purges by cutoff on the embedded store")
 	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
-		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies, SpareHeld: req.SpareHeld}
+		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies, SpareHeld: req.SpareHeld,
+		Outbox: e.outbox != nil && e.purger == nil && !req.DryRun}
 	var reaches map[images.Kind]reach
 	if req.UsePolicies {
 		var err error
@@ -381,7 +380,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	defer cancel()
 	err := e.start(wctx, ctx, j)
 	if err != nil {
-		if derr := e.jobs.remove(wctx, j.ID); derr != nil {
+		if derr := errors.Join(e.jobs.remove(wctx, j.ID), e.closeJobOutbox(wctx, j)); derr != nil {
 			e.log.Warn("purge: removing a job that could not start failed; it never runs and ends failed later",
 				"job", j.ID, "err", derr)
 		}
@@ -409,6 +408,9 @@ func (e *Engine) start(ctx, caller context.Context, j *Job) error {
 		if err := e.jobs.lock(ctx, j); err != nil {
 			return err
 		}
+	}
+	if err := e.openJobOutbox(ctx, j); err != nil {
+		return err
 	}
 	if err := caller.Err(); err != nil {
 		return err
@@ -699,6 +701,15 @@ func (e *Engine) end(j *Job, cause error) {
 
 // finish ends a job: failed with cause, or by its counts.
 func (e *Engine) finish(ctx context.Context, id string, cause error) {
+	// The outbox is sealed before the end is recorded: a job that ends
+	// has a sealed outbox, and one whose seal failed is resumed, to try
+	// again.
+	if err := e.sealJobOutbox(ctx, id); err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("purge: cannot seal the outbox of deleted images of an ending job; it is retried", "job", id, "err", err)
+		}
+		return
+	}
 	// The stats count the job before watchers are woken to its end.
 	j, err := e.jobs.update(ctx, id, func(j *Job) error {
 		if j.State.Terminal() {

@@ -17,10 +17,12 @@ import (
 // how many primary rows it found and deleted. Primary rows go first, so a
 // crash between leaves index rows without primary rows (the janitor's),
 // never the reverse. Reading until empty also takes a row a retried create
-// wrote again between a batch's two deletes, with its index row.
-func deleteExpired(ctx context.Context, repo *images.Repository, camera string, rows store.Range) (int64, error) {
+// wrote again between a batch's two deletes, with its index row. With an
+// outbox, each batch's outbox rows are written pending before it and
+// marked ready after it.
+func deleteExpired(ctx context.Context, repo *images.Repository, camera string, rows store.Range, ob *jobOutbox) (int64, error) {
 	primary, index := repo.Tables()
-	q := store.Query{PartitionKey: camera, Rows: rows, Limit: store.MaxBatchOps}
+	q := store.Query{PartitionKey: camera, Rows: rows, Limit: ob.batchRows()}
 	ix := &indexDeleter{index: index, repo: repo, camera: camera}
 	var n int64
 	for {
@@ -35,38 +37,50 @@ func deleteExpired(ctx context.Context, repo *images.Repository, camera string, 
 			q.Resume = page.Next
 			continue
 		}
-		keys := make([]store.Key, len(page.Entities))
-		for i, e := range page.Entities {
-			keys[i] = store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
-		}
-		if err := deleteBatch(ctx, primary, keys); err != nil {
+		if err := deleteRecorded(ctx, primary, ix, ob, page.Entities); err != nil {
 			return n, err
 		}
-		n += int64(len(keys))
-		if err := ix.delete(ctx, keys); err != nil {
-			return n, err
-		}
+		n += int64(len(page.Entities))
 	}
+}
+
+// deleteRecorded deletes a batch of a camera's primary rows, then their
+// index rows; with an outbox, their outbox rows are written pending before
+// and marked ready after the primary delete.
+func deleteRecorded(ctx context.Context, primary store.Table, ix *indexDeleter, ob *jobOutbox, rows []store.Entity) error {
+	keys := make([]store.Key, len(rows))
+	for i, e := range rows {
+		keys[i] = store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
+	}
+	recorded, err := ob.pending(ctx, ix.camera, rows)
+	if err != nil {
+		return err
+	}
+	if err := deleteBatch(ctx, primary, keys); err != nil {
+		return err
+	}
+	if err := ob.ready(ctx, recorded); err != nil {
+		return err
+	}
+	return ix.delete(ctx, keys)
 }
 
 // thinQueried thins a camera's rows in its windows, on a backend without
 // range deletions: it reads each window's rows, newest first, keeps each interval's keeper (its earliest
 // row, a pano's earliest clear-day one when it has one), and, when del is
 // set, deletes the others a batch of up to 100 at a time, each batch's
-// index rows right after it by derived key, as deleteExpired does. It
-// returns how many rows it deletes, or would.
-func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []thinWindow, del bool) (int64, error) {
+// index rows right after it by derived key (and its outbox rows around
+// it), as deleteExpired does. It returns how many rows it deletes, or would.
+func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []thinWindow, ob *jobOutbox, del bool) (int64, error) {
 	primary, index := repo.Tables()
 	ix := &indexDeleter{index: index, repo: repo, camera: camera}
-	var pending []store.Key
+	var pending []store.Entity
 	var n int64
+	size := ob.batchRows()
 	flush := func(all bool) error {
-		for len(pending) >= store.MaxBatchOps || (all && len(pending) > 0) {
-			batch := pending[:min(len(pending), store.MaxBatchOps)]
-			if err := deleteBatch(ctx, primary, batch); err != nil {
-				return err
-			}
-			if err := ix.delete(ctx, batch); err != nil {
+		for len(pending) >= size || (all && len(pending) > 0) {
+			batch := pending[:min(len(pending), size)]
+			if err := deleteRecorded(ctx, primary, ix, ob, batch); err != nil {
 				return err
 			}
 			pending = pending[len(batch):]
@@ -82,7 +96,7 @@ func thinQueried(ctx context.Context, repo *images.Repository, camera string, wi
 		q := store.Query{PartitionKey: camera, Rows: store.InvertedTicksRows(from, &w.To)}
 		// The interval being read, newest row first: its keeper is its
 		// last preferred row, else its last.
-		var group []store.Key
+		var group []store.Entity
 		var preferred []bool
 		interval := time.Time{}
 		closeInterval := func() error {
@@ -127,7 +141,9 @@ func thinQueried(ctx context.Context, repo *images.Repository, camera string, wi
 					interval = iv
 				}
 				clear, _ := e.Properties[images.PropIsClearDay].(bool)
-				group = append(group, store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey})
+				blob, _ := e.Properties[images.PropBlobURI].(string)
+				group = append(group, store.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey,
+					Properties: store.Properties{images.PropBlobURI: blob}})
 				preferred = append(preferred, pano && clear)
 			}
 			if page.Next == nil {

@@ -174,6 +174,9 @@ type Job struct {
 	// LostTask names a task whose record its last delivery could not
 	// write (see Engine.unrecorded): the job ends failed.
 	LostTask string `json:"lostTask,omitempty"`
+	// Outbox, in the queue design, says the job's deletes write the
+	// outbox of deleted images (outboxseal.go).
+	Outbox bool `json:"outbox,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

@@ -46,8 +46,11 @@ const (
 
 // DeletedImage is one image a purge or thinning pass deleted.
 type DeletedImage struct {
-	// Seq is its position in the outbox, from 1.
-	Seq        uint64
+	// Seq is its position in the embedded store's outbox, from 1; 0 in
+	// the queue design's.
+	Seq uint64
+	// Token is the position after it, for DeletedImages' after.
+	Token      string
 	Kind       images.Kind
 	CameraID   string
 	CapturedAt time.Time
@@ -117,23 +120,34 @@ func (w *outboxWriter) finish() error {
 // images (Options.Outbox).
 func (e *Engine) KeepsOutbox() bool { return e.outbox != nil }
 
-// DeletedImages returns up to limit images of the outbox after position
-// after (0: from the first kept), oldest first; ErrOutboxTrimmed if rows
-// after it were retired.
-func (e *Engine) DeletedImages(ctx context.Context, after uint64, limit int) ([]DeletedImage, error) {
+// DeletedImages returns up to limit images of the outbox after the
+// position after, a Token of an earlier image ("": from the first kept),
+// oldest first; ErrOutboxTrimmed if rows after it were retired,
+// ErrBadResumeToken if no image of this outbox has such a token.
+func (e *Engine) DeletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
 	if e.outbox == nil {
 		return nil, errors.New("retention: the engine keeps no outbox of deleted images")
+	}
+	if err := e.CheckResumeToken(after); err != nil {
+		return nil, err
+	}
+	if e.purger == nil {
+		return e.sealedImages(ctx, after, limit)
+	}
+	var pos uint64
+	if after != "" {
+		pos, _ = strconv.ParseUint(after, 10, 64)
 	}
 	trim, err := e.outbox.Get(ctx, outboxMetaPart, outboxTrimRow)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		return nil, err
-	case after > 0 && after+1 < seqOf(trim, propSeq):
-		return nil, fmt.Errorf("%w: position %d, retired through %d", ErrOutboxTrimmed, after, seqOf(trim, propSeq))
+	case pos > 0 && pos+1 < seqOf(trim, propSeq):
+		return nil, fmt.Errorf("%w: position %d, retired through %d", ErrOutboxTrimmed, pos, seqOf(trim, propSeq))
 	}
 	page, err := e.outbox.Query(ctx, store.Query{PartitionKey: outboxPart,
-		Rows: store.Range{From: outboxKey(after + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
+		Rows: store.Range{From: outboxKey(pos + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
 	if err != nil {
 		return nil, err
 	}
@@ -143,17 +157,41 @@ func (e *Engine) DeletedImages(ctx context.Context, after uint64, limit int) ([]
 		if err != nil {
 			continue
 		}
-		d := DeletedImage{Seq: seq}
-		kind, _ := r.Properties[propKind].(int32)
-		d.Kind = images.Kind(kind)
-		d.CameraID, _ = r.Properties[images.PropCameraID].(string)
-		d.CapturedAt, _ = r.Properties[images.PropCapturedAt].(time.Time)
-		d.BlobURI, _ = r.Properties[images.PropBlobURI].(string)
+		d := deletedImage(r)
+		d.Seq, d.Token = seq, strconv.FormatUint(seq, 10)
 		d.JobID, _ = r.Properties[propJob].(string)
-		d.DeletedAt, _ = r.Properties[propDeletedAt].(time.Time)
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// CheckResumeToken reports whether a token could be one of this engine's
+// outbox: a decimal position on the embedded store, a seal and a row key
+// in the queue design; ErrBadResumeToken if not.
+func (e *Engine) CheckResumeToken(tok string) error {
+	if tok == "" {
+		return nil
+	}
+	if e.purger == nil {
+		_, err := parseSealToken(tok)
+		return err
+	}
+	if _, err := strconv.ParseUint(tok, 10, 64); err != nil {
+		return fmt.Errorf("%w: %q", ErrBadResumeToken, tok)
+	}
+	return nil
+}
+
+// deletedImage reads an outbox row of either design.
+func deletedImage(r store.Entity) DeletedImage {
+	var d DeletedImage
+	kind, _ := r.Properties[propKind].(int32)
+	d.Kind = images.Kind(kind)
+	d.CameraID, _ = r.Properties[images.PropCameraID].(string)
+	d.CapturedAt, _ = r.Properties[images.PropCapturedAt].(time.Time)
+	d.BlobURI, _ = r.Properties[images.PropBlobURI].(string)
+	d.DeletedAt, _ = r.Properties[propDeletedAt].(time.Time)
+	return d
 }
 
 // retireOutbox deletes the outbox rows deleted before cutoff, oldest
@@ -162,6 +200,9 @@ func (e *Engine) DeletedImages(ctx context.Context, after uint64, limit int) ([]
 func (e *Engine) retireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
 	if e.outbox == nil {
 		return 0, nil
+	}
+	if e.purger == nil {
+		return e.retireSeals(ctx, cutoff)
 	}
 	n := 0
 	for {

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 )
@@ -280,14 +282,43 @@ func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
 		// a thinned row's index batch (one per minute partition). Every
 		// twentieth still crashes at each kind of write, at many places.
 		{"pebble-queue", true, false, 20},
+		// With the outbox, a delete batch writes its outbox rows pending
+		// before it and ready after it, and the job's end reconciles and
+		// seals. Those writes and the primary deletes are what the outbox's
+		// promise rests on, so they alone are counted: a crash at each of
+		// them (the other writes were crashed at above).
+		{"pebble-queue, with the outbox", true, true, 1},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			base, sc := seedThinCrash(t, v.queue, v.outbox)
+			var wrap func(*hookedBackend) store.Backend
+			if v.queue && v.outbox {
+				wrap = base.outboxWritesOnly
+			}
 			crashAtEveryNthWrite(t, v.step, nil, func(t *testing.T, _ func(*testing.T, retention.Options) *fixture, n int) bool {
-				return crashWhileThinning(t, base, sc, n, v.outbox)
+				return crashWhileThinning(t, base, sc, n, v.outbox, wrap)
 			})
 		})
 	}
+}
+
+// outboxWritesOnly makes a crashing store count only the writes of the
+// outbox and the deletes of primary rows: it dies after the n-th of those,
+// and every write after fails.
+func (f *fixture) outboxWritesOnly(h *hookedBackend) store.Backend {
+	counted := map[string]bool{}
+	for _, r := range f.repos {
+		primary, _ := r.Tables()
+		counted[primary.Name()+" batch-delete"] = true
+	}
+	before, dead := h.before, h.after
+	h.before = func(table, op string, keys []store.Key) error {
+		if strings.EqualFold(table, retention.DefaultOutboxTable) || counted[table+" "+op] {
+			return before(table, op, keys)
+		}
+		return dead()
+	}
+	return h
 }
 
 // seedThinCrash seeds the thinning scenario once, on a store whose engine
@@ -310,10 +341,10 @@ func seedThinCrash(t *testing.T, queue, outbox bool) (*fixture, *thinScenario) {
 // crashWhileThinning runs a purge with policies that thins, on a clone of
 // base's store that dies after n writes, and checks the resumed job; with
 // the outbox, that it names each deleted image once.
-func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, outbox bool) bool {
+func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, outbox bool, wrap func(*hookedBackend) store.Backend) bool {
 	{
 		f := base.reopen(t, base.fs.CrashClone(vfs.CrashCloneCfg{}))
-		c := f.startCrashing(t, n, nil, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+		c := f.startCrashing(t, n, wrap, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 		restarted, dead, jobs := c.restarted, c.dead, c.jobs
 		if len(jobs) == 0 || (c.startErr != nil && jobs[0].Unconfirmed) {
 			if !dead {
@@ -347,7 +378,8 @@ func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, ou
 func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
 	t.Helper()
 	named := map[string]int{}
-	var after uint64
+	var seq uint64
+	after := ""
 	for {
 		page, err := f.engine.DeletedImages(t.Context(), after, 100)
 		if err != nil {
@@ -357,10 +389,10 @@ func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
 			break
 		}
 		for _, d := range page {
-			if d.Seq != after+1 {
-				t.Fatalf("outbox position %d after %d: want them in sequence", d.Seq, after)
+			if !f.queueDesign() && d.Seq != seq+1 {
+				t.Fatalf("outbox position %d after %d: want them in sequence", d.Seq, seq)
 			}
-			after = d.Seq
+			seq, after = d.Seq, d.Token
 			if d.BlobURI != thinBlob(d.Kind, d.CameraID, d.CapturedAt) || d.JobID == "" || d.DeletedAt.IsZero() {
 				t.Errorf("outbox row %+v: want its image's blob URI, its job and when", d)
 			}
@@ -454,35 +486,51 @@ func diffTimes(got, want []time.Time) string {
 	return fmt.Sprintf("extra %v, missing %v", extra[:min(len(extra), 4)], missing[:min(len(missing), 4)])
 }
 
-// TestOutboxRetiresWithTheJobs: the outbox's rows go once older than the
-// job retention, and a reader whose position they were after is told so
-// rather than skipping them unawares.
+// TestOutboxRetiresWithTheJobs: the outbox names each image a purge with
+// thinning deleted once; its rows go once older than the job retention,
+// and a reader whose position they were after is told so rather than
+// skipping them unawares. On every engine: the queue design's outbox is
+// its jobs' sealed ones (outboxseal.go).
 func TestOutboxRetiresWithTheJobs(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
+	forEachOf(t, thinStores, testOutboxRetiresWithTheJobs)
+}
+
+func testOutboxRetiresWithTheJobs(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 	o, now := thinOptions()
 	var skew atomic.Int64
 	clock := o.Now
 	o.Now = func() time.Time { return clock().Add(time.Duration(skew.Load())) }
 	o.Outbox, o.JobRetention = true, 24*time.Hour
-	f := newFixture(t, o)
+	f := open(t, o)
 	f.run(t)
 	sc := setUpThinning(t, f, now)
-	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), false)
-	all, err := f.engine.DeletedImages(t.Context(), 0, 1000)
+	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), f.queueDesign())
+	sc.checkOutbox(t, f)
+	all, err := f.engine.DeletedImages(t.Context(), "", 1000)
 	if err != nil || len(all) < 100 {
 		t.Fatalf("outbox: %d rows, %v", len(all), err)
 	}
-	last := all[len(all)-1].Seq
+	// A second purge deletes nothing: the outbox has nothing more.
+	f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	if more, err := f.engine.DeletedImages(t.Context(), all[len(all)-1].Token, 10); err != nil || len(more) != 0 {
+		t.Errorf("after a purge that deleted nothing: %v, %v; want nothing", more, err)
+	}
+	first, last := all[0].Token, all[len(all)-1].Token
 	skew.Store(int64(48 * time.Hour))
 	if _, err := f.engine.RetireJobs(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if left, err := f.engine.DeletedImages(t.Context(), 0, 1000); err != nil || len(left) != 0 {
+	if left, err := f.engine.DeletedImages(t.Context(), "", 1000); err != nil || len(left) != 0 {
 		t.Errorf("after retirement: %d rows, %v; want none", len(left), err)
 	}
-	if _, err := f.engine.DeletedImages(t.Context(), 1, 10); !errors.Is(err, retention.ErrOutboxTrimmed) {
-		t.Errorf("reading after position 1 of %d retired: %v, want ErrOutboxTrimmed", last, err)
+	if _, err := f.engine.DeletedImages(t.Context(), first, 10); !errors.Is(err, retention.ErrOutboxTrimmed) {
+		t.Errorf("reading after the first of %d retired: %v, want ErrOutboxTrimmed", len(all), err)
 	}
 	if rows, err := f.engine.DeletedImages(t.Context(), last, 10); err != nil || len(rows) != 0 {
 		t.Errorf("reading after the last retired position: %v, %v; want nothing, no error", rows, err)
+	}
+	if _, err := f.engine.DeletedImages(t.Context(), "x", 10); !errors.Is(err, retention.ErrBadResumeToken) {
+		t.Errorf("reading after a token no outbox makes: %v, want ErrBadResumeToken", err)
 	}
 }

@@ -358,7 +358,7 @@ func (e *Engine) countCamera(ctx context.Context, kind images.Kind, primary stor
 		}
 	}
 	if len(d.Thin) > 0 {
-		if thinned, err = thinQueried(ctx, e.repos[kind], d.ID, d.Thin, false); err != nil {
+		if thinned, err = thinQueried(ctx, e.repos[kind], d.ID, d.Thin, nil, false); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -407,11 +407,12 @@ func (e *Engine) deleteCameras(ctx context.Context, repo *images.Repository, t *
 		}
 		var n, thinned int64
 		var err error
+		ob := e.jobOutbox(j, t.Kind)
 		if expired, ok := d.expiredRows(j); ok {
-			n, err = deleteExpired(ctx, repo, d.ID, expired)
+			n, err = deleteExpired(ctx, repo, d.ID, expired, ob)
 		}
 		if err == nil && len(d.Thin) > 0 {
-			thinned, err = thinQueried(ctx, repo, d.ID, d.Thin, true)
+			thinned, err = thinQueried(ctx, repo, d.ID, d.Thin, ob, true)
 			// A late image thinned beyond the count is thinned too.
 			d.Thinned = max(d.Thinned, thinned)
 		}
@@ -490,9 +491,9 @@ func deleteBatch(ctx context.Context, t store.Table, keys []store.Key) error {
 	return deleteOps(ctx, t, ops, nil)
 }
 
-// deleteOps runs a batch of deletes of one partition, dropping and retrying
-// without each delete whose row is already gone, and, when kept is set,
-// each whose row no longer has its IfMatch ETag, after telling kept.
+// deleteOps runs a batch of deletes (or updates) of one partition, dropping
+// and retrying without each whose row is already gone, and, when kept is
+// set, each whose row no longer has its IfMatch ETag, after telling kept.
 func deleteOps(ctx context.Context, t store.Table, ops []store.Op, kept func() error) error {
 	for len(ops) > 0 {
 		err := t.Batch(ctx, ops)

@@ -1,0 +1,407 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// The outbox of the queue design (Azure's, docs/blobs.md). No transaction
+// spans a camera's partition and the outbox, so:
+//
+//   - a job's outbox rows live in a partition of their own, the job's id,
+//     keyed by the deleted row (kind, camera, row key), so that writing one
+//     again writes the same row. A worker writes a batch's rows pending
+//     before it deletes the batch and marks them ready after. The pending
+//     batch also updates the job's open row, which Start wrote: once the
+//     job is sealing, that row is gone and no new pending row can land, so
+//     the worker deletes nothing (its cameras fail and keep their rows).
+//   - when the job ends, its pending rows (a crash between the two writes
+//     left them) are reconciled: a row whose primary row is gone becomes
+//     ready, one whose primary row is there was never deleted and goes.
+//   - then the job is sealed: one transaction in the seals partition
+//     updates the counter at the ETag read and inserts the seal row, keyed
+//     by the next number, and the job's row, which makes a second seal of
+//     the job fail. Numbers are allocated with their seal, so they have no
+//     gaps: a reader reads the seals in order and each job's ready rows in
+//     key order, its token (seal, last row key read).
+//
+// A delivery that lost its task (a process stalled past the visibility
+// timeout) and deletes a batch while its job is reconciled may see that
+// batch's rows dropped as not deleted: such a blob stays, for metadatad
+// blobs audit to find. It is never deleted in error: a row is ready only
+// once its primary row is gone.
+
+// Rows of the queue design's outbox, in DefaultOutboxTable: the seals in
+// sealPart (seal rows keyed by outboxKey, hex, below "g"), each job's rows
+// in the job's partition (job ids are 16 hex digits, the embedded outbox's
+// partitions one letter).
+const (
+	sealPart      = "seals"
+	sealRowsEnd   = "g"
+	sealNextRow   = "next"
+	sealTrimRow   = "trimmed"
+	sealJobPrefix = "job-"
+	openRow       = "open"
+	propReady     = "Ready"
+	propOpen      = "Open"
+	propRow       = "Row"
+	propSealedAt  = "SealedAt"
+)
+
+// ErrBadResumeToken reports a resume token no outbox of this kind made.
+var ErrBadResumeToken = errors.New("retention: not a resume token of the deleted images")
+
+// jobOutbox writes the outbox rows of one job's deletes of one kind.
+type jobOutbox struct {
+	table store.Table
+	job   string
+	kind  images.Kind
+	now   func() time.Time
+}
+
+// jobOutbox is the outbox a task's deletes write to; nil when its job
+// keeps none.
+func (e *Engine) jobOutbox(j *Job, kind images.Kind) *jobOutbox {
+	if e.outbox == nil || !j.Outbox {
+		return nil
+	}
+	return &jobOutbox{table: e.outbox, job: j.ID, kind: kind, now: e.opts.Now}
+}
+
+// batchRows is how many primary rows one delete batch takes: one fewer with
+// an outbox, whose pending batch carries the open row too.
+func (o *jobOutbox) batchRows() int {
+	if o == nil {
+		return store.MaxBatchOps
+	}
+	return store.MaxBatchOps - 1
+}
+
+// errOutboxSealed fails a delete whose job's outbox is sealing.
+var errOutboxSealed = errors.New("retention: the job's outbox of deleted images is sealed")
+
+func outboxRowKey(kind images.Kind, camera, row string) string {
+	return fmt.Sprintf("%d_%s_%s", kind, camera, row)
+}
+
+// pending writes, before a batch of a camera's rows is deleted, their
+// outbox rows marked pending, and returns their keys for ready.
+func (o *jobOutbox) pending(ctx context.Context, camera string, rows []store.Entity) ([]store.Key, error) {
+	if o == nil {
+		return nil, nil
+	}
+	at := o.now().UTC()
+	ops := make([]store.Op, 0, len(rows)+1)
+	keys := make([]store.Key, 0, len(rows))
+	for _, r := range rows {
+		captured, err := store.TimeFromInvertedTicksRowKey(r.RowKey)
+		if err != nil {
+			continue // not an image's row
+		}
+		blob, _ := r.Properties[images.PropBlobURI].(string)
+		k := store.Key{PartitionKey: o.job, RowKey: outboxRowKey(o.kind, camera, r.RowKey)}
+		ops = append(ops, store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey,
+			Properties: store.Properties{propKind: int32(o.kind), images.PropCameraID: camera, propRow: r.RowKey,
+				images.PropCapturedAt: captured.UTC(), images.PropBlobURI: blob, propDeletedAt: at, propReady: false}}})
+		keys = append(keys, k)
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	ops = append(ops, store.Op{Kind: store.OpUpdate, Mode: store.Merge,
+		Entity: store.Entity{PartitionKey: o.job, RowKey: openRow, Properties: store.Properties{propOpen: true}}})
+	err := o.table.Batch(ctx, ops)
+	var be *store.BatchError
+	if errors.As(err, &be) && be.Index == len(ops)-1 && errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: job %s", errOutboxSealed, o.job)
+	}
+	return keys, err
+}
+
+// ready marks the outbox rows of a deleted batch ready; one the job's
+// reconciliation took away meanwhile is left out.
+func (o *jobOutbox) ready(ctx context.Context, keys []store.Key) error {
+	if o == nil || len(keys) == 0 {
+		return nil
+	}
+	ops := make([]store.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = store.Op{Kind: store.OpUpdate, Mode: store.Merge,
+			Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey, Properties: store.Properties{propReady: true}}}
+	}
+	return deleteOps(ctx, o.table, ops, nil)
+}
+
+// openJobOutbox writes the open row of a job that keeps an outbox.
+func (e *Engine) openJobOutbox(ctx context.Context, j *Job) error {
+	if !j.Outbox {
+		return nil
+	}
+	_, err := e.outbox.Upsert(ctx, store.Entity{PartitionKey: j.ID, RowKey: openRow}, store.Replace)
+	return err
+}
+
+// closeJobOutbox deletes the open row of a job that keeps an outbox: no
+// pending row lands in it after.
+func (e *Engine) closeJobOutbox(ctx context.Context, j *Job) error {
+	if !j.Outbox {
+		return nil
+	}
+	if err := e.outbox.Delete(ctx, j.ID, openRow, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// sealJobOutbox closes an ending job's outbox, reconciles its pending rows
+// and seals it; each step is idempotent, so an end retried after a crash
+// does them again.
+func (e *Engine) sealJobOutbox(ctx context.Context, id string) error {
+	if e.outbox == nil || e.purger != nil {
+		return nil
+	}
+	j, _, err := e.jobs.get(ctx, id)
+	if err != nil || !j.Outbox {
+		return err
+	}
+	if err := e.closeJobOutbox(ctx, j); err != nil {
+		return err
+	}
+	if err := e.reconcileOutbox(ctx, id); err != nil {
+		return err
+	}
+	return e.seal(ctx, id)
+}
+
+// reconcileOutbox settles the job's pending rows by their primary rows.
+func (e *Engine) reconcileOutbox(ctx context.Context, id string) error {
+	q := store.Query{PartitionKey: id, Where: []store.Equal{{Property: propReady, Value: false}}}
+	for {
+		page, err := e.outbox.Query(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Entities {
+			kind, _ := r.Properties[propKind].(int32)
+			camera, _ := r.Properties[images.PropCameraID].(string)
+			row, _ := r.Properties[propRow].(string)
+			repo, ok := e.repos[images.Kind(kind)]
+			if !ok {
+				continue
+			}
+			primary, _ := repo.Tables()
+			_, err := primary.Get(ctx, camera, row)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				_, err = e.outbox.Update(ctx, store.Entity{PartitionKey: id, RowKey: r.RowKey, Properties: store.Properties{propReady: true}}, store.Merge, r.ETag)
+			case err == nil:
+				err = e.outbox.Delete(ctx, id, r.RowKey, r.ETag)
+			}
+			// A conflict is a worker's mark of the row ready: its delete went.
+			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if page.Next == nil {
+			return nil
+		}
+		q.Resume = page.Next
+	}
+}
+
+// seal gives the job's outbox, if it has a ready row, the next seal.
+func (e *Engine) seal(ctx context.Context, id string) error {
+	q := store.Query{PartitionKey: id, Where: []store.Equal{{Property: propReady, Value: true}}, Limit: 1}
+	for {
+		page, err := e.outbox.Query(ctx, q)
+		if err != nil {
+			return err
+		}
+		if len(page.Entities) > 0 {
+			break
+		}
+		if page.Next == nil {
+			return nil // nothing deleted: nothing to read
+		}
+		q.Resume = page.Next
+	}
+	for {
+		switch _, err := e.outbox.Get(ctx, sealPart, sealJobPrefix+id); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		counter := store.Op{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: sealNextRow}}
+		seq := uint64(1)
+		switch c, err := e.outbox.Get(ctx, sealPart, sealNextRow); {
+		case err == nil:
+			seq = seqOf(c, propSeq) + 1
+			counter = store.Op{Kind: store.OpUpdate, Mode: store.Replace, IfMatch: c.ETag, Entity: counter.Entity}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		counter.Entity.Properties = store.Properties{propSeq: int64(seq)}
+		at := e.opts.Now().UTC()
+		err := e.outbox.Batch(ctx, []store.Op{counter,
+			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: outboxKey(seq),
+				Properties: store.Properties{propJob: id, propSealedAt: at}}},
+			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: sealJobPrefix + id,
+				Properties: store.Properties{propSeq: int64(seq)}}},
+		})
+		// Another job sealed first (or this one, by an attempt whose answer
+		// was lost): read again.
+		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists)) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// sealToken is a position in the sealed outbox: every seal before seq
+// read, and of seq's job the rows up to row (none when empty).
+type sealToken struct {
+	seq uint64
+	row string
+}
+
+func (t sealToken) String() string { return strconv.FormatUint(t.seq, 10) + "." + t.row }
+
+func parseSealToken(s string) (sealToken, error) {
+	n, row, ok := strings.Cut(s, ".")
+	seq, err := strconv.ParseUint(n, 10, 64)
+	if !ok || err != nil || seq == 0 {
+		return sealToken{}, fmt.Errorf("%w: %q", ErrBadResumeToken, s)
+	}
+	return sealToken{seq: seq, row: row}, nil
+}
+
+// sealedImages is DeletedImages of the queue design's outbox.
+func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
+	first := uint64(1)
+	switch trim, err := e.outbox.Get(ctx, sealPart, sealTrimRow); {
+	case err == nil:
+		first = max(seqOf(trim, propSeq), 1)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	pos := sealToken{seq: first}
+	if after != "" {
+		var err error
+		if pos, err = parseSealToken(after); err != nil {
+			return nil, err
+		}
+		if pos.seq < first {
+			return nil, fmt.Errorf("%w: seal %d, retired through %d", ErrOutboxTrimmed, pos.seq, first-1)
+		}
+	}
+	limit = min(max(limit, 1), store.MaxPageSize)
+	var out []DeletedImage
+	q := store.Query{PartitionKey: sealPart, Rows: store.Range{From: outboxKey(pos.seq), To: sealRowsEnd}, Limit: 100}
+	for {
+		seals, err := e.outbox.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range seals.Entities {
+			seq, err := strconv.ParseUint(s.RowKey, 16, 64)
+			if err != nil {
+				continue
+			}
+			if seq != pos.seq {
+				pos = sealToken{seq: seq}
+			}
+			job, _ := s.Properties[propJob].(string)
+			if out, err = e.readSealed(ctx, job, pos, out, limit); err != nil || len(out) == limit {
+				return out, err
+			}
+			pos = sealToken{seq: seq + 1}
+		}
+		if seals.Next == nil {
+			return out, nil
+		}
+		q.Resume = seals.Next
+	}
+}
+
+// readSealed appends to out, up to limit, the ready rows of a sealed job
+// after pos. Once it reads the job's last row, that row's token is the
+// next seal's start.
+func (e *Engine) readSealed(ctx context.Context, job string, pos sealToken, out []DeletedImage, limit int) ([]DeletedImage, error) {
+	q := store.Query{PartitionKey: job, Rows: store.Range{From: pos.row},
+		Where: []store.Equal{{Property: propReady, Value: true}}}
+	for {
+		q.Limit = min(limit-len(out)+1, store.MaxPageSize)
+		page, err := e.outbox.Query(ctx, q)
+		if err != nil {
+			return out, err
+		}
+		for _, r := range page.Entities {
+			if r.RowKey == pos.row {
+				continue
+			}
+			if len(out) == limit {
+				return out, nil
+			}
+			d := deletedImage(r)
+			d.JobID, d.Token = job, sealToken{seq: pos.seq, row: r.RowKey}.String()
+			out = append(out, d)
+		}
+		if page.Next == nil {
+			if n := len(out); n > 0 && out[n-1].JobID == job {
+				out[n-1].Token = sealToken{seq: pos.seq + 1}.String()
+			}
+			return out, nil
+		}
+		q.Resume = page.Next
+	}
+}
+
+// retireSeals retires the sealed jobs sealed before cutoff, oldest first:
+// the first seal kept goes first, so a reader behind it learns its rows
+// are gone, then the job's rows, then its seal.
+func (e *Engine) retireSeals(ctx context.Context, cutoff time.Time) (int, error) {
+	n := 0
+	q := store.Query{PartitionKey: sealPart, Rows: store.Range{To: sealRowsEnd}, Limit: 100}
+	for {
+		page, err := e.outbox.Query(ctx, q)
+		if err != nil {
+			return n, err
+		}
+		for _, s := range page.Entities {
+			if at, _ := s.Properties[propSealedAt].(time.Time); !at.Before(cutoff) {
+				return n, nil
+			}
+			seq, _ := strconv.ParseUint(s.RowKey, 16, 64)
+			job, _ := s.Properties[propJob].(string)
+			if _, err := e.outbox.Upsert(ctx, store.Entity{PartitionKey: sealPart, RowKey: sealTrimRow,
+				Properties: store.Properties{propSeq: int64(seq + 1)}}, store.Replace); err != nil {
+				return n, err
+			}
+			rows, err := deleteQueried(ctx, e.outbox, job, store.Range{})
+			n += int(rows)
+			if err != nil {
+				return n, err
+			}
+			if err := deleteOps(ctx, e.outbox, []store.Op{
+				{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: sealPart, RowKey: s.RowKey}},
+				{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: sealPart, RowKey: sealJobPrefix + job}},
+			}, nil); err != nil {
+				return n, err
+			}
+		}
+		if page.Next == nil {
+			return n, nil
+		}
+		q.Resume = page.Next
+	}
+}
