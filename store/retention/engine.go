@@ -198,6 +198,9 @@ type Engine struct {
 	tracer  trace.Tracer
 	// janitorHook, set by tests only, runs as a janitor pass begins.
 	janitorHook func(job string, kind images.Kind)
+	// deleteHook, set by tests only, runs between a queue design's delete
+	// batch's pending outbox write and its delete.
+	deleteHook func(job string)
 	// settleHook, set by tests only, runs in each pass of a cancel's
 	// settling once the pass has read its tasks, before it visits them.
 	settleHook func(job string, kind images.Kind)

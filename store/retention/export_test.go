@@ -65,3 +65,20 @@ func JobLimiters(e *Engine) int {
 // SetMaxPrefixPolicies lowers p's cap on prefix policies, so a test
 // reaches it with a few.
 func SetMaxPrefixPolicies(p *Policies, n int) { p.maxPrefixes = n }
+
+// SetDeleteHook makes e call hook between each queue design's delete
+// batch's pending outbox write and its delete.
+func SetDeleteHook(e *Engine, hook func(job string)) { e.deleteHook = hook }
+
+// EndOutbox closes and reconciles the job's outbox of deleted images, as
+// the job's end does before it seals it.
+func EndOutbox(ctx context.Context, e *Engine, id string) error {
+	j, _, err := e.jobs.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := e.closeJobOutbox(ctx, j); err != nil {
+		return err
+	}
+	return e.reconcileOutbox(ctx, id)
+}

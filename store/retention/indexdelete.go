@@ -52,17 +52,60 @@ func deleteRecorded(ctx context.Context, primary store.Table, ix *indexDeleter, 
 	for i, e := range rows {
 		keys[i] = store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
 	}
-	recorded, err := ob.pending(ctx, ix.camera, rows)
+	if err := ob.pending(ctx, ix.camera, rows); err != nil {
+		return err
+	}
+	if ob == nil {
+		if err := deleteBatch(ctx, primary, keys); err != nil {
+			return err
+		}
+		return ix.delete(ctx, keys)
+	}
+	if ob.beforeDelete != nil {
+		ob.beforeDelete()
+	}
+	gone, err := deleteRead(ctx, primary, rows)
 	if err != nil {
 		return err
 	}
-	if err := deleteBatch(ctx, primary, keys); err != nil {
+	if err := ob.ready(ctx, ix.camera, gone); err != nil {
 		return err
 	}
-	if err := ob.ready(ctx, recorded); err != nil {
-		return err
-	}
+	// Only the gone rows' index rows: a row that stays keeps its own.
+	keys = slices.DeleteFunc(keys, func(k store.Key) bool { return !gone[k.RowKey] })
 	return ix.delete(ctx, keys)
+}
+
+// deleteRead deletes a batch of a partition's rows at the ETags they were
+// read with, and reports which rows are gone (deleted, or found gone). A
+// row changed since it was read stays: a create wrote it again (the range
+// is read again), or its job's end fenced it (reconcileOutbox), after
+// which this delivery must not delete it unrecorded.
+func deleteRead(ctx context.Context, t store.Table, rows []store.Entity) (map[string]bool, error) {
+	ops := make([]store.Op, len(rows))
+	for i, e := range rows {
+		ops[i] = store.Op{Kind: store.OpDelete, IfMatch: e.ETag, Entity: store.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}}
+	}
+	gone := make(map[string]bool, len(rows))
+	for len(ops) > 0 {
+		err := t.Batch(ctx, ops)
+		var be *store.BatchError
+		switch {
+		case err == nil:
+			for _, op := range ops {
+				gone[op.Entity.RowKey] = true
+			}
+			return gone, nil
+		case !errors.As(err, &be):
+			return nil, err
+		case errors.Is(err, store.ErrNotFound):
+			gone[ops[be.Index].Entity.RowKey] = true
+		case !errors.Is(err, store.ErrConflict):
+			return nil, err
+		}
+		ops = slices.Delete(ops, be.Index, be.Index+1)
+	}
+	return gone, nil
 }
 
 // thinQueried thins a camera's rows in its windows, on a backend without
@@ -142,7 +185,7 @@ func thinQueried(ctx context.Context, repo *images.Repository, camera string, wi
 				}
 				clear, _ := e.Properties[images.PropIsClearDay].(bool)
 				blob, _ := e.Properties[images.PropBlobURI].(string)
-				group = append(group, store.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey,
+				group = append(group, store.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, ETag: e.ETag,
 					Properties: store.Properties{images.PropBlobURI: blob}})
 				preferred = append(preferred, pano && clear)
 			}

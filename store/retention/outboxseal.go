@@ -33,10 +33,10 @@ import (
 //     key order, its token (seal, last row key read).
 //
 // A delivery that lost its task (a process stalled past the visibility
-// timeout) and deletes a batch while its job is reconciled may see that
-// batch's rows dropped as not deleted: such a blob stays, for metadatad
-// blobs audit to find. It is never deleted in error: a row is ready only
-// once its primary row is gone.
+// timeout) may wake to delete a batch whose pending rows the job's end
+// dropped as not deleted: the reconciliation fences each row it keeps
+// (fence), and a delivery deletes only at the ETags it read, so such a
+// batch deletes nothing. A row is named once it is gone, and only then.
 
 // Rows of the queue design's outbox, in DefaultOutboxTable: the seals in
 // sealPart (seal rows keyed by outboxKey, hex, below "g"), each job's rows
@@ -64,6 +64,9 @@ type jobOutbox struct {
 	job   string
 	kind  images.Kind
 	now   func() time.Time
+	// beforeDelete, set by tests only, runs between a batch's pending
+	// write and its delete.
+	beforeDelete func()
 }
 
 // jobOutbox is the outbox a task's deletes write to; nil when its job
@@ -72,7 +75,11 @@ func (e *Engine) jobOutbox(j *Job, kind images.Kind) *jobOutbox {
 	if e.outbox == nil || !j.Outbox {
 		return nil
 	}
-	return &jobOutbox{table: e.outbox, job: j.ID, kind: kind, now: e.opts.Now}
+	o := &jobOutbox{table: e.outbox, job: j.ID, kind: kind, now: e.opts.Now}
+	if e.deleteHook != nil {
+		o.beforeDelete = func() { e.deleteHook(j.ID) }
+	}
+	return o
 }
 
 // batchRows is how many primary rows one delete batch takes: one fewer with
@@ -92,14 +99,13 @@ func outboxRowKey(kind images.Kind, camera, row string) string {
 }
 
 // pending writes, before a batch of a camera's rows is deleted, their
-// outbox rows marked pending, and returns their keys for ready.
-func (o *jobOutbox) pending(ctx context.Context, camera string, rows []store.Entity) ([]store.Key, error) {
+// outbox rows marked pending.
+func (o *jobOutbox) pending(ctx context.Context, camera string, rows []store.Entity) error {
 	if o == nil {
-		return nil, nil
+		return nil
 	}
 	at := o.now().UTC()
 	ops := make([]store.Op, 0, len(rows)+1)
-	keys := make([]store.Key, 0, len(rows))
 	for _, r := range rows {
 		captured, err := store.TimeFromInvertedTicksRowKey(r.RowKey)
 		if err != nil {
@@ -110,31 +116,31 @@ func (o *jobOutbox) pending(ctx context.Context, camera string, rows []store.Ent
 		ops = append(ops, store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey,
 			Properties: store.Properties{propKind: int32(o.kind), images.PropCameraID: camera, propRow: r.RowKey,
 				images.PropCapturedAt: captured.UTC(), images.PropBlobURI: blob, propDeletedAt: at, propReady: false}}})
-		keys = append(keys, k)
 	}
 	if len(ops) == 0 {
-		return nil, nil
+		return nil
 	}
 	ops = append(ops, store.Op{Kind: store.OpUpdate, Mode: store.Merge,
 		Entity: store.Entity{PartitionKey: o.job, RowKey: openRow, Properties: store.Properties{propOpen: true}}})
 	err := o.table.Batch(ctx, ops)
 	var be *store.BatchError
 	if errors.As(err, &be) && be.Index == len(ops)-1 && errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: job %s", errOutboxSealed, o.job)
+		return fmt.Errorf("%w: job %s", errOutboxSealed, o.job)
 	}
-	return keys, err
+	return err
 }
 
-// ready marks the outbox rows of a deleted batch ready; one the job's
-// reconciliation took away meanwhile is left out.
-func (o *jobOutbox) ready(ctx context.Context, keys []store.Key) error {
-	if o == nil || len(keys) == 0 {
+// ready marks ready the outbox rows of a camera's rows that a batch
+// deleted (gone, by primary row key); one the job's reconciliation took
+// away meanwhile, or that was never recorded, is left out.
+func (o *jobOutbox) ready(ctx context.Context, camera string, gone map[string]bool) error {
+	if o == nil || len(gone) == 0 {
 		return nil
 	}
-	ops := make([]store.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = store.Op{Kind: store.OpUpdate, Mode: store.Merge,
-			Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey, Properties: store.Properties{propReady: true}}}
+	ops := make([]store.Op, 0, len(gone))
+	for row := range gone {
+		ops = append(ops, store.Op{Kind: store.OpUpdate, Mode: store.Merge,
+			Entity: store.Entity{PartitionKey: o.job, RowKey: outboxRowKey(o.kind, camera, row), Properties: store.Properties{propReady: true}}})
 	}
 	return deleteOps(ctx, o.table, ops, nil)
 }
@@ -197,11 +203,12 @@ func (e *Engine) reconcileOutbox(ctx context.Context, id string) error {
 				continue
 			}
 			primary, _ := repo.Tables()
-			_, err := primary.Get(ctx, camera, row)
+			gone, err := fence(ctx, primary, camera, row)
 			switch {
-			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+			case gone:
 				_, err = e.outbox.Update(ctx, store.Entity{PartitionKey: id, RowKey: r.RowKey, Properties: store.Properties{propReady: true}}, store.Merge, r.ETag)
-			case err == nil:
+			default:
 				err = e.outbox.Delete(ctx, id, r.RowKey, r.ETag)
 			}
 			// A conflict is a worker's mark of the row ready: its delete went.
@@ -213,6 +220,37 @@ func (e *Engine) reconcileOutbox(ctx context.Context, id string) error {
 			return nil
 		}
 		q.Resume = page.Next
+	}
+}
+
+// fence settles a pending row's primary row: gone, or kept for good by
+// this job. A delivery that wrote the row pending and stalled may still
+// delete it, so a row still there is written again (a merge of nothing),
+// which changes its ETag: that delivery deletes only at the ETag it read
+// (deleteRead), so it now deletes nothing, and the row is rightly dropped
+// from the outbox. Without the fence it could delete the row after its
+// outbox row was dropped, and the image would never be named.
+func fence(ctx context.Context, primary store.Table, camera, row string) (gone bool, err error) {
+	for {
+		e, err := primary.Get(ctx, camera, row)
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		_, err = primary.Update(ctx, store.Entity{PartitionKey: camera, RowKey: row}, store.Merge, e.ETag)
+		switch {
+		case err == nil:
+			return false, nil
+		case errors.Is(err, store.ErrNotFound):
+			return true, nil
+		case !errors.Is(err, store.ErrConflict):
+			return false, err
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -484,6 +485,35 @@ func diffTimes(got, want []time.Time) string {
 		}
 	}
 	return fmt.Sprintf("extra %v, missing %v", extra[:min(len(extra), 4)], missing[:min(len(missing), 4)])
+}
+
+// TestAStalledDeliveryIsFencedByItsJobsEnd: a queue design's delivery that
+// wrote a batch's outbox rows pending, then stalled while its job's end
+// reconciled them (their primary rows still there, so dropped as not
+// deleted), deletes nothing when it wakes: every image the purge deleted is
+// named once and no kept one is. Without the reconciliation's fence the
+// stalled batch's rows went, never named.
+func TestAStalledDeliveryIsFencedByItsJobsEnd(t *testing.T) {
+	t.Parallel() // a store of its own
+	o, now := thinOptions()
+	o.Outbox, o.Workers = true, 1
+	f := newQueueFixture(t, o)
+	sc := setUpThinning(t, f, now)
+	var batches atomic.Int32
+	retention.SetDeleteHook(f.engine, func(job string) {
+		if batches.Add(1) == 2 { // the first batch deleted and named
+			if err := retention.EndOutbox(context.Background(), f.engine, job); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	f.run(t)
+	j := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	if batches.Load() < 2 {
+		t.Fatalf("%d delete batches: the test needs a second to stall", batches.Load())
+	}
+	t.Logf("job %s: %s, counts %+v", j.ID, j.State, j.Totals())
+	sc.checkOutbox(t, f)
 }
 
 // TestOutboxRetiresWithTheJobs: the outbox names each image a purge with
