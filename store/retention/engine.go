@@ -103,7 +103,7 @@ type Options struct {
 	Live func() bool
 	// SectionCameras is how many cameras one exclusive batch of an
 	// embedded purge deletes (see embedded.go); creates wait for one such
-	// batch at most. Default 1,000.
+	// batch at most. Default 10,000.
 	SectionCameras int
 	// JobRetention is how long the record of an ended job is kept: Run
 	// retires older ones at its start and hourly (see RetireJobs). Default
