@@ -199,8 +199,8 @@ type Engine struct {
 	// janitorHook, set by tests only, runs as a janitor pass begins.
 	janitorHook func(job string, kind images.Kind)
 	// deleteHook, set by tests only, runs between a queue design's delete
-	// batch's pending outbox write and its delete.
-	deleteHook func(job string)
+	// batch's pending outbox write and its delete, given the batch's rows.
+	deleteHook func(job string, rows []store.Entity)
 	// settleHook, set by tests only, runs in each pass of a cancel's
 	// settling once the pass has read its tasks, before it visits them.
 	settleHook func(job string, kind images.Kind)

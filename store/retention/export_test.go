@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 )
 
@@ -67,8 +68,8 @@ func JobLimiters(e *Engine) int {
 func SetMaxPrefixPolicies(p *Policies, n int) { p.maxPrefixes = n }
 
 // SetDeleteHook makes e call hook between each queue design's delete
-// batch's pending outbox write and its delete.
-func SetDeleteHook(e *Engine, hook func(job string)) { e.deleteHook = hook }
+// batch's pending outbox write and its delete, with the batch's rows.
+func SetDeleteHook(e *Engine, hook func(job string, rows []store.Entity)) { e.deleteHook = hook }
 
 // EndOutbox closes and reconciles the job's outbox of deleted images, as
 // the job's end does before it seals it.

@@ -37,43 +37,45 @@ func deleteExpired(ctx context.Context, repo *images.Repository, camera string, 
 			q.Resume = page.Next
 			continue
 		}
-		if err := deleteRecorded(ctx, primary, ix, ob, page.Entities); err != nil {
+		deleted, err := deleteRecorded(ctx, primary, ix, ob, page.Entities)
+		n += deleted
+		if err != nil {
 			return n, err
 		}
-		n += int64(len(page.Entities))
 	}
 }
 
 // deleteRecorded deletes a batch of a camera's primary rows, then their
-// index rows; with an outbox, their outbox rows are written pending before
-// and marked ready after the primary delete.
-func deleteRecorded(ctx context.Context, primary store.Table, ix *indexDeleter, ob *jobOutbox, rows []store.Entity) error {
+// index rows, and returns how many of the rows are gone; with an outbox,
+// their outbox rows are written pending before and marked ready after the
+// primary delete, and a row changed since it was read stays (deleteRead).
+func deleteRecorded(ctx context.Context, primary store.Table, ix *indexDeleter, ob *jobOutbox, rows []store.Entity) (int64, error) {
 	keys := make([]store.Key, len(rows))
 	for i, e := range rows {
 		keys[i] = store.Key{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
 	}
 	if err := ob.pending(ctx, ix.camera, rows); err != nil {
-		return err
+		return 0, err
 	}
 	if ob == nil {
 		if err := deleteBatch(ctx, primary, keys); err != nil {
-			return err
+			return 0, err
 		}
-		return ix.delete(ctx, keys)
+		return int64(len(keys)), ix.delete(ctx, keys)
 	}
 	if ob.beforeDelete != nil {
-		ob.beforeDelete()
+		ob.beforeDelete(rows)
 	}
 	gone, err := deleteRead(ctx, primary, rows)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := ob.ready(ctx, ix.camera, gone); err != nil {
-		return err
+		return 0, err
 	}
 	// Only the gone rows' index rows: a row that stays keeps its own.
 	keys = slices.DeleteFunc(keys, func(k store.Key) bool { return !gone[k.RowKey] })
-	return ix.delete(ctx, keys)
+	return int64(len(keys)), ix.delete(ctx, keys)
 }
 
 // deleteRead deletes a batch of a partition's rows at the ETags they were
@@ -123,7 +125,9 @@ func thinQueried(ctx context.Context, repo *images.Repository, camera string, wi
 	flush := func(all bool) error {
 		for len(pending) >= size || (all && len(pending) > 0) {
 			batch := pending[:min(len(pending), size)]
-			if err := deleteRecorded(ctx, primary, ix, ob, batch); err != nil {
+			deleted, err := deleteRecorded(ctx, primary, ix, ob, batch)
+			n += deleted
+			if err != nil {
 				return err
 			}
 			pending = pending[len(batch):]
@@ -156,12 +160,12 @@ func thinQueried(ctx context.Context, repo *images.Repository, camera string, wi
 			}
 			for i, k := range group {
 				if i != keeper {
-					n++
 					pending = append(pending, k)
 				}
 			}
 			group, preferred = group[:0], preferred[:0]
-			if !del {
+			if !del { // a count: what would go
+				n += int64(len(pending))
 				pending = pending[:0]
 				return nil
 			}

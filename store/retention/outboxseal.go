@@ -66,7 +66,7 @@ type jobOutbox struct {
 	now   func() time.Time
 	// beforeDelete, set by tests only, runs between a batch's pending
 	// write and its delete.
-	beforeDelete func()
+	beforeDelete func(rows []store.Entity)
 }
 
 // jobOutbox is the outbox a task's deletes write to; nil when its job
@@ -77,7 +77,7 @@ func (e *Engine) jobOutbox(j *Job, kind images.Kind) *jobOutbox {
 	}
 	o := &jobOutbox{table: e.outbox, job: j.ID, kind: kind, now: e.opts.Now}
 	if e.deleteHook != nil {
-		o.beforeDelete = func() { e.deleteHook(j.ID) }
+		o.beforeDelete = func(rows []store.Entity) { e.deleteHook(j.ID, rows) }
 	}
 	return o
 }
