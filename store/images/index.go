@@ -111,8 +111,18 @@ type IndexScan struct {
 // ScanIndex starts a scan of the index partitions in partitions, pages of
 // up to pageSize rows (0: store.MaxPageSize).
 func (r *Repository) ScanIndex(partitions store.Range, pageSize int) *IndexScan {
-	return &IndexScan{index: r.index, scan: store.Scan{Partitions: partitions, Select: []string{}, Limit: pageSize}}
+	return r.ScanIndexFrom(partitions, nil, pageSize)
 }
+
+// ScanIndexFrom is ScanIndex resumed where an earlier scan's Cursor was:
+// nil starts at the beginning.
+func (r *Repository) ScanIndexFrom(partitions store.Range, resume *store.Cursor, pageSize int) *IndexScan {
+	return &IndexScan{index: r.index, scan: store.Scan{Partitions: partitions, Select: []string{}, Limit: pageSize, Resume: resume}}
+}
+
+// Cursor is where the scan's next page starts, for ScanIndexFrom to
+// resume it; nil once Next has reported the end.
+func (s *IndexScan) Cursor() *store.Cursor { return s.scan.Resume }
 
 // Next returns the next page of rows, in key order, and false once the
 // scan has nothing left. A page may be empty while rows remain.

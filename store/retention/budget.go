@@ -12,8 +12,8 @@ import (
 
 // A storage budget keeps the embedded store's live data under a number of
 // bytes: past it, the oldest images across the fleet are purged, an hour
-// of capture time at a time, until the store fits again, long before the
-// free-space guard would refuse writes. It measures with the engine's own
+// of capture time at a time, until the store fits again,
+// long before the free-space guard would refuse writes. It measures with the engine's own
 // accounting (store.Sizer), never a scan, and finds the oldest images from
 // the tallies, oldest day first. Cameras on legal hold are never purged
 // for space, nor images younger than the floor: when only those are left
@@ -147,7 +147,7 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 		return st, nil
 	}
 	cutoff := minTime(oldest.Truncate(time.Hour).Add(time.Hour), floor)
-	j, err := e.Start(ctx, StartRequest{Kinds: e.Kinds(), Cutoff: cutoff, SpareHeld: true})
+	j, err := e.Start(ctx, StartRequest{Kinds: e.Kinds(), Cutoff: cutoff})
 	var running *RunningError
 	if errors.As(err, &running) {
 		e.setBudget(st, false)
@@ -176,9 +176,12 @@ var errFound = errors.New("found")
 // holds an image of a camera without a legal hold, over every kind; zero
 // if there is none, and then whether held cameras have images before floor.
 // It reads the tallies oldest day first and stops after the first day
-// with such an image, reading the hold of each camera it meets once.
+// with such an image, and the holds once.
 func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Time, bool, error) {
-	holds := map[string]bool{}
+	holds, err := e.policies.holdSet(ctx)
+	if err != nil {
+		return time.Time{}, false, err
+	}
 	var oldest time.Time
 	sawHeld := false
 	for _, k := range e.Kinds() {
@@ -192,15 +195,7 @@ func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Tim
 			if !any || !first.Before(floor) {
 				return nil
 			}
-			held, known := holds[t.PartitionKey]
-			if !known {
-				var err error
-				if held, err = e.policies.held(ctx, t.PartitionKey); err != nil {
-					return err
-				}
-				holds[t.PartitionKey] = held
-			}
-			if held {
+			if holds.has(t.PartitionKey) {
 				sawHeld = true
 				return nil
 			}

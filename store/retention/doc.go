@@ -25,7 +25,8 @@
 //  3. deletes the expired minutes of the index by one range deletion, in
 //     the last section, which covers every camera: it first deletes what the
 //     earlier sections' cameras got since, so no index row of a kept row goes
-//     and no primary row is left without its index row.
+//     and no primary row is left without its index row. The index rows that
+//     deletion takes are counted when it commits, not before.
 //
 // With policies a kept camera (held, spared, on a longer retention) may have
 // rows in the expired minutes: the range deletion stops at the oldest minute
@@ -40,10 +41,12 @@
 // A storage budget (budget.go) measures the live data with the store's own
 // accounting and, past its bytes, starts purges of the oldest hour across
 // the fleet that spare held cameras, so it needs no mechanism of its own.
-// A purge cut short resumes from its record; one cancelled after some
-// sections (or whose kept cameras changed since the survey) ends with an
-// orphans pass that deletes, conditionally, the index rows whose primary
-// rows went. A store from before the tallies waits for their backfill.
+// A purge cut short resumes from its record; one cancelled or failed after
+// some sections (or whose kept cameras changed since the survey) ends with
+// an orphans pass (orphans.go) that deletes the index rows whose primary
+// rows went, in exclusive batches that count them with the job, so every
+// ending reports exactly what it deleted. A store from before the tallies
+// waits for their backfill.
 //
 // # On Azure (plan.go, work.go, indexdelete.go, janitor.go)
 //
@@ -86,8 +89,12 @@
 // Jobs, policies, legal holds and the kinds' locks are tables of the same
 // backend, so every process sees the same ones (jobstore.go, policy.go). A
 // purge with policies gives each camera, per kind, the days of its own
-// policy, else of its longest prefix policy, else of the default; a camera
-// on legal hold keeps everything. Deletes can be paced (pace.go): a purge
+// policy, else of its longest prefix policy, else of the default. A camera
+// on legal hold keeps everything, on every path: one resolver
+// (policy_purge.go) gives every camera its rule, hold included, for the
+// embedded survey and sections, the queue design's plan and dry run, and
+// the budget; holds are read whole (holdset.go) at a purge's start and
+// again before each section or task (spareHeld). Deletes can be paced (pace.go): a purge
 // yields to live traffic (Options.Live, LiveRowsPerSecond), since on the
 // machine that serves requests its sections' commits and CPU lift their
 // tail latency; it runs unpaced on an idle store. A job can be

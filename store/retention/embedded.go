@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -54,6 +53,8 @@ type surveyed struct {
 	boundary time.Time
 	// thin are the windows its tiers thin.
 	thin []thinWindow
+	// held says a legal hold keeps the rows it would otherwise lose.
+	held bool
 	// rows it would lose, thinned the thinned ones of them.
 	rows, thinned int64
 }
@@ -70,13 +71,17 @@ type embeddedRun struct {
 	// boundary, or the end of its newest thinning window.
 	through time.Time
 	// aged is the newest boundary any camera can have.
-	aged     time.Time
-	policies *resolver
-	// planned are the cameras the survey would purge, sorted: a camera held
-	// since counts as held (Counts.DevicesHeld).
-	planned []string
+	aged time.Time
+	// rules give each camera its boundary, windows and hold.
+	rules *resolver
 	// surveyed are the boundaries the survey gave the cameras it found.
 	surveyed map[string]time.Time
+	// countedBefore is where the sections of earlier runs of the job got
+	// to (KindProgress.SectionedTo): they counted the cameras before it.
+	// counted are the cameras this run's sections counted, so that the
+	// last section, which meets every camera again, counts each once.
+	countedBefore string
+	counted       map[string]struct{}
 }
 
 // purgeEmbedded runs one kind of a job on a store that tallies its rows,
@@ -91,15 +96,16 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	if p.Phase == phaseDone {
 		return nil
 	}
-	if j.CancelRequested && p.Phase != phaseOrphans && p.IndexBefore.IsZero() {
-		return errCancelled // nothing deleted yet
+	if j.CancelRequested && p.Phase != phaseOrphans && p.IndexPending == 0 {
+		return errCancelled // no index row waits for its range deletion
 	}
 	if p.Phase == phaseWork || p.Phase == phaseSweep || (p.Phase == phasePlan && !p.PlannedAt.IsZero()) {
 		if j, err = e.adoptQueueJob(ctx, j, kind); err != nil {
 			return err
 		}
 	}
-	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind), through: j.reach(kind)}
+	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind), through: j.reach(kind),
+		countedBefore: p.SectionedTo, counted: map[string]struct{}{}}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
 	if j.DryRun {
@@ -108,15 +114,25 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	ctx, endSpan := e.startSpan(ctx, spanName)
 	switch {
 	case p.Phase == phaseOrphans:
-		if err = r.dropOrphans(ctx, j); err == nil && j.CancelRequested {
+		// Resumed in its orphans pass; sections may be left after it.
+		if err = r.dropOrphans(ctx); err == nil && j.CancelRequested {
 			err = errCancelled
+		}
+		if err == nil {
+			if j, _, err = e.jobs.get(ctx, id); err == nil && j.progress(kind).Phase == phasePlan {
+				if err = r.run(ctx, j); err != nil {
+					err = r.stopped(ctx, err)
+				}
+			}
 		}
 	case j.CancelRequested:
 		// Cancelled after some sections, and stopped (a restart) before
 		// their orphans went.
-		err = r.stopped(ctx, j, "sections done", p.IndexBefore, errCancelled)
+		err = r.stopped(ctx, errCancelled)
 	default:
-		err = r.run(ctx, j)
+		if err = r.run(ctx, j); err != nil {
+			err = r.stopped(ctx, err)
+		}
 	}
 	endSpan(err)
 	return err
@@ -164,19 +180,18 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	if err := r.purger.AwaitTally(ctx, r.primary); err != nil {
 		return err
 	}
-	if j.UsePolicies {
-		var err error
-		if r.policies, err = r.e.policies.resolver(ctx, r.kind, j.Created); err != nil {
-			return err
-		}
+	var err error
+	if r.rules, err = r.e.rules(ctx, j, r.kind); err != nil {
+		return err
 	}
-	if !j.UsePolicies && !j.DryRun && r.e.paceStep(j) == math.MaxInt64 && r.e.outbox == nil {
+	if !j.UsePolicies && len(r.rules.holds) == 0 && !j.DryRun && r.e.paceStep(j) == math.MaxInt64 && r.e.outbox == nil {
 		// Every camera has the job's boundary: a fleet that fits one section
 		// needs no survey. A larger one stops the section, which commits
-		// nothing, at its limit. (A paced job surveys, to size its sections.)
+		// nothing, at its limit. (A paced job surveys, to size its sections;
+		// one with holds, to stop the index's range deletion before them.)
 		err := r.section(ctx, "", "", "", r.through, true, r.e.opts.SectionCameras)
 		if !errors.Is(err, errSectionFull) {
-			return r.finishRun(ctx, j, "", r.through, err)
+			return r.finishRun(ctx, err)
 		}
 	}
 	cameras, indexBefore, err := r.survey(ctx, j)
@@ -186,6 +201,10 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	if j.DryRun {
 		var c Counts
 		for _, s := range cameras {
+			if s.held {
+				c.DevicesTotal++
+				c.DevicesHeld++
+			}
 			if s.rows > 0 {
 				c.DevicesTotal++
 				c.DevicesDone++
@@ -204,9 +223,6 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	r.surveyed = make(map[string]time.Time, len(cameras))
 	for _, s := range cameras {
 		r.surveyed[s.id] = s.boundary
-		if s.rows > 0 {
-			r.planned = append(r.planned, s.id)
-		}
 	}
 	// Every section but the last covers a range of camera ids; the last
 	// covers them all, so it also catches what was created since. A paced
@@ -234,7 +250,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 			err = r.section(ctx, from, to, from, indexBefore, false, 0)
 		}
 		if err != nil {
-			return r.stopped(ctx, j, from, indexBefore, err)
+			return err
 		}
 		from, rows, n, budget = to, 0, 0, sectionRows()
 	}
@@ -242,48 +258,58 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	if err == nil {
 		err = r.section(ctx, "", "", from, indexBefore, true, 0)
 	}
-	return r.finishRun(ctx, j, from, indexBefore, err)
+	return r.finishRun(ctx, err)
 }
 
 // finishRun ends a run whose last section ended with err: with the orphan
-// pass it may have left, or stopped (see stopped).
-func (r *embeddedRun) finishRun(ctx context.Context, j *Job, done string, indexBefore time.Time, err error) error {
-	if err != nil {
-		return r.stopped(ctx, j, done, indexBefore, err)
-	}
-	cur, _, err := r.e.jobs.get(ctx, r.id)
+// pass it may have left.
+func (r *embeddedRun) finishRun(ctx context.Context, err error) error {
 	if err != nil {
 		return err
 	}
-	return r.dropOrphans(ctx, cur)
+	return r.dropOrphans(ctx)
 }
 
 // errSectionFull stops a section that met more cameras than its limit.
 var errSectionFull = errors.New("retention: more cameras than one section holds")
 
-// stopped ends a run that err stopped before the section of the cameras
-// from done. A cancel after some sections leaves their cameras' index rows,
-// which only the last section deletes by range: they go by the orphan pass,
-// and the job then ends cancelled with the counts of what it deleted.
-func (r *embeddedRun) stopped(ctx context.Context, j *Job, done string, indexBefore time.Time, err error) error {
-	if !errors.Is(err, errCancelled) || done == "" {
+// stopped ends a run that err stopped (a cancel, or a failure). Its
+// committed sections deleted primary rows whose index rows wait for the
+// last section's range deletion (KindProgress.IndexPending): they go by
+// the orphans pass, counted as it deletes them, and the job then ends, by
+// err, with the counts of what it deleted. A run stopped by its process
+// going away or its lease lost leaves them to the run that resumes it.
+func (r *embeddedRun) stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
 		return err
 	}
-	cur, err := r.e.updateJob(ctx, r.id, func(j *Job) error {
-		p := j.progress(r.kind)
-		if p.IndexBefore.IsZero() {
-			p.IndexBefore = indexBefore
+	j, _, gerr := r.e.jobs.get(ctx, r.id)
+	if gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	if p := j.progress(r.kind); p.Phase != phaseOrphans && p.IndexPending == 0 {
+		return err
+	}
+	if _, uerr := r.e.updateJob(ctx, r.id, func(j *Job) error {
+		if p := j.progress(r.kind); p.Phase != phaseOrphans {
+			toOrphans(p, true)
 		}
-		p.Phase, p.Orphans = phaseOrphans, &store.Range{To: store.MinutePartitionKey(p.IndexBefore)}
 		return nil
-	})
-	if err != nil {
-		return err
+	}); uerr != nil {
+		return errors.Join(err, uerr)
 	}
-	if err := r.dropOrphans(ctx, cur); err != nil {
-		return err
+	if oerr := r.dropOrphans(ctx); oerr != nil {
+		return oerr
 	}
-	return errCancelled
+	return err
+}
+
+// toOrphans leaves the index rows before p.IndexBefore whose primary rows
+// are gone to the orphans pass, which counts them as it deletes them; the
+// kind's sections resume after it if sectionsLeft.
+func toOrphans(p *KindProgress, sectionsLeft bool) {
+	p.Phase, p.Orphans, p.OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(p.IndexBefore)}, nil
+	p.IndexPending, p.SectionsLeft = 0, sectionsLeft
 }
 
 // survey reads the tallies up to the newest boundary or thinning window,
@@ -304,13 +330,13 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 			if !any {
 				return nil
 			}
-			c, err := r.rule(ctx, j, t.PartitionKey, oldest)
+			c, err := r.rule(ctx, t.PartitionKey, oldest)
 			if err != nil {
 				return err
 			}
 			i = len(out)
 			at[t.PartitionKey] = i
-			out = append(out, surveyed{id: t.PartitionKey, boundary: c.boundary, thin: c.thin})
+			out = append(out, surveyed{id: t.PartitionKey, boundary: c.boundary, thin: c.thin, held: c.held})
 			if c.boundary.IsZero() {
 				indexBefore = minTime(indexBefore, oldest)
 			} else {
@@ -330,320 +356,14 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 	return out, indexBefore, err
 }
 
-// rule is a camera's: the job's boundary without policies, else its
-// policy's boundary, zero if its rows are kept by age (no retention, or a
-// legal hold), and its tiers' windows. oldest is its oldest row: the hold
-// is read only for a camera whose policy deletes some.
-func (r *embeddedRun) rule(ctx context.Context, j *Job, camera string, oldest time.Time) (cameraRule, error) {
-	if r.policies == nil {
-		if j.SpareHeld {
-			if held, err := r.e.policies.held(ctx, camera); err != nil || held {
-				return cameraRule{}, err
-			}
-		}
-		return cameraRule{boundary: j.Boundary(), purge: true}, nil
-	}
-	c, err := r.policies.resolve(ctx, camera, oldest)
+// rule is a camera's (see resolver.resolve), its boundary zero if its
+// rows are kept by age (no retention, or a legal hold).
+func (r *embeddedRun) rule(ctx context.Context, camera string, oldest time.Time) (cameraRule, error) {
+	c, err := r.rules.resolve(ctx, camera, oldest)
 	if !c.purge {
 		c.boundary = time.Time{}
 	}
 	return c, err
-}
-
-// section purges the cameras with ids in [from, to) (all of them when
-// last) in one exclusive batch with the job's record. indexBefore is the
-// minute the survey found the index can go by range up to; the last
-// section deletes the index by range, up to the oldest minute a kept
-// camera has by then.
-//
-// A camera before resolveFrom was resolved by an earlier section: its
-// policy and hold are read again only if it has rows before the boundary
-// it got then (an old image created since).
-//
-// A section with a limit above 0 fails with errSectionFull, committing
-// nothing, once it meets more cameras than that.
-func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
-	ended := false
-	var deleted Counts // what the committed batch deleted
-	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
-		j, _, err := r.e.jobs.get(ctx, r.id)
-		if err != nil {
-			return err
-		}
-		if err := checkLease(ctx, j); err != nil {
-			return err
-		}
-		if j.CancelRequested {
-			return errCancelled
-		}
-		p := j.progress(r.kind)
-		if !p.IndexBefore.IsZero() {
-			indexBefore = p.IndexBefore // a resumed job keeps the first run's
-		}
-		// Sized for the section's cameras: growing the map was a tenth of a
-		// section's time at 4,000 cameras.
-		hint := len(r.surveyed)
-		if limit > 0 {
-			hint = min(hint, limit)
-		}
-		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
-			limit: limit, seen: make(map[string]sectionCamera, hint)}
-		if r.e.outbox != nil {
-			s.outbox = &outboxWriter{table: r.e.outbox, b: b, job: j.ID, kind: r.kind, at: r.e.opts.Now().UTC()}
-		}
-		if !p.KeptBefore.IsZero() {
-			s.keptBefore = minTime(s.keptBefore, p.KeptBefore)
-		}
-		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
-		if err != nil {
-			return err
-		}
-		if s.outbox != nil {
-			if err := s.outbox.finish(); err != nil {
-				return err
-			}
-		}
-		p.Counts.add(s.c)
-		deleted = s.c
-		p.IndexBefore, p.KeptBefore = indexBefore, s.keptBefore
-		if last {
-			if ended, err = r.endSections(b, j, p); err != nil {
-				return err
-			}
-		}
-		e, err := jobEntity(j)
-		if err != nil {
-			return err
-		}
-		_, err = b.Put(r.e.jobs.table, e)
-		return err
-	})
-	if err == nil {
-		r.e.countDeleted(r.kind, deleted)
-	}
-	if err == nil && !ended {
-		r.e.notify() // the job's record changed: wake its watchers (finish wakes them to its end)
-	}
-	return err
-}
-
-// sectionScan is one section's pass over its cameras' tallies, within
-// the section's batch.
-type sectionScan struct {
-	r           *embeddedRun
-	j           *Job
-	b           store.PurgeBatch
-	resolveFrom string
-	indexBefore time.Time // the index partitions before it go by range
-	keptBefore  time.Time // the oldest row a kept camera keeps
-	limit       int       // cameras in the section; 0: no limit
-	seen        map[string]sectionCamera
-	c           Counts // what the section deletes
-	// outbox, with Options.Outbox, stages the deleted images' outbox rows.
-	outbox *outboxWriter
-}
-
-// sectionCamera is what a section has learnt of a camera.
-type sectionCamera struct {
-	boundary time.Time // its rows before it go; zero: it keeps them
-	// thin are the windows its tiers thin in this section: none for a
-	// camera an earlier section thinned.
-	thin   []thinWindow
-	purged bool
-}
-
-// tally deletes a camera's rows of one day before its boundary, finding
-// the boundary at the camera's first tally, and their index rows.
-func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
-	r := s.r
-	cam, ok := s.seen[t.PartitionKey]
-	if !ok {
-		oldest, any := t.Oldest()
-		if !any {
-			return nil
-		}
-		if s.limit > 0 && len(s.seen) >= s.limit {
-			return errSectionFull
-		}
-		// A camera an earlier section resolved is not thinned again here:
-		// its section did, and a hold placed since must stand. What lands
-		// in its windows meanwhile waits for the next pass.
-		bnd, known := r.surveyed[t.PartitionKey]
-		var thin []thinWindow
-		switch {
-		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
-			// Kept when surveyed; an earlier section saw it so too.
-			s.keptBefore = minTime(s.keptBefore, oldest)
-		case known && t.PartitionKey < s.resolveFrom && t.RowsBefore(bnd) == 0:
-			// Purged by an earlier section, nothing created since.
-			bnd = time.Time{}
-		default:
-			c, err := r.rule(ctx, s.j, t.PartitionKey, oldest)
-			if err != nil {
-				return err
-			}
-			bnd, thin = c.boundary, c.thin
-			if bnd.IsZero() {
-				s.keptBefore = minTime(s.keptBefore, oldest)
-				if len(thin) == 0 && r.wasPlanned(t.PartitionKey) {
-					s.c.DevicesHeld++
-				}
-			} else {
-				s.keptBefore = minTime(s.keptBefore, bnd)
-			}
-		}
-		cam = sectionCamera{boundary: bnd, thin: thin}
-	}
-	wasPurged := cam.purged
-	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
-		if s.outbox != nil {
-			// Read before the batch deletes them, for their blob URIs.
-			err := r.eachRow(ctx, t.PartitionKey, t.Day, minTime(cam.boundary, t.Day.Add(24*time.Hour)), []string{images.PropBlobURI},
-				func(e store.Entity) error { return s.outbox.add(ctx, t.PartitionKey, e) })
-			if err != nil {
-				return err
-			}
-		}
-		n, err := s.b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			cam.purged = true
-			s.c.MetadataRows += n
-			indexRows, err := r.deleteIndexRows(ctx, s.b, t, s.indexBefore, cam.boundary)
-			if err != nil {
-				return err
-			}
-			s.c.IndexRows += indexRows
-		}
-	}
-	if len(cam.thin) > 0 {
-		n, indexRows, err := r.thinDay(ctx, s.b, t, cam.thin, s.outbox)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			cam.purged = true
-			s.c.MetadataRows += n
-			s.c.ThinnedRows += n
-			s.c.IndexRows += indexRows
-		}
-	}
-	if cam.purged && !wasPurged {
-		s.c.DevicesTotal++
-		s.c.DevicesDone++
-	}
-	if !ok || cam.purged != wasPurged {
-		s.seen[t.PartitionKey] = cam
-	}
-	return nil
-}
-
-// thinDay thins a camera's day in its windows: each run of intervals its
-// tally shows with more than one row is thinned by ThinRows (a pano's
-// keeper the first clear-day image of its interval, when there is one),
-// and the deleted rows' index rows go by their derived keys in the same
-// batch, unread: a key read per row was two thirds of a thinning's time.
-// It returns the primary and index rows it deleted, one index row per
-// primary row, as every create writes them (in either form).
-func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []thinWindow, outbox *outboxWriter) (rows, indexRows int64, err error) {
-	var prefer func(store.Entity) bool
-	if r.kind == images.Pano {
-		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
-	}
-	for _, span := range thinSpans(t, windows) {
-		deleted, err := b.ThinRows(ctx, r.primary, t.PartitionKey, span.from, span.to, span.every, prefer)
-		if err != nil {
-			return 0, 0, err
-		}
-		rows += int64(len(deleted))
-		for _, rowKey := range deleted {
-			if outbox != nil {
-				// The batch has not deleted it yet: the store still has it.
-				e, err := r.primary.Get(ctx, t.PartitionKey, rowKey)
-				if err != nil {
-					return 0, 0, err
-				}
-				if err := outbox.add(ctx, t.PartitionKey, e); err != nil {
-					return 0, 0, err
-				}
-			}
-			for _, k := range r.repo.IndexKeys(t.PartitionKey, rowKey) {
-				if err := b.DeleteUnread(r.index, k); err != nil {
-					return 0, 0, err
-				}
-			}
-		}
-	}
-	indexRows = rows
-	return rows, indexRows, nil
-}
-
-// endSections is the last section's own work, in its batch: the index
-// partitions before the sections' minute go by range, and the job ends
-// unless orphaned index rows are left to delete.
-func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (ended bool, err error) {
-	ranged := p.IndexBefore
-	p.Phase = phaseDone
-	if p.KeptBefore.Before(p.IndexBefore) {
-		// A camera kept since the survey has rows before the minute the
-		// earlier sections left to the range deletion: stop it there; the
-		// index rows in between whose rows are gone go next.
-		ranged = p.KeptBefore
-		p.Phase, p.Orphans = phaseOrphans, &store.Range{From: store.MinutePartitionKey(p.KeptBefore), To: store.MinutePartitionKey(p.IndexBefore)}
-	}
-	if err := b.DeletePartitions(r.index, images.ExpiredIndex(ranged)); err != nil {
-		return false, err
-	}
-	if ended = r.endsJob(j); ended {
-		// The job's end and its marker's drop ride in this batch: two synced
-		// writes fewer (finish sees it ended).
-		r.e.end(j, nil)
-		if _, err := b.Delete(r.e.jobs.table, store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
-			return false, err
-		}
-	}
-	return ended, nil
-}
-
-// endsJob reports whether a last section that leaves this kind done ends
-// j: every other kind is done too.
-func (r *embeddedRun) endsJob(j *Job) bool {
-	for _, p := range j.Kinds {
-		if p.Phase != phaseDone {
-			return false
-		}
-	}
-	return !j.DryRun
-}
-
-// deleteIndexRows deletes, by their derived keys, the index rows of a
-// camera's day's rows between indexBefore (before which the index goes by
-// range) and the camera's boundary, and counts the index rows the purge
-// removes of that day: those the range deletion takes and those.
-func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (int64, error) {
-	n := t.RowsBefore(minTime(indexBefore, boundary))
-	if !boundary.After(indexBefore) {
-		return n, nil
-	}
-	start, end := maxTime(indexBefore, t.Day), minTime(boundary, t.Day.Add(24*time.Hour))
-	if !start.Before(end) {
-		return n, nil
-	}
-	err := r.eachRow(ctx, t.PartitionKey, start, end, []string{}, func(e store.Entity) error {
-		for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
-			found, err := b.Delete(r.index, k)
-			if err != nil {
-				return err
-			}
-			if found {
-				n++
-			}
-		}
-		return nil
-	})
-	return n, err
 }
 
 // eachRow visits a camera's primary rows captured in [start, end), newest
@@ -672,47 +392,6 @@ func (r *embeddedRun) eachRow(ctx context.Context, camera string, start, end tim
 		}
 		scan.Resume = page.Next
 	}
-}
-
-// dropOrphans deletes the index rows of the job's orphan partitions
-// (KindProgress.Orphans) whose primary rows are gone, then marks the kind
-// done. It needs no exclusive batch: each delete holds only if the row is
-// still the version read, and a primary row comes back only with a create
-// that rewrites its index row too. Their rows were counted when their
-// primary rows went.
-func (r *embeddedRun) dropOrphans(ctx context.Context, j *Job) error {
-	p := j.progress(r.kind)
-	if p.Phase != phaseOrphans || p.Orphans == nil {
-		return nil
-	}
-	err := r.repo.EachIndexRow(ctx, *p.Orphans, func(row images.IndexRow) error {
-		if row.CameraID == "" {
-			return nil
-		}
-		_, err := r.primary.Get(ctx, row.CameraID, row.RowKey)
-		if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		err = r.index.Delete(ctx, row.PartitionKey, row.Key.RowKey, row.ETag)
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	_, err = r.e.updateJob(ctx, r.id, func(j *Job) error {
-		p := j.progress(r.kind)
-		p.Phase, p.Orphans = phaseDone, nil
-		return nil
-	})
-	return err
-}
-
-func (r *embeddedRun) wasPlanned(camera string) bool {
-	i := sort.SearchStrings(r.planned, camera)
-	return i < len(r.planned) && r.planned[i] == camera
 }
 
 func minTime(a, b time.Time) time.Time {

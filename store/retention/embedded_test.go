@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -372,5 +373,108 @@ func TestEmbeddedCancelledThenRestartedDeletesItsOrphans(t *testing.T) {
 	}
 	if after.primaryOld != after.indexOld || after.primaryOld != (cameras-2)*expiredPerCamera {
 		t.Errorf("after the restart %+v: want three cameras left with both rows, no orphan", after)
+	}
+}
+
+// TestEmbeddedPurgeFailingAtAnySectionCountsWhatItDeleted fails each
+// section of a purge in turn (the store refuses its batch): the job ends
+// failed with exactly the rows it deleted counted, primary and index
+// alike, each camera once; no index row is left without its primary row
+// (the orphans pass deleted those whose range deletion never came); and
+// the next purge deletes, and counts, the rest.
+func TestEmbeddedPurgeFailingAtAnySectionCountsWhatItDeleted(t *testing.T) {
+	const cameras = 5
+	// The first batch is the try at one section, which five cameras
+	// overflow; five sections of one camera follow, the last of them
+	// covering every camera.
+	for failAt := 2; failAt <= cameras+1; failAt++ {
+		t.Run(fmt.Sprintf("section %d", failAt-1), func(t *testing.T) {
+			opts := quickOptions()
+			opts.SectionCameras = 1
+			f := newFixture(t, opts)
+			f.seed(t, cameras)
+			var batches atomic.Int32
+			f.openEngine(t, &hookedBackend{Backend: f.base, before: func(_, op string, _ []store.Key) error {
+				if op == "exclusive" && batches.Add(1) == int32(failAt) {
+					return errors.New("test: the store refuses this section")
+				}
+				return nil
+			}})
+			f.run(t)
+			boundary := cutoff.Truncate(time.Minute)
+			before := f.census(t, images.Single, boundary)
+			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+			if j.State != retention.Failed {
+				t.Fatalf("state %s, want failed", j.State)
+			}
+			after := f.census(t, images.Single, boundary)
+			c := j.Totals()
+			purged := int64(failAt - 2)
+			want := retention.Counts{DevicesTotal: purged, DevicesDone: purged, MetadataRows: purged * expiredPerCamera, IndexRows: purged * expiredPerCamera}
+			wantCounts(t, "failed purge", c, want)
+			if gone := before.primaryOld - after.primaryOld; gone != c.MetadataRows {
+				t.Errorf("%d primary rows gone, %d counted", gone, c.MetadataRows)
+			}
+			if gone := before.indexOld - after.indexOld; gone != c.IndexRows {
+				t.Errorf("%d index rows gone, %d counted", gone, c.IndexRows)
+			}
+			f.checkEveryIndexRowHasItsPrimary(t, images.Single)
+			next := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+			rest := int64(cameras) - purged
+			wantCounts(t, "next purge", next.Totals(), retention.Counts{DevicesTotal: rest, DevicesDone: rest,
+				MetadataRows: rest * expiredPerCamera, IndexRows: rest * expiredPerCamera})
+			if got := f.census(t, images.Single, boundary); got.primaryOld != 0 || got.indexOld != 0 {
+				t.Errorf("after the next purge %+v", got)
+			}
+		})
+	}
+}
+
+// checkEveryIndexRowHasItsPrimary checks that the kind's primary rows and
+// the rows its index rows name are the same.
+func (f *fixture) checkEveryIndexRowHasItsPrimary(t *testing.T, kind images.Kind) {
+	t.Helper()
+	primary, _ := f.repo(kind).Tables()
+	have := map[string][]string{}
+	for _, e := range rows(t, primary) {
+		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
+	}
+	indexed := f.indexedRowKeys(t, kind)
+	for camera, keys := range indexed {
+		slices.Sort(keys)
+		slices.Sort(have[camera])
+		if !slices.Equal(keys, have[camera]) {
+			t.Errorf("%s %s: index rows name %v, primary rows are %v", kind, camera, keys, have[camera])
+		}
+	}
+}
+
+// TestEmbeddedCountsEachCameraOnce: a camera an earlier section purged
+// that gets an old image before the last section, which meets every
+// camera again, is purged again there, its rows counted, but it is one
+// camera of the job's devices_total and devices_done, not two.
+func TestEmbeddedCountsEachCameraOnce(t *testing.T) {
+	opts := quickOptions()
+	opts.SectionCameras = 1
+	f := newFixture(t, opts)
+	const cameras = 4
+	f.seed(t, cameras)
+	repo := f.repo(images.Single)
+	var batches atomic.Int32
+	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(_, op string, _ []store.Key) error {
+		// Batches: the try at one section, then cam-000's, and cam-001's.
+		if op != "exclusive" || batches.Add(1) != 3 {
+			return nil
+		}
+		// The create waits for no section: this hook runs before one takes the store.
+		_, err := repo.Create(context.Background(), images.Image{CameraID: "cam-000", CapturedAt: base.Add(-time.Hour)})
+		return err
+	}})
+	f.run(t)
+	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	wantCounts(t, "purge", j.Totals(), retention.Counts{DevicesTotal: cameras, DevicesDone: cameras,
+		MetadataRows: cameras*expiredPerCamera + 1, IndexRows: cameras*expiredPerCamera + 1})
+	if got := f.census(t, images.Single, cutoff.Truncate(time.Minute)); got.primaryOld != 0 || got.indexOld != 0 {
+		t.Errorf("after the purge %+v", got)
 	}
 }

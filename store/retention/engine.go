@@ -305,16 +305,13 @@ type StartRequest struct {
 	// after Now. Ignored with UsePolicies.
 	Cutoff time.Time
 	// UsePolicies gives each camera the cutoff of its retention policy
-	// (now less its days) and spares the cameras on legal hold; kinds that
-	// no policy sets a retention for are left out of the job, and a job
-	// left with no kind fails with ErrNoPolicies.
+	// (now less its days); kinds that no policy sets a retention for are
+	// left out of the job, and a job left with no kind fails with
+	// ErrNoPolicies. Every purge, with policies or by Cutoff, spares the
+	// cameras on legal hold.
 	UsePolicies bool
 	// DryRun counts without deleting.
 	DryRun bool
-	// SpareHeld keeps the cameras on legal hold out of a purge by Cutoff,
-	// as a purge with policies does: a storage budget's purges (budget.go).
-	// Only the embedded store's engine runs such purges.
-	SpareHeld bool
 	// RowsPerSecond caps the rows the job deletes per second in each
 	// process working on it, not across processes; Options.RowsPerSecond
 	// applies too, and the lower binds. 0 means no cap of its own.
@@ -332,11 +329,8 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	if req.Cutoff.After(now) && !req.UsePolicies {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
-	if req.SpareHeld && (req.UsePolicies || e.purger == nil) {
-		return nil, errors.New("retention: SpareHeld is for purges by cutoff on the embedded store")
-	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
-		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies, SpareHeld: req.SpareHeld,
+		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies,
 		Outbox: e.outbox != nil && e.purger == nil && !req.DryRun}
 	var reaches map[images.Kind]reach
 	if req.UsePolicies {

@@ -52,8 +52,9 @@ type Counts struct {
 	// and is exact, or a lower bound, with it. Orphans of creates that
 	// never wrote their primary row are deleted uncounted (see janitor).
 	IndexRows int64 `json:"indexRows"`
-	// DevicesHeld counts the cameras of a purge with policies that a legal
-	// hold placed after planning spared: planned, never deleted.
+	// DevicesHeld counts the cameras with rows the purge would delete or
+	// thin that a legal hold spared, placed before the purge or while it
+	// ran, before their deletes began; they are in DevicesTotal too.
 	DevicesHeld int64 `json:"devicesHeld,omitempty"`
 	// ThinnedRows counts the primary rows of MetadataRows that thinning
 	// tiers deleted rather than age (their index rows are in IndexRows).
@@ -130,8 +131,21 @@ type KindProgress struct {
 	// goes by range only before it.
 	KeptBefore time.Time `json:"keptBefore,omitzero"`
 	// Orphans are the index partitions whose rows without a primary row
-	// the embedded purge deletes in its orphans phase.
-	Orphans *store.Range `json:"orphans,omitempty"`
+	// the embedded purge deletes in its orphans phase, from OrphansAt on
+	// (nil: their start); SectionsLeft says the kind's sections resume
+	// after it (a run stopped before its last section).
+	Orphans      *store.Range  `json:"orphans,omitempty"`
+	OrphansAt    *store.Cursor `json:"orphansAt,omitempty"`
+	SectionsLeft bool          `json:"sectionsLeft,omitempty"`
+	// IndexPending, on the embedded store, counts the index rows of the
+	// primary rows the sections deleted that the last section's range
+	// deletion takes: they are counted in Counts.IndexRows when it does,
+	// or by the orphans pass as it deletes them (a run that stops first).
+	IndexPending int64 `json:"indexPending,omitempty"`
+	// SectionedTo, on the embedded store, is the camera id the committed
+	// sections but the last reached: they counted the cameras before it,
+	// so a resumed run counts each camera once.
+	SectionedTo string `json:"sectionedTo,omitempty"`
 }
 
 // Job is one purge.
@@ -168,9 +182,6 @@ type Job struct {
 	// UsePolicies gives each camera the cutoff of its retention policy,
 	// counted from Created; Cutoff is then the newest of them.
 	UsePolicies bool `json:"usePolicies,omitempty"`
-	// SpareHeld keeps the cameras on legal hold out of a purge by Cutoff:
-	// a storage budget's (see StartRequest).
-	SpareHeld bool `json:"spareHeld,omitempty"`
 	// LostTask names a task whose record its last delivery could not
 	// write (see Engine.unrecorded): the job ends failed.
 	LostTask string `json:"lostTask,omitempty"`

@@ -171,11 +171,9 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		group, groupBytes = nil, 0
 		return err
 	}
-	var policies *resolver
-	if p.job.UsePolicies {
-		if policies, err = p.e.policies.resolver(ctx, p.kind, p.job.Created); err != nil {
-			return false, err
-		}
+	rules, err := p.e.rules(ctx, p.job, p.kind)
+	if err != nil {
+		return false, err
 	}
 	expired := images.ExpiredIndex(p.job.reach(p.kind))
 	err = p.e.repos[p.kind].EachIndexRow(ctx, expired, func(row images.IndexRow) error {
@@ -183,20 +181,22 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
 			return nil
 		}
+		// The scan meets a camera first at its oldest row: if that one is
+		// not expired by the camera's own cutoff, none is, and the camera
+		// costs nothing more (unless its tiers thin it). A held camera is
+		// planned held: counted, never deleted.
+		c, err := rules.plan(ctx, device, row)
+		if err != nil {
+			return err
+		}
 		d := &taskDevice{ID: device}
-		planned := true
-		if policies != nil {
-			// The scan meets a camera first at its oldest row: if that one
-			// is not expired by the camera's own cutoff, none is, and the
-			// camera costs nothing more (unless its tiers thin it).
-			c, err := policies.plan(ctx, device, row)
-			if err != nil {
-				return err
-			}
-			planned = c.purge || len(c.thin) > 0
+		if p.job.UsePolicies {
 			d.Boundary, d.NoAge, d.Thin = c.boundary, !c.purge, c.thin
 		}
-		if planned {
+		if c.held {
+			d.State = deviceHeld
+		}
+		if c.purge || len(c.thin) > 0 || c.held {
 			group = append(group, d)
 			if groupBytes += len(device); len(group) >= p.e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
 				if err := flush(); err != nil {
@@ -319,12 +319,9 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 	repo := e.repos[kind]
 	primary, _ := repo.Tables()
 	var c Counts
-	var policies *resolver
-	if j.UsePolicies {
-		var err error
-		if policies, err = e.policies.resolver(ctx, kind, j.Created); err != nil {
-			return Counts{}, false, err
-		}
+	rules, err := e.rules(ctx, j, kind)
+	if err != nil {
+		return Counts{}, false, err
 	}
 	for bucket := range n {
 		// Each camera seen, with its boundary: the job's, or in a purge
@@ -335,17 +332,22 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			if _, ok := seen.of[device]; ok || device == "" || bucketOf(device, n) != bucket {
 				return nil
 			}
+			rule, err := rules.plan(ctx, device, row)
+			if err != nil {
+				return err
+			}
 			d := &taskDevice{ID: device}
-			if policies != nil {
-				rule, err := policies.plan(ctx, device, row)
-				if err != nil {
-					return err
-				}
+			if j.UsePolicies {
 				d.Boundary, d.NoAge, d.Thin = rule.boundary, !rule.purge, rule.thin
 			}
 			seen.put(device, d.janitorBound())
 			if seen.full() {
 				return errOutgrown
+			}
+			if rule.held {
+				c.DevicesTotal++
+				c.DevicesHeld++
+				return nil
 			}
 			count, thinned, err := e.countCamera(ctx, kind, primary, d, j)
 			if err != nil || count == 0 {

@@ -63,9 +63,10 @@ func (t *faultTable) Update(ctx context.Context, e store.Entity, mode store.Writ
 // deliveries: its job ends failed instead of redelivering the task
 // forever, the kind's lock is free for the next purge, and the next purge
 // deletes the camera's rows once the store heals. A camera that could not
-// be counted or whose hold could not be read keeps all its rows, index
-// rows included, and is counted failed; the others of its task are
-// purged.
+// be counted keeps all its rows, index rows included, and is counted
+// failed; the others of its task are purged. The holds are read once per
+// task: when they cannot be, every camera of the task is kept and
+// counted failed.
 func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 	t.Parallel() // independent: stores and engines of its own
 	const victim = "cam-003"
@@ -78,6 +79,8 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 		// countsFailed: the job counts the victim failed, the rest done;
 		// else it just ends failed.
 		countsFailed bool
+		// wholeTask: one task holds every camera, all counted failed.
+		wholeTask bool
 	}{
 		{
 			name: "count",
@@ -89,10 +92,11 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 		{
 			name:        "hold read",
 			usePolicies: true,
-			fails: func(_, table, op string, k store.Key, _ store.Properties) bool {
-				return table == retention.DefaultHoldsTable && op == "get" && k.RowKey == victim
+			fails: func(_, table, op string, _ store.Key, _ store.Properties) bool {
+				return table == retention.DefaultHoldsTable && op == "query"
 			},
 			countsFailed: true,
+			wholeTask:    true,
 		},
 		{
 			name: "task write",
@@ -106,6 +110,9 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts := quickOptions()
+				if c.wholeTask {
+					opts.GroupSize = cameras
+				}
 				f := open(t, opts)
 				f.seed(t, cameras)
 				if c.usePolicies {
@@ -151,13 +158,18 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 				}
 				if c.countsFailed {
 					got := j.Totals()
-					if got.DevicesFailed != 1 || got.DevicesDone != cameras-1 || got.DevicesTotal != cameras {
-						t.Fatalf("counts %+v, want the victim alone failed", got)
+					failed := int64(1)
+					if c.wholeTask {
+						failed = cameras
+					}
+					if got.DevicesFailed != failed || got.DevicesDone != cameras-failed || got.DevicesTotal != cameras {
+						t.Fatalf("counts %+v, want %d failed", got, failed)
 					}
 					victimRows := int64(expiredPerCamera)
 					if c.usePolicies {
 						victimRows += keptPerCamera // a day's retention expires every fixture image
 					}
+					victimRows *= failed
 					left := f.census(t, images.Single, j.Boundary())
 					if left.primaryOld != victimRows || left.indexOld != victimRows {
 						t.Fatalf("after the failed purge %+v, want the victim's expired rows kept, index included", left)

@@ -61,7 +61,8 @@ type Policy struct {
 	ETag string
 }
 
-// Hold is a legal hold: no image of its camera is purged while it stands.
+// Hold is a legal hold: nothing of its camera is deleted while it stands,
+// by any purge, thinning pass or storage budget (see holdSet).
 type Hold struct {
 	CameraID string
 	// Reason says why, for operators.
@@ -402,16 +403,4 @@ func (p *Policies) update(ctx context.Context, t store.Table, pk, rk, ifMatch st
 			return err
 		}
 	}
-}
-
-// held reports whether the camera has a legal hold.
-func (p *Policies) held(ctx context.Context, cameraID string) (bool, error) {
-	_, err := p.holds.Get(ctx, holdsPart, cameraID)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	}
-	return false, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -68,57 +69,87 @@ func ruleOf(p Policy, k images.Kind) (kindRule, bool) {
 	return kindRule{days: p.Days[k], tiers: p.Tiers[k]}, p.sets(k)
 }
 
-// resolver gives each camera its rule of one kind: the camera's own
+// resolver gives each camera its rule of one kind of one job: in a purge
+// by cutoff the job's boundary; in a purge with policies the camera's own
 // policy, else the longest prefix policy, else the default, the first that
-// sets the kind (its days or its tiers). It holds the default and the
+// sets the kind (its days or its tiers). In both, a camera on legal hold
+// keeps everything (holdset.go). It is the one rule every path that
+// deletes asks: the embedded survey and sections, the queue design's plan
+// and dry run; the queue design's workers check the holds again before
+// each task (spareHeld). With policies it holds the default and the
 // prefix policies that set the kind (at most MaxPrefixPolicies) as they
 // stood when it was made; each camera costs a read of its own policy as it
-// stands when asked, and one of its hold if the policy deletes its rows.
+// stands when asked.
 type resolver struct {
 	p    *Policies
 	kind images.Kind
 	// now is the job's instant, from which days are counted.
-	now      time.Time
+	now time.Time
+	// fixed, in a purge by cutoff, is every camera's boundary.
+	fixed time.Time
+	// policies says the job uses them: def and prefixes are read.
+	policies bool
 	def      kindRule
 	prefixes map[string]kindRule
 	longest  int
+	// holds are the cameras on legal hold as last read (refreshHolds).
+	holds holdSet
 }
 
-func (p *Policies) resolver(ctx context.Context, kind images.Kind, now time.Time) (*resolver, error) {
-	r := &resolver{p: p, kind: kind, now: now, prefixes: map[string]kindRule{}}
-	def, err := p.GetPolicy(ctx, ScopeDefault, "")
+// rules returns the resolver of one kind of j, with the holds as they
+// stand now.
+func (e *Engine) rules(ctx context.Context, j *Job, kind images.Kind) (*resolver, error) {
+	r := &resolver{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary(), policies: j.UsePolicies}
+	if j.UsePolicies {
+		if err := r.readPolicies(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r, r.refreshHolds(ctx)
+}
+
+// refreshHolds reads the holds again: a hold placed since spares every
+// camera resolved from now on.
+func (r *resolver) refreshHolds(ctx context.Context) error {
+	holds, err := r.p.holdSet(ctx)
+	if err == nil {
+		r.holds = holds
+	}
+	return err
+}
+
+func (r *resolver) readPolicies(ctx context.Context) error {
+	r.prefixes = map[string]kindRule{}
+	def, err := r.p.GetPolicy(ctx, ScopeDefault, "")
 	switch {
 	case err == nil:
-		r.def, _ = ruleOf(def, kind)
+		r.def, _ = ruleOf(def, r.kind)
 	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
+		return err
 	}
 	q := store.Query{PartitionKey: string(ScopePrefix)}
 	for {
-		page, err := p.policies.Query(ctx, q)
+		page, err := r.p.policies.Query(ctx, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, e := range page.Entities {
-			if rule, ok := ruleOf(policyFromEntity(e), kind); ok {
+			if rule, ok := ruleOf(policyFromEntity(e), r.kind); ok {
 				if len(r.prefixes) >= MaxPrefixPolicies {
-					return nil, fmt.Errorf("%w: more than %d", ErrTooManyPrefixes, MaxPrefixPolicies)
+					return fmt.Errorf("%w: more than %d", ErrTooManyPrefixes, MaxPrefixPolicies)
 				}
 				r.prefixes[e.RowKey] = rule
 				r.longest = max(r.longest, len(e.RowKey))
 			}
 		}
 		if page.Next == nil {
-			return r, nil
+			return nil
 		}
 		q.Resume = page.Next
 	}
 }
 
-// plan resolves a camera met first at its oldest index row (see resolve):
-// a camera whose rows its policy keeps and does not thin costs a read of
-// its own policy alone; the hold is read only for one its policy would
-// purge or thin.
+// plan resolves a camera met first at its oldest index row (see resolve).
 func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (cameraRule, error) {
 	minute, err := time.Parse("200601021504", oldest.PartitionKey[:min(len(oldest.PartitionKey), 12)])
 	if err != nil {
@@ -138,44 +169,54 @@ type cameraRule struct {
 	purge bool
 	// thin are its tiers' windows, unless it has a hold or no row in them.
 	thin []thinWindow
+	// held says a legal hold keeps the camera whole that its rule would
+	// otherwise purge or thin: such a camera counts in Counts.DevicesHeld.
+	held bool
 }
 
 // resolve gives a camera whose oldest row lies in the minute that starts
 // at oldest its boundary, whether to purge it (its oldest row is before
 // the boundary and it has no legal hold), and the windows its tiers thin.
 func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (cameraRule, error) {
-	rule, found := kindRule{}, false
+	var c cameraRule
+	if r.policies {
+		rule, err := r.ruleOf(ctx, camera)
+		if err != nil {
+			return cameraRule{}, err
+		}
+		if rule.days > 0 {
+			c.boundary = r.now.Add(-Days(rule.days)).UTC().Truncate(time.Minute)
+		}
+		if c.thin = thinWindows(r.now, rule.days, rule.tiers); !oldest.Before(newestThinned(c.thin)) {
+			c.thin = nil
+		}
+	} else {
+		c.boundary = r.fixed
+	}
+	c.purge = !c.boundary.IsZero() && oldest.Before(c.boundary)
+	if (c.purge || len(c.thin) > 0) && r.holds.has(camera) {
+		return cameraRule{boundary: c.boundary, held: true}, nil
+	}
+	return c, nil
+}
+
+// ruleOf is the kind's rule of the policy that covers the camera.
+func (r *resolver) ruleOf(ctx context.Context, camera string) (kindRule, error) {
 	own, err := r.p.GetPolicy(ctx, ScopeCamera, camera)
 	switch {
 	case err == nil:
-		rule, found = ruleOf(own, r.kind)
+		if rule, found := ruleOf(own, r.kind); found {
+			return rule, nil
+		}
 	case !errors.Is(err, store.ErrNotFound):
-		return cameraRule{}, err
+		return kindRule{}, err
 	}
-	for i := min(len(camera), r.longest); !found && i > 0; i-- {
-		rule, found = r.prefixes[camera[:i]]
+	for i := min(len(camera), r.longest); i > 0; i-- {
+		if rule, found := r.prefixes[camera[:i]]; found {
+			return rule, nil
+		}
 	}
-	if !found {
-		rule = r.def
-	}
-	var c cameraRule
-	if rule.days > 0 {
-		c.boundary = r.now.Add(-Days(rule.days)).UTC().Truncate(time.Minute)
-		c.purge = oldest.Before(c.boundary)
-	}
-	thin := thinWindows(r.now, rule.days, rule.tiers)
-	if !oldest.Before(newestThinned(thin)) {
-		thin = nil
-	}
-	if !c.purge && len(thin) == 0 {
-		return c, nil
-	}
-	held, err := r.p.held(ctx, camera)
-	if err != nil || held {
-		return cameraRule{boundary: c.boundary}, err
-	}
-	c.thin = thin
-	return c, nil
+	return r.def, nil
 }
 
 // expiredFor reports whether an index row lies before a camera's boundary.
@@ -194,14 +235,17 @@ func boundaryRowKey(kind images.Kind, camera string) string {
 }
 
 // recordBoundaries writes the boundaries of a task's cameras, before the
-// task itself: a task recorded has its cameras' boundaries recorded. Each
-// batch keeps a place for the lease's guard (see ownedBatch).
+// task itself: a task recorded has its cameras' boundaries recorded. A
+// camera with none (held when planned) is left out: the janitor reads it
+// as not planned, which it is not, for deletes. Each batch keeps a place
+// for the lease's guard (see ownedBatch).
 func (s *taskStore) recordBoundaries(ctx context.Context, t *task) error {
 	const perBatch = store.MaxBatchOps - 1
-	for start := 0; start < len(t.Devices); start += perBatch {
-		end := min(start+perBatch, len(t.Devices))
+	devices := slices.DeleteFunc(slices.Clone(t.Devices), func(d *taskDevice) bool { return d.janitorBound().IsZero() })
+	for start := 0; start < len(devices); start += perBatch {
+		end := min(start+perBatch, len(devices))
 		ops := make([]store.Op, 0, end-start)
-		for _, d := range t.Devices[start:end] {
+		for _, d := range devices[start:end] {
 			ops = append(ops, store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{
 				PartitionKey: t.JobID, RowKey: boundaryRowKey(t.Kind, d.ID),
 				Properties: store.Properties{propBoundary: d.janitorBound()}}})

@@ -209,11 +209,11 @@ func purgeWithPolicies(t *testing.T, f *fixture, now time.Time) {
 		t.Errorf("job cutoff %s, want the newest in force %s", j.Cutoff, want)
 	}
 	want := expired(single) + expired(pano)
-	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesTotal != 12 || got.DevicesDone != 12 {
-		t.Errorf("counts %+v, want %d rows of each table, 12 cameras", got, want)
+	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesTotal != 14 || got.DevicesDone != 12 || got.DevicesHeld != 2 {
+		t.Errorf("counts %+v, want %d rows of each table, 12 cameras done and held-1 held, of each type", got, want)
 	}
-	if got := dry.Totals(); got.MetadataRows != want || got.IndexRows != want {
-		t.Errorf("dry run counts %+v, want %d rows of each table", got, want)
+	if got := dry.Totals(); got != j.Totals() {
+		t.Errorf("dry run counts %+v, want the purge's %+v", got, j.Totals())
 	}
 	f.checkKept(t, now, images.Single, single)
 	f.checkKept(t, now, images.Pano, pano)
@@ -385,8 +385,8 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 		t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
 	}
 	want := expired(days)
-	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesDone != 7 || got.DevicesTotal != 7 {
-		t.Errorf("resumed job counts %+v, want %d rows of each table, 7 cameras", got, want)
+	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesDone != 7 || got.DevicesHeld != 1 || got.DevicesTotal != 8 {
+		t.Errorf("resumed job counts %+v, want %d rows of each table, 7 cameras done and cam-held held", got, want)
 	}
 	restarted.checkKept(t, now, images.Single, days)
 	return dead

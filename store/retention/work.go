@@ -179,10 +179,8 @@ func (e *Engine) runTask(ctx context.Context, msg tablequeue.Message) (settlemen
 			return 0, err
 		}
 	}
-	if j.UsePolicies {
-		if err := e.spareHeld(ctx, t, lastAttempt); err != nil {
-			return 0, err
-		}
+	if err := e.spareHeld(ctx, t, lastAttempt); err != nil {
+		return 0, err
 	}
 	removed, failures := e.deleteCameras(ctx, repo, t, j)
 	deleted := e.settleCameras(t, removed, failures, lastAttempt)
@@ -425,24 +423,24 @@ func (e *Engine) deleteCameras(ctx context.Context, repo *images.Repository, t *
 }
 
 // spareHeld marks the task's pending cameras that are on legal hold now,
-// read just before their delete: a hold placed after planning still
-// spares a camera whose delete has not begun, index rows included. On the
-// task's last delivery a camera whose hold cannot be read is given up,
-// never deleted.
+// the holds read once just before their deletes: a hold placed after
+// planning still spares a camera whose delete has not begun, index rows
+// included. On the task's last delivery, holds that cannot be read give
+// up its pending cameras, never deleted.
 func (e *Engine) spareHeld(ctx context.Context, t *task, lastAttempt bool) error {
+	holds, err := e.policies.holdSet(ctx)
+	if err != nil && !lastAttempt {
+		return err
+	}
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
 		}
-		held, err := e.policies.held(ctx, d.ID)
-		switch {
-		case err != nil && lastAttempt:
+		if err != nil {
 			e.giveUp(t, d, err)
 			continue
-		case err != nil:
-			return err
 		}
-		if held {
+		if holds.has(d.ID) {
 			d.State = deviceHeld
 			e.log.Info("purge: camera on legal hold spared", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID)
 		}

@@ -162,9 +162,9 @@ type PurgeCounts struct {
 	MetadataRowsDeleted int64 `protobuf:"varint,5,opt,name=metadata_rows_deleted,json=metadataRowsDeleted,proto3" json:"metadata_rows_deleted,omitempty"`
 	// Index rows deleted (in a dry run: that a real run would delete).
 	IndexRowsDeleted int64 `protobuf:"varint,6,opt,name=index_rows_deleted,json=indexRowsDeleted,proto3" json:"index_rows_deleted,omitempty"`
-	// Cameras with expired rows that a legal hold placed while the purge ran
-	// spared (counted in devices_total, never deleted). Cameras held before
-	// the purge reached them are not counted at all.
+	// Cameras with rows the purge would delete or thin that a legal hold
+	// spared, placed before the purge or while it ran, before their deletes
+	// began (counted in devices_total, never deleted).
 	DevicesHeld int64 `protobuf:"varint,7,opt,name=devices_held,json=devicesHeld,proto3" json:"devices_held,omitempty"`
 	// metadata_rows_deleted may be short of the rows deleted: a purge task
 	// was cut off (a crash, a lost store answer) after deleting a camera's

@@ -49,8 +49,8 @@ const (
 // partitions, fans the deletes out per camera, deletes the primary rows and
 // then their index rows. Its cost follows the volume of expired data, not the
 // number of cameras. A purge with use_policies gives each camera the cutoff
-// of its retention policy and spares cameras on legal hold; the service
-// keeps the policies and holds.
+// of its retention policy; every purge, thinning pass and storage budget
+// spares the cameras on legal hold; the service keeps the policies and holds.
 type RetentionServiceClient interface {
 	// StartPurge starts a purge job and returns it at once; the job runs in the
 	// background. At most one purge runs per image type: a request overlapping a
@@ -110,11 +110,12 @@ type RetentionServiceClient interface {
 	// ABORTED if etag is set and stale. A purge running keeps the policy
 	// it read for the cameras it has planned; the next purge goes without.
 	DeleteRetentionPolicy(ctx context.Context, in *DeleteRetentionPolicyRequest, opts ...grpc.CallOption) (*DeleteRetentionPolicyResponse, error)
-	// CreateLegalHold places a legal hold on a camera: no purge with policies
-	// deletes any of its images while the hold stands, including a purge
-	// running when it is placed, for every camera whose delete has not begun.
-	// ALREADY_EXISTS if the camera is held. Purges with a fixed cutoff or
-	// retention_days (without use_policies) do not look at holds.
+	// CreateLegalHold places a legal hold on a camera: nothing deletes any of
+	// its images while the hold stands, whatever retention says: no purge (by
+	// retention_days, cutoff_time or use_policies, started or scheduled), no
+	// thinning and no storage budget, including a purge running when it is
+	// placed, for every camera whose delete has not begun. Its images never
+	// reach WatchDeletedImages. ALREADY_EXISTS if the camera is held.
 	CreateLegalHold(ctx context.Context, in *CreateLegalHoldRequest, opts ...grpc.CallOption) (*CreateLegalHoldResponse, error)
 	// GetLegalHold returns a camera's hold; NOT_FOUND if it has none.
 	GetLegalHold(ctx context.Context, in *GetLegalHoldRequest, opts ...grpc.CallOption) (*GetLegalHoldResponse, error)
@@ -354,8 +355,8 @@ func (c *retentionServiceClient) DeleteLegalHold(ctx context.Context, in *Delete
 // partitions, fans the deletes out per camera, deletes the primary rows and
 // then their index rows. Its cost follows the volume of expired data, not the
 // number of cameras. A purge with use_policies gives each camera the cutoff
-// of its retention policy and spares cameras on legal hold; the service
-// keeps the policies and holds.
+// of its retention policy; every purge, thinning pass and storage budget
+// spares the cameras on legal hold; the service keeps the policies and holds.
 type RetentionServiceServer interface {
 	// StartPurge starts a purge job and returns it at once; the job runs in the
 	// background. At most one purge runs per image type: a request overlapping a
@@ -415,11 +416,12 @@ type RetentionServiceServer interface {
 	// ABORTED if etag is set and stale. A purge running keeps the policy
 	// it read for the cameras it has planned; the next purge goes without.
 	DeleteRetentionPolicy(context.Context, *DeleteRetentionPolicyRequest) (*DeleteRetentionPolicyResponse, error)
-	// CreateLegalHold places a legal hold on a camera: no purge with policies
-	// deletes any of its images while the hold stands, including a purge
-	// running when it is placed, for every camera whose delete has not begun.
-	// ALREADY_EXISTS if the camera is held. Purges with a fixed cutoff or
-	// retention_days (without use_policies) do not look at holds.
+	// CreateLegalHold places a legal hold on a camera: nothing deletes any of
+	// its images while the hold stands, whatever retention says: no purge (by
+	// retention_days, cutoff_time or use_policies, started or scheduled), no
+	// thinning and no storage budget, including a purge running when it is
+	// placed, for every camera whose delete has not begun. Its images never
+	// reach WatchDeletedImages. ALREADY_EXISTS if the camera is held.
 	CreateLegalHold(context.Context, *CreateLegalHoldRequest) (*CreateLegalHoldResponse, error)
 	// GetLegalHold returns a camera's hold; NOT_FOUND if it has none.
 	GetLegalHold(context.Context, *GetLegalHoldRequest) (*GetLegalHoldResponse, error)

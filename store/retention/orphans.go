@@ -1,0 +1,96 @@
+package retention
+
+import (
+	"context"
+	"errors"
+
+	"github.com/metadatad/metadatad/store"
+)
+
+// orphansPage is how many index rows one batch of the orphans pass reads:
+// creates of old images wait for one batch at most.
+const orphansPage = 1000
+
+// dropOrphans is the embedded purge's orphans pass: it deletes the index
+// rows of the kind's orphan partitions (KindProgress.Orphans) whose
+// primary rows are gone, then ends the phase. Each page goes in one
+// exclusive batch that also records how many rows it deleted and where
+// the pass got to, so its counts are exact across crashes and a resumed
+// pass starts where the last batch ended. Under the batch's exclusion no
+// create of an expired image runs, so a primary row found gone stays gone
+// until the batch commits.
+func (r *embeddedRun) dropOrphans(ctx context.Context) error {
+	for {
+		done := false
+		var deleted int64
+		err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
+			deleted = 0
+			j, _, err := r.e.jobs.get(ctx, r.id)
+			if err != nil {
+				return err
+			}
+			if err := checkLease(ctx, j); err != nil {
+				return err
+			}
+			p := j.progress(r.kind)
+			if p.Phase != phaseOrphans || p.Orphans == nil {
+				done = true
+				return errNoOrphans
+			}
+			scan := r.repo.ScanIndexFrom(*p.Orphans, p.OrphansAt, orphansPage)
+			rows, more, err := scan.Next(ctx)
+			if err != nil {
+				return err
+			}
+			for _, row := range rows {
+				if row.CameraID == "" {
+					continue
+				}
+				_, err := r.primary.Get(ctx, row.CameraID, row.RowKey)
+				if !errors.Is(err, store.ErrNotFound) {
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				found, err := b.Delete(r.index, row.Key)
+				if err != nil {
+					return err
+				}
+				if found {
+					deleted++
+				}
+			}
+			p.Counts.IndexRows += deleted
+			p.OrphansAt = scan.Cursor()
+			if !more || p.OrphansAt == nil { // a last page may come with more
+				p.Phase = phaseDone
+				if p.SectionsLeft {
+					p.Phase = phasePlan
+				}
+				p.Orphans, p.OrphansAt, p.SectionsLeft, done = nil, nil, false, true
+			}
+			e, err := jobEntity(j)
+			if err != nil {
+				return err
+			}
+			_, err = b.Put(r.e.jobs.table, e)
+			return err
+		})
+		if errors.Is(err, errNoOrphans) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.e.countDeleted(r.kind, Counts{IndexRows: deleted})
+		r.e.notify()
+		if done {
+			return nil
+		}
+	}
+}
+
+// errNoOrphans stops an orphans batch that finds the phase over: it
+// commits nothing.
+var errNoOrphans = errors.New("retention: no orphans pass to run")

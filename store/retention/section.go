@@ -1,0 +1,350 @@
+package retention
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// section purges the cameras with ids in [from, to) (all of them when
+// last) in one exclusive batch with the job's record. indexBefore is the
+// minute the survey found the index can go by range up to; the last
+// section deletes the index by range, up to the oldest minute a kept
+// camera has by then.
+//
+// A camera before resolveFrom was resolved by an earlier section: its
+// policy and hold are read again only if it has rows before the boundary
+// it got then (an old image created since). The holds are read at the
+// section's start, under its exclusion: a hold placed before it spares
+// its cameras, one placed after waits for its commit.
+//
+// A section with a limit above 0 fails with errSectionFull, committing
+// nothing, once it meets more cameras than that.
+func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
+	ended := false
+	var deleted Counts // what the committed batch deleted
+	var counted map[string]struct{}
+	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
+		j, _, err := r.e.jobs.get(ctx, r.id)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(ctx, j); err != nil {
+			return err
+		}
+		if j.CancelRequested {
+			return errCancelled
+		}
+		if err := r.rules.refreshHolds(ctx); err != nil {
+			return err
+		}
+		p := j.progress(r.kind)
+		if !p.IndexBefore.IsZero() {
+			indexBefore = p.IndexBefore // a resumed job keeps the first run's
+		}
+		// Sized for the section's cameras: growing the map was a tenth of a
+		// section's time at 4,000 cameras.
+		hint := len(r.surveyed)
+		if limit > 0 {
+			hint = min(hint, limit)
+		}
+		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
+			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{}}
+		if r.e.outbox != nil {
+			s.outbox = &outboxWriter{table: r.e.outbox, b: b, job: j.ID, kind: r.kind, at: r.e.opts.Now().UTC()}
+		}
+		if !p.KeptBefore.IsZero() {
+			s.keptBefore = minTime(s.keptBefore, p.KeptBefore)
+		}
+		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
+		if err != nil {
+			return err
+		}
+		if s.outbox != nil {
+			if err := s.outbox.finish(); err != nil {
+				return err
+			}
+		}
+		p.Counts.add(s.c)
+		p.IndexPending += s.pending
+		deleted = s.c
+		p.IndexBefore, p.KeptBefore = indexBefore, s.keptBefore
+		if !last && to > p.SectionedTo {
+			p.SectionedTo = to
+		}
+		if last {
+			credited, err := r.endSections(b, j, p)
+			if err != nil {
+				return err
+			}
+			deleted.IndexRows += credited
+			ended = j.State.Terminal()
+		}
+		counted = s.counted
+		e, err := jobEntity(j)
+		if err != nil {
+			return err
+		}
+		_, err = b.Put(r.e.jobs.table, e)
+		return err
+	})
+	if err == nil {
+		r.e.countDeleted(r.kind, deleted)
+		maps.Copy(r.counted, counted)
+	}
+	if err == nil && !ended {
+		r.e.notify() // the job's record changed: wake its watchers (finish wakes them to its end)
+	}
+	return err
+}
+
+// sectionScan is one section's pass over its cameras' tallies, within
+// the section's batch.
+type sectionScan struct {
+	r           *embeddedRun
+	j           *Job
+	b           store.PurgeBatch
+	resolveFrom string
+	indexBefore time.Time // the index partitions before it go by range
+	keptBefore  time.Time // the oldest row a kept camera keeps
+	limit       int       // cameras in the section; 0: no limit
+	seen        map[string]sectionCamera
+	c           Counts // what the section deletes
+	// pending are the index rows of the rows it deletes that the last
+	// section's range deletion takes (KindProgress.IndexPending).
+	pending int64
+	// counted are the cameras it counts in c, devices purged or held.
+	counted map[string]struct{}
+	// outbox, with Options.Outbox, stages the deleted images' outbox rows.
+	outbox *outboxWriter
+}
+
+// sectionCamera is what a section has learnt of a camera.
+type sectionCamera struct {
+	boundary time.Time // its rows before it go; zero: it keeps them
+	// thin are the windows its tiers thin in this section: none for a
+	// camera an earlier section thinned.
+	thin   []thinWindow
+	purged bool
+	// counted says the camera is in the job's counts already.
+	counted bool
+}
+
+// tally deletes a camera's rows of one day before its boundary, finding
+// the boundary at the camera's first tally, and their index rows.
+func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
+	r := s.r
+	cam, ok := s.seen[t.PartitionKey]
+	if !ok {
+		oldest, any := t.Oldest()
+		if !any {
+			return nil
+		}
+		if s.limit > 0 && len(s.seen) >= s.limit {
+			return errSectionFull
+		}
+		// A camera an earlier section resolved is not thinned again here:
+		// its section did, and a hold placed since must stand. What lands
+		// in its windows meanwhile waits for the next pass.
+		bnd, known := r.surveyed[t.PartitionKey]
+		var thin []thinWindow
+		switch {
+		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
+			// Kept when surveyed; an earlier section saw it so too.
+			s.keptBefore = minTime(s.keptBefore, oldest)
+		case known && t.PartitionKey < s.resolveFrom && t.RowsBefore(bnd) == 0:
+			// Purged by an earlier section, nothing created since.
+			bnd = time.Time{}
+		default:
+			c, err := r.rule(ctx, t.PartitionKey, oldest)
+			if err != nil {
+				return err
+			}
+			bnd, thin = c.boundary, c.thin
+			if bnd.IsZero() {
+				s.keptBefore = minTime(s.keptBefore, oldest)
+			} else {
+				s.keptBefore = minTime(s.keptBefore, bnd)
+			}
+			if c.held && s.count(t.PartitionKey) {
+				s.c.DevicesTotal++
+				s.c.DevicesHeld++
+			}
+		}
+		cam = sectionCamera{boundary: bnd, thin: thin, counted: !r.countable(t.PartitionKey)}
+	}
+	wasPurged := cam.purged
+	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
+		if s.outbox != nil {
+			// Read before the batch deletes them, for their blob URIs.
+			err := r.eachRow(ctx, t.PartitionKey, t.Day, minTime(cam.boundary, t.Day.Add(24*time.Hour)), []string{images.PropBlobURI},
+				func(e store.Entity) error { return s.outbox.add(ctx, t.PartitionKey, e) })
+			if err != nil {
+				return err
+			}
+		}
+		n, err := s.b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			cam.purged = true
+			s.c.MetadataRows += n
+			pending, indexRows, err := r.deleteIndexRows(ctx, s.b, t, s.indexBefore, cam.boundary)
+			if err != nil {
+				return err
+			}
+			s.pending += pending
+			s.c.IndexRows += indexRows
+		}
+	}
+	if len(cam.thin) > 0 {
+		n, indexRows, err := r.thinDay(ctx, s.b, t, cam.thin, s.outbox)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			cam.purged = true
+			s.c.MetadataRows += n
+			s.c.ThinnedRows += n
+			s.c.IndexRows += indexRows
+		}
+	}
+	if cam.purged && !wasPurged && !cam.counted && s.count(t.PartitionKey) {
+		s.c.DevicesTotal++
+		s.c.DevicesDone++
+	}
+	if !ok || cam.purged != wasPurged {
+		s.seen[t.PartitionKey] = cam
+	}
+	return nil
+}
+
+// thinDay thins a camera's day in its windows: each run of intervals its
+// tally shows with more than one row is thinned by ThinRows (a pano's
+// keeper the first clear-day image of its interval, when there is one),
+// and the deleted rows' index rows go by their derived keys in the same
+// batch, unread: a key read per row was two thirds of a thinning's time.
+// It returns the primary and index rows it deleted, one index row per
+// primary row, as every create writes them (in either form).
+func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []thinWindow, outbox *outboxWriter) (rows, indexRows int64, err error) {
+	var prefer func(store.Entity) bool
+	if r.kind == images.Pano {
+		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
+	}
+	for _, span := range thinSpans(t, windows) {
+		deleted, err := b.ThinRows(ctx, r.primary, t.PartitionKey, span.from, span.to, span.every, prefer)
+		if err != nil {
+			return 0, 0, err
+		}
+		rows += int64(len(deleted))
+		for _, rowKey := range deleted {
+			if outbox != nil {
+				// The batch has not deleted it yet: the store still has it.
+				e, err := r.primary.Get(ctx, t.PartitionKey, rowKey)
+				if err != nil {
+					return 0, 0, err
+				}
+				if err := outbox.add(ctx, t.PartitionKey, e); err != nil {
+					return 0, 0, err
+				}
+			}
+			for _, k := range r.repo.IndexKeys(t.PartitionKey, rowKey) {
+				if err := b.DeleteUnread(r.index, k); err != nil {
+					return 0, 0, err
+				}
+			}
+		}
+	}
+	indexRows = rows
+	return rows, indexRows, nil
+}
+
+// endSections is the last section's own work, in its batch: the index
+// partitions before the sections' minute go by range, the index rows that
+// range takes are counted (KindProgress.IndexPending, credited is how
+// many), and the job ends unless orphaned index rows are left to delete.
+func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (credited int64, err error) {
+	if p.KeptBefore.Before(p.IndexBefore) {
+		// A camera kept since the survey has rows before the minute the
+		// sections left to the range deletion: the index rows there whose
+		// primary rows went are deleted by the orphans pass instead, and
+		// counted as it deletes them.
+		toOrphans(p, false)
+		return 0, nil
+	}
+	if err := b.DeletePartitions(r.index, images.ExpiredIndex(p.IndexBefore)); err != nil {
+		return 0, err
+	}
+	credited, p.Counts.IndexRows, p.IndexPending = p.IndexPending, p.Counts.IndexRows+p.IndexPending, 0
+	p.Phase = phaseDone
+	if r.endsJob(j) {
+		// The job's end and its marker's drop ride in this batch: two synced
+		// writes fewer (finish sees it ended).
+		r.e.end(j, nil)
+		if _, err := b.Delete(r.e.jobs.table, store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
+			return 0, err
+		}
+	}
+	return credited, nil
+}
+
+// endsJob reports whether a last section that leaves this kind done ends
+// j: every other kind is done too.
+func (r *embeddedRun) endsJob(j *Job) bool {
+	for _, p := range j.Kinds {
+		if p.Phase != phaseDone {
+			return false
+		}
+	}
+	return !j.DryRun
+}
+
+// deleteIndexRows deletes, by their derived keys, the index rows of a
+// camera's day's rows between indexBefore (before which the index goes by
+// range in the last section) and the camera's boundary. It returns the
+// day's index rows left to that range deletion, one per deleted primary
+// row as every create writes them, and those it deleted.
+func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
+	pending = t.RowsBefore(minTime(indexBefore, boundary))
+	if !boundary.After(indexBefore) {
+		return pending, 0, nil
+	}
+	start, end := maxTime(indexBefore, t.Day), minTime(boundary, t.Day.Add(24*time.Hour))
+	if !start.Before(end) {
+		return pending, 0, nil
+	}
+	err = r.eachRow(ctx, t.PartitionKey, start, end, []string{}, func(e store.Entity) error {
+		for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
+			found, err := b.Delete(r.index, k)
+			if err != nil {
+				return err
+			}
+			if found {
+				deleted++
+			}
+		}
+		return nil
+	})
+	return pending, deleted, err
+}
+
+// count reports whether the section counts the camera (purged or held):
+// each camera once per job, though the last section meets every camera
+// again and a resumed run's sections meet those of the runs before.
+func (s *sectionScan) count(camera string) bool {
+	if _, ok := s.counted[camera]; ok || !s.r.countable(camera) {
+		return false
+	}
+	s.counted[camera] = struct{}{}
+	return true
+}
+
+// countable says no committed section of the job counted the camera yet.
+func (r *embeddedRun) countable(camera string) bool {
+	_, ok := r.counted[camera]
+	return !ok && camera >= r.countedBefore
+}
