@@ -11,8 +11,8 @@ import (
 )
 
 // A storage budget keeps the embedded store's live data under a number of
-// bytes: past it, the oldest images across the fleet are purged, an hour
-// of capture time at a time, until the store fits again,
+// bytes: past it, the oldest images across the fleet are purged, as many
+// as the store is over by (see budgetCutoff), until the store fits again,
 // long before the free-space guard would refuse writes. It measures with the engine's own
 // accounting (store.Sizer), never a scan, and finds the oldest images from
 // the tallies, oldest day first. Cameras on legal hold are never purged
@@ -146,7 +146,7 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 			"live_bytes", live, "max_bytes", b.MaxBytes, "blocked_by", st.Blocked)
 		return st, nil
 	}
-	cutoff := minTime(oldest.Truncate(time.Hour).Add(time.Hour), floor)
+	cutoff := budgetCutoff(oldest, e.opts.Now().UTC(), floor, live, b.MaxBytes)
 	j, err := e.Start(ctx, StartRequest{Kinds: e.Kinds(), Cutoff: cutoff})
 	var running *RunningError
 	if errors.As(err, &running) {
@@ -167,6 +167,22 @@ func (e *Engine) setBudget(st BudgetState, settle bool) {
 	e.budget.mu.Lock()
 	defer e.budget.mu.Unlock()
 	e.budget.state, e.budget.settle = st, settle
+}
+
+// budgetCutoff is where a budget's purge stops: as far from the oldest
+// image that may go, across the span from it to now, as the store's excess
+// is a share of its live data, since a fleet capturing every minute
+// spreads its images evenly over capture time; at least to the end of the
+// oldest image's hour, on a whole hour, never past floor. One step so
+// purges what the store is over by, not an hour of it: a store twice its
+// budget is back under after one purge. A fleet that grew purges less
+// than its excess, and the next step takes more; held cameras' images
+// stay, so a share of them is never purged for the rest.
+func budgetCutoff(oldest, now, floor time.Time, live, maxBytes uint64) time.Time {
+	over := float64(live-maxBytes) / float64(live)
+	cutoff := oldest.Add(time.Duration(over * float64(now.Sub(oldest)))).Truncate(time.Hour)
+	cutoff = maxTime(cutoff, oldest.Truncate(time.Hour).Add(time.Hour))
+	return minTime(cutoff, floor)
 }
 
 // errFound stops a tally scan that found what it looked for.

@@ -254,3 +254,38 @@ func (s *budgetStore) captured(t *testing.T, camera string) map[time.Time]bool {
 		q.Resume = page.Next
 	}
 }
+
+// TestBudgetPurgesWhatTheStoreIsOverBy: a store twice its budget, its
+// images spread evenly over twelve hours, is back under after one purge,
+// not one capture hour a purge; and not far under it.
+func TestBudgetPurgesWhatTheStoreIsOverBy(t *testing.T) {
+	s := openBudgetStore(t)
+	cameras := cameraIDs("cam-", 10)
+	for range 12 * 6 {
+		s.minutes(t, cameras, 10)
+	}
+	measured := s.settle(t, retention.Budget{MaxBytes: 1 << 40, Floor: time.Hour, Sizer: s.db})
+	b := retention.Budget{MaxBytes: measured.LiveBytes / 2, Floor: time.Hour, Sizer: s.db}
+	purges := 0
+	var st retention.BudgetState
+	testwait.Until(t, time.Minute, func() error {
+		s.awaitBudgetJob(t)
+		var err error
+		if st, err = s.engine.BudgetOnce(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		if st.Job != "" {
+			purges++
+		}
+		if st.Job == "" && !st.Measured.IsZero() && !st.Over {
+			return nil
+		}
+		return fmt.Errorf("the budget is not at rest: %+v", st)
+	})
+	if purges != 1 {
+		t.Errorf("%d purges took a store twice its budget under it, want one", purges)
+	}
+	if st.LiveBytes < b.MaxBytes/2 {
+		t.Errorf("at rest: %d live bytes, budget %d: purged more than the budget needs", st.LiveBytes, b.MaxBytes)
+	}
+}
