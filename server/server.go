@@ -80,8 +80,10 @@ type Options struct {
 	// errors; nil means slog.Default.
 	Logger *slog.Logger
 	// AccessLog is the fraction of successful calls that get a log line,
-	// 0 (none) to 1 (every one); calls that fail always get one, health
-	// checks never.
+	// 0 (none) to 1 (every one); calls that fail always get one, but for
+	// refusals (UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED),
+	// whose lines are rate-limited per code and counted; health checks
+	// never.
 	AccessLog float64
 	// Auth authenticates callers, who then need the scope each method
 	// declares. Nil lets anyone call anything as the principal "anonymous",
@@ -235,7 +237,7 @@ func (o *Options) serverOptions(scopes map[string]string) []grpc.ServerOption {
 	if o.Traffic != nil {
 		opts = append(opts, grpc.ChainUnaryInterceptor(o.Traffic.unary), grpc.ChainStreamInterceptor(o.Traffic.stream))
 	}
-	opts = append(opts, interceptorChain(callLog{log: o.Logger, successes: o.AccessLog}, auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
+	opts = append(opts, interceptorChain(newCallLog(o.Logger, o.AccessLog), auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
 	opts = append(opts, o.Limits.serverOptions()...)
 	// A fixed pool of goroutines serves the calls instead of a new goroutine
 	// per call, whose stack grows anew each time. A call that finds every

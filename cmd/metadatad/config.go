@@ -211,7 +211,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.Var(&c.accessLog, "access-log", "which successful calls get a log line: off, all, or a fraction such as 0.01; calls that fail always get one, at the level of their code")
+	fs.Var(&c.accessLog, "access-log", "which successful calls get a log line: off, all, or a fraction such as 0.01; calls that fail always get one, at the level of their code (refusals: 20 per code at once, then one a second, counting those left out)")
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
 	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
