@@ -57,7 +57,8 @@ type Options struct {
 	// Backups takes the snapshots AdminService.Backup streams; nil (on
 	// Azure) makes Backup fail with FAILED_PRECONDITION saying why.
 	Backups *backup.Source
-	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
+	// MinRetentionDays is the smallest retention_days StartPurge accepts,
+	// and how many days before now its cutoff_time must be; 0 means 1.
 	MinRetentionDays int32
 	// RetentionSchedule is the built-in schedule this process runs, which
 	// GetRetentionSchedule reports; zero for none.

@@ -191,7 +191,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
 	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
-	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
+	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the retention floor: the smallest retention_days StartPurge and -retention-days accept, and how many days before now a cutoff_time must be at least")
 	fs.BoolVar(&c.retentionOutbox, "retention-outbox", false, "keep a record of every image purges and thinning delete (its blob_uri above all), for WatchDeletedImages and -blob-delete-containers: on -store embedded in the same atomic step as the deletion (each purge then reads the rows it deletes); on -store azure written around each delete batch and sealed when the purge ends, when its deletions become readable")
 	fs.Func("blob-delete-containers", "with -retention-outbox: delete the blob of every image purges and thinning delete, when its blob_uri lies in one of these comma-separated Azure Blob container URLs (one account), e.g. https://acct.blob.core.windows.net/images; credentials from $"+envBlobConnectionString+", else DefaultAzureCredential", func(s string) error {
 		for _, u := range strings.Split(s, ",") {

@@ -120,6 +120,8 @@ func TestParseConfigSchedule(t *testing.T) {
 		{"days and policies refused", []string{"-retention-days", "30", "-purge-use-policies", "-retention-interval", "1h"}, 0, false, true},
 		{"policies without an interval refused", []string{"-purge-use-policies"}, 0, false, true},
 		{"interval alone refused", []string{"-retention-interval", "1h"}, 0, false, true},
+		{"days below the floor refused", []string{"-retention-days", "6", "-retention-interval", "1h", "-min-retention-days", "7"}, 0, false, true},
+		{"days at the floor", []string{"-retention-days", "7", "-retention-interval", "1h", "-min-retention-days", "7"}, 7, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.bad)
