@@ -115,6 +115,15 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 		// only slow it down.
 		c.purgeRowsPerSec = 0
 	}
+	if c.store == "embedded" {
+		// The embedded store purges in sections of one atomic batch each,
+		// without tasks, workers or a queue: these flags would do nothing.
+		for _, name := range []string{"purge-workers", "purge-queue"} {
+			if set[name] {
+				return config{}, fmt.Errorf("-%s is for -store azure: the embedded store's purges have no tasks, workers or queue", name)
+			}
+		}
+	}
 	if c.warnings, err = c.azure.resolve(fs); err != nil {
 		return config{}, err
 	}
@@ -204,7 +213,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.Float64Var(&c.blobDelete.perSecond, "blob-delete-per-second", 50, "with -blob-delete-containers: the most blobs deleted per second")
 	fs.BoolVar(&c.blobDelete.dryRun, "blob-delete-dry-run", false, "with -blob-delete-containers: log the blobs that would be deleted, delete none")
 	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
-	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
+	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "with -store azure: purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
 	fs.Float64Var(&c.purgeLiveRowsPerSec, "purge-live-rows-per-second", defaultPurgeLiveRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second while it serves requests (any call but health checks and RetentionService, within the last second), so that a purge yields to live traffic and runs at full speed on an idle store; 0 means no such cap; the lowest cap in force binds")
 	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
