@@ -204,14 +204,15 @@ func TestClockStepBackDuringStartPurge(t *testing.T) {
 	var reads atomic.Int64
 	now := func() time.Time {
 		if steppedBack.Load() && reads.Add(1) > 1 {
-			return base.Add(-time.Hour)
+			return base.Add(-48 * time.Hour)
 		}
 		return base
 	}
 	h := startServerOpts(t, openMemPebble(t), serverOpts{now: now})
 	steppedBack.Store(true)
+	// A day back, the floor: the edge's check passes, the engine's not.
 	_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
-		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base.Add(-24 * time.Hour))}})
 	st := requireCode(t, err, codes.InvalidArgument)
 	if !strings.Contains(st.Message(), "in the future") {
 		t.Errorf("INVALID_ARGUMENT %q does not say the cutoff is in the future", st.Message())

@@ -98,9 +98,17 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 			cutoff = now.Add(-retention.Days(int(c.RetentionDays)))
 		}
 	case *metadatav1.StartPurgeRequest_CutoffTime:
+		// The floor guards a cutoff as it guards retention_days: a typo of
+		// the year, or "now", would purge everything. A dry run is held to
+		// it too, so that it rehearses what the real call would be told.
 		if t := v.checkTime("cutoff_time", c.CutoffTime); t != nil {
-			if t.After(now) {
+			latest := now.Add(-retention.Days(int(s.minDays)))
+			switch {
+			case t.After(now):
 				v.add("cutoff_time", "must not be in the future")
+			case t.After(latest):
+				v.add("cutoff_time", fmt.Sprintf("must be at or before %s: the retention floor keeps the last %d × 24 hours",
+					latest.UTC().Format(time.RFC3339), s.minDays))
 			}
 			cutoff = *t
 		}

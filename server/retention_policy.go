@@ -83,13 +83,16 @@ func policyTiers(m *metadatav1.RetentionPolicy) [][]*metadatav1.ThinningTier {
 // is checked here, and the merged policy by the update).
 func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, days, floor int32) []retention.Tier {
 	tiers := make([]retention.Tier, 0, len(msgs))
+	unread := map[int]bool{} // tiers whose keep_one_per is reported here
 	for i, m := range msgs {
 		t := retention.Tier{AfterDays: int(m.GetAfterDays()), UntilDays: int(m.GetUntilDays())}
 		switch d := m.GetKeepOnePer(); {
 		case d == nil:
 			v.add(fmt.Sprintf("%s[%d].keep_one_per", field, i), "required")
+			unread[i] = true
 		case d.CheckValid() != nil:
 			v.add(fmt.Sprintf("%s[%d].keep_one_per", field, i), "not a valid duration")
+			unread[i] = true
 		default:
 			t.KeepOnePer = d.AsDuration()
 		}
@@ -97,8 +100,8 @@ func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, d
 	}
 	against := int(max(days, 0))
 	for _, p := range retention.CheckTiers(against, tiers, int(floor)) {
-		if p.Field == "keep_one_per" && tiers[p.Tier].KeepOnePer == 0 {
-			continue // reported above
+		if p.Field == "keep_one_per" && unread[p.Tier] {
+			continue // reported above; a "0s" read is CheckTiers' to refuse
 		}
 		v.add(tierField(field, p), p.Problem)
 	}

@@ -401,6 +401,49 @@ func TestRetentionPolicyValidation(t *testing.T) {
 	requireCode(t, err, codes.FailedPrecondition)
 }
 
+// TestMalformedTiersOnBothRPCs: a tier the store would refuse (an interval
+// of 0s, negative or past any day; days negative or past the ceiling) is
+// INVALID_ARGUMENT naming its field on CreateRetentionPolicy and on
+// UpdateRetentionPolicy alike, and nothing is written. A "0s" was INTERNAL
+// on create, refused by the store rather than the edge.
+func TestMalformedTiersOnBothRPCs(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{runPurges: true, minRetentionDays: 7})
+	ctx, rs := t.Context(), h.retention
+	const name = "retentionPolicies/cameras/cam-1"
+	for _, tc := range []struct {
+		name  string
+		tier  *metadatav1.ThinningTier
+		field string
+	}{
+		{"zero interval", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: durationpb.New(0)}, "keep_one_per"},
+		{"negative interval", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: durationpb.New(-time.Hour)}, "keep_one_per"},
+		{"interval under a minute", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: durationpb.New(time.Nanosecond)}, "keep_one_per"},
+		{"interval of 10,000 years", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: &durationpb.Duration{Seconds: 315_576_000_000}}, "keep_one_per"},
+		{"interval past a duration's range", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: &durationpb.Duration{Seconds: 1 << 62}}, "keep_one_per"},
+		{"negative after_days", &metadatav1.ThinningTier{AfterDays: -30, KeepOnePer: durationpb.New(time.Hour)}, "after_days"},
+		{"after_days past the ceiling", &metadatav1.ThinningTier{AfterDays: 1 << 30, KeepOnePer: durationpb.New(time.Hour)}, "after_days"},
+		{"negative until_days", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: durationpb.New(time.Hour), UntilDays: -1}, "until_days"},
+		{"until_days past the ceiling", &metadatav1.ThinningTier{AfterDays: 30, KeepOnePer: durationpb.New(time.Hour), UntilDays: 1 << 30}, "until_days"},
+	} {
+		field := "retention_policy.single_thinning[0]." + tc.field
+		policy := &metadatav1.RetentionPolicy{Name: name, SingleThinning: []*metadatav1.ThinningTier{tc.tier}}
+		t.Run(tc.name+"/create", func(t *testing.T) {
+			_, err := rs.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: policy})
+			requireFieldViolation(t, err, field)
+		})
+		t.Run(tc.name+"/update", func(t *testing.T) {
+			_, err := rs.UpdateRetentionPolicy(ctx, &metadatav1.UpdateRetentionPolicyRequest{RetentionPolicy: policy,
+				UpdateMask: mask("single_thinning"), AllowMissing: true})
+			requireFieldViolation(t, err, field)
+		})
+	}
+	policies, err := rs.ListRetentionPolicies(ctx, &metadatav1.ListRetentionPoliciesRequest{})
+	requireOK(t, err, "list")
+	if len(policies.GetRetentionPolicies()) != 0 {
+		t.Errorf("refused requests wrote %v", policies.GetRetentionPolicies())
+	}
+}
+
 // TestPurgeWithPoliciesOverGRPC: the default retires a day-old camera's
 // images, a camera's own policy and a legal hold keep theirs, and types no
 // policy sets are not purged.

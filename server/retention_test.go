@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 	_ "time/tzdata" // New York's daylight-saving rules, whatever the machine has
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store"
@@ -253,6 +255,49 @@ func TestRetentionDaysFloorIsConfigurable(t *testing.T) {
 	// The cutoff is now minus seven days, now being when the call ran.
 	if cutoff := started.GetJob().GetCutoffTime().AsTime(); cutoff.Before(before.AddDate(0, 0, -7)) || cutoff.After(after.AddDate(0, 0, -7)) {
 		t.Fatalf("retention_days 7 at %s gave cutoff %s", before.Format(time.RFC3339), cutoff.Format(time.RFC3339))
+	}
+}
+
+// TestCutoffTimeFloor: the floor that guards retention_days guards a
+// cutoff_time too, dry runs included, so that a cutoff of "now" (or a
+// mistyped year) purges nothing: INVALID_ARGUMENT naming cutoff_time and
+// the floor, and no job. A cutoff at the floor is accepted.
+func TestCutoffTimeFloor(t *testing.T) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	for _, tc := range []struct {
+		name   string
+		floor  int32
+		cutoff time.Time
+		dryRun bool
+		ok     bool
+	}{
+		{"now", 0, now, false, false},
+		{"an hour ago, floor of a day", 0, now.Add(-time.Hour), false, false},
+		{"a day ago, floor of a day", 0, now.Add(-24 * time.Hour), false, true},
+		{"now, dry run", 7, now, true, false},
+		{"a minute short of the floor", 7, now.Add(-7*24*time.Hour + time.Minute), false, false},
+		{"at the floor", 7, now.Add(-7 * 24 * time.Hour), true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startServerOpts(t, openMemPebble(t), serverOpts{minRetentionDays: tc.floor, now: clock})
+			_, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+				Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamp(tc.cutoff)}, DryRun: tc.dryRun})
+			if tc.ok {
+				requireOK(t, err, "StartPurge at the floor")
+				return
+			}
+			requireFieldViolation(t, err, "cutoff_time")
+			floor := fmt.Sprintf("%d × 24 hours", max(tc.floor, 1))
+			if msg := status.Convert(err).Message(); !strings.Contains(msg, floor) {
+				t.Errorf("message %q does not name the floor (%s)", msg, floor)
+			}
+			list, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{})
+			requireOK(t, err, "ListPurges")
+			if len(list.GetJobs()) != 0 {
+				t.Fatalf("a refused purge recorded jobs: %v", list.GetJobs())
+			}
+		})
 	}
 }
 

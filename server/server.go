@@ -57,7 +57,8 @@ type Options struct {
 	// Backups takes the snapshots AdminService.Backup streams; nil (on
 	// Azure) makes Backup fail with FAILED_PRECONDITION saying why.
 	Backups *backup.Source
-	// MinRetentionDays is the smallest retention_days StartPurge accepts; 0 means 1.
+	// MinRetentionDays is the smallest retention_days StartPurge accepts,
+	// and how many days before now its cutoff_time must be; 0 means 1.
 	MinRetentionDays int32
 	// RetentionSchedule is the built-in schedule this process runs, which
 	// GetRetentionSchedule reports; zero for none.
@@ -80,8 +81,10 @@ type Options struct {
 	// errors; nil means slog.Default.
 	Logger *slog.Logger
 	// AccessLog is the fraction of successful calls that get a log line,
-	// 0 (none) to 1 (every one); calls that fail always get one, health
-	// checks never.
+	// 0 (none) to 1 (every one); calls that fail always get one, but for
+	// refusals (UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED),
+	// whose lines are rate-limited per code and counted; health checks
+	// never.
 	AccessLog float64
 	// Auth authenticates callers, who then need the scope each method
 	// declares. Nil lets anyone call anything as the principal "anonymous",
@@ -235,7 +238,7 @@ func (o *Options) serverOptions(scopes map[string]string) []grpc.ServerOption {
 	if o.Traffic != nil {
 		opts = append(opts, grpc.ChainUnaryInterceptor(o.Traffic.unary), grpc.ChainStreamInterceptor(o.Traffic.stream))
 	}
-	opts = append(opts, interceptorChain(callLog{log: o.Logger, successes: o.AccessLog}, auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
+	opts = append(opts, interceptorChain(newCallLog(o.Logger, o.AccessLog), auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
 	opts = append(opts, o.Limits.serverOptions()...)
 	// A fixed pool of goroutines serves the calls instead of a new goroutine
 	// per call, whose stack grows anew each time. A call that finds every

@@ -115,6 +115,15 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 		// only slow it down.
 		c.purgeRowsPerSec = 0
 	}
+	if c.store == "embedded" {
+		// The embedded store purges in sections of one atomic batch each,
+		// without tasks, workers or a queue: these flags would do nothing.
+		for _, name := range []string{"purge-workers", "purge-queue"} {
+			if set[name] {
+				return config{}, fmt.Errorf("-%s is for -store azure: the embedded store's purges have no tasks, workers or queue", name)
+			}
+		}
+	}
 	if c.warnings, err = c.azure.resolve(fs); err != nil {
 		return config{}, err
 	}
@@ -191,7 +200,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.IntVar(&c.retentionDays, "retention-days", 0, "with -retention-interval, purge images older than this many days on a schedule (off when 0)")
 	fs.BoolVar(&c.usePolicies, "purge-use-policies", false, "with -retention-interval, instead of -retention-days: the built-in schedule purges each camera by its retention policy (see CreateRetentionPolicy) and spares cameras on legal hold")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", 0, "how often the built-in schedule starts a purge, e.g. 1h (off when 0)")
-	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the smallest retention_days StartPurge accepts")
+	fs.IntVar(&c.minRetentionDays, "min-retention-days", 1, "the retention floor: the smallest retention_days StartPurge and -retention-days accept, and how many days before now a cutoff_time must be at least")
 	fs.BoolVar(&c.retentionOutbox, "retention-outbox", false, "keep a record of every image purges and thinning delete (its blob_uri above all), for WatchDeletedImages and -blob-delete-containers: on -store embedded in the same atomic step as the deletion (each purge then reads the rows it deletes); on -store azure written around each delete batch and sealed when the purge ends, when its deletions become readable")
 	fs.Func("blob-delete-containers", "with -retention-outbox: delete the blob of every image purges and thinning delete, when its blob_uri lies in one of these comma-separated Azure Blob container URLs (one account), e.g. https://acct.blob.core.windows.net/images; credentials from $"+envBlobConnectionString+", else DefaultAzureCredential", func(s string) error {
 		for _, u := range strings.Split(s, ",") {
@@ -204,14 +213,14 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.Float64Var(&c.blobDelete.perSecond, "blob-delete-per-second", 50, "with -blob-delete-containers: the most blobs deleted per second")
 	fs.BoolVar(&c.blobDelete.dryRun, "blob-delete-dry-run", false, "with -blob-delete-containers: log the blobs that would be deleted, delete none")
 	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
-	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
+	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "with -store azure: purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
 	fs.Float64Var(&c.purgeLiveRowsPerSec, "purge-live-rows-per-second", defaultPurgeLiveRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second while it serves requests (any call but health checks and RetentionService, within the last second), so that a purge yields to live traffic and runs at full speed on an idle store; 0 means no such cap; the lowest cap in force binds")
 	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.Var(&c.accessLog, "access-log", "which successful calls get a log line: off, all, or a fraction such as 0.01; calls that fail always get one, at the level of their code")
+	fs.Var(&c.accessLog, "access-log", "which successful calls get a log line: off, all, or a fraction such as 0.01; calls that fail always get one, at the level of their code (refusals: 20 per code at once, then one a second, counting those left out)")
 	fs.Uint64Var(&c.minFreeMiB, "min-free-mib", 256, "with -store embedded: below this many MiB free on the data directory's filesystem, writes fail with RESOURCE_EXHAUSTED and health reports "+server.WritesHealthService+" NOT_SERVING, until space is freed (deletes and purges go on); 0 turns the guard off")
 	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")

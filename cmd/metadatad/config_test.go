@@ -106,6 +106,32 @@ func TestParseConfigPurgeControl(t *testing.T) {
 	}
 }
 
+// TestParseConfigQueueDesignFlags: the flags of the queue design's tasks
+// are for -store azure; the embedded store, whose purges have none, refuses
+// them rather than ignore them.
+func TestParseConfigQueueDesignFlags(t *testing.T) {
+	azure := []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		workers int
+		bad     bool
+	}{
+		{"workers on azure", append(slices.Clone(azure), "-purge-workers", "3"), 3, false},
+		{"queue on azure", append(slices.Clone(azure), "-purge-queue", "purges"), 0, false},
+		{"workers embedded refused", []string{"-purge-workers", "3"}, 0, true},
+		{"workers embedded, named, refused", []string{"-store", "embedded", "-purge-workers", "1"}, 0, true},
+		{"queue embedded refused", []string{"-purge-queue", "purges"}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := parseCase(t, tc.args, tc.bad)
+			if ok && tc.workers > 0 && c.purgeWorkers != tc.workers {
+				t.Errorf("workers %d, want %d", c.purgeWorkers, tc.workers)
+			}
+		})
+	}
+}
+
 func TestParseConfigSchedule(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -120,6 +146,8 @@ func TestParseConfigSchedule(t *testing.T) {
 		{"days and policies refused", []string{"-retention-days", "30", "-purge-use-policies", "-retention-interval", "1h"}, 0, false, true},
 		{"policies without an interval refused", []string{"-purge-use-policies"}, 0, false, true},
 		{"interval alone refused", []string{"-retention-interval", "1h"}, 0, false, true},
+		{"days below the floor refused", []string{"-retention-days", "6", "-retention-interval", "1h", "-min-retention-days", "7"}, 0, false, true},
+		{"days at the floor", []string{"-retention-days", "7", "-retention-interval", "1h", "-min-retention-days", "7"}, 7, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.bad)

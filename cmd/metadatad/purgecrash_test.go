@@ -33,7 +33,7 @@ func TestPurgeKilledAtRandomPointsCompletesExactly(t *testing.T) {
 	)
 	cutoff := crashBase.Add(expired * time.Minute)
 	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir, "-purge-workers", "1")
+	d := startDaemon(t, dataDir)
 	clients := newImageClients(d.conn(t))
 	work := make(chan written)
 	var wg sync.WaitGroup
@@ -75,7 +75,7 @@ func TestPurgeKilledAtRandomPointsCompletesExactly(t *testing.T) {
 		}
 		_ = d.cmd.Wait()
 		t.Logf("kill %d: purge %s, %d of %d metadata rows deleted", kill, job.GetState(), job.GetMetadataRowsDeleted(), cameras*expired*3)
-		d = startDaemon(t, dataDir, "-purge-workers", "1")
+		d = startDaemon(t, dataDir)
 	}
 
 	job := watchToEnd(t, d, jobID)

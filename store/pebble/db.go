@@ -58,6 +58,9 @@ type Options struct {
 	// the log beside the tables, and no record of it, for tests of stores
 	// those builds wrote.
 	logBesideTables bool
+	// lowMarks bounds the low marks held (see lowmark.go); 0 means
+	// maxLowMarks. Tests bound them lower.
+	lowMarks int
 	// exit ends the process after a fatal engine error; nil means os.Exit.
 	// Tests record the call instead.
 	exit func(code int)
@@ -168,7 +171,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	go marks.run()
-	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), lowMarks: newLowMarks(), log: opts.Logger, marks: marks, wal: wal,
+	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), lowMarks: newLowMarks(opts.lowMarks), log: opts.Logger, marks: marks, wal: wal,
 		flushes: flushes}
 	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))

@@ -62,3 +62,16 @@ func SetBackfillAfterSection(t interface{ Cleanup(func()) }, f func() bool) {
 // ReadsSkipped is how many inserts skipped their existence read below a
 // low mark.
 func ReadsSkipped(d *DB) int64 { return d.readsSkipped.Load() }
+
+// WithLowMarks bounds the low marks the store holds to n, at least one per
+// shard (LowMarkShards).
+func WithLowMarks(o Options, n int) Options {
+	o.lowMarks = n
+	return o
+}
+
+// LowMarksHeld is how many low marks the store holds.
+func LowMarksHeld(d *DB) int { return d.lowMarks.held() }
+
+// LowMarkShards exposes how many shards the low marks spread over.
+const LowMarkShards = lowMarkShards

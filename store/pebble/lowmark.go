@@ -10,7 +10,7 @@ import (
 // Low marks let a create skip its existence read. A camera's new image
 // has the newest capture time, so its row key, inverted ticks, sorts below
 // every key its partition holds: an insert below the lowest key the
-// partition has held since this process started cannot collide with one.
+// partition has held since its mark was made cannot collide with one.
 // The read it saves is most of a create's engine time.
 //
 // A partition's mark is its lowest row key: read once, from the store, by
@@ -26,32 +26,66 @@ import (
 // Only tallied tables, the image primary tables, keep marks: their rows
 // are written only through apply (the purge only deletes them), so no
 // write can put a row without lowering its mark.
+//
+// The marks held are bounded (maxLowMarks), whatever the fleet: past the
+// bound, each new mark drops one not used since the hand of its shard last
+// passed it (the clock, or second-chance, approximation of least recently
+// used). A dropped mark only costs one existence read: the partition's
+// next insert makes a new mark, which reads the store, and a mark once
+// dropped never returns to the map. So the mark an insert finds, holding
+// its key's stripe, was either in the map when the last commit of its key
+// lowered the mark then held, and is that mark, or was made after that
+// commit and reads it. A writer that took a mark just before it was
+// dropped checks its own key against it: the commits the mark misses
+// from then on hold other stripes, so other keys.
 
 // lowMarkShards spreads the marks' map over locks, so that creates of
 // different cameras rarely meet on one.
 const lowMarkShards = 64
 
+// maxLowMarks bounds the marks a store holds, at about 150 bytes each
+// some 20 MiB: a camera and image type each, for fleets of 40,000 cameras
+// of three types; a larger fleet's creates read more often.
+const maxLowMarks = 1 << 17
+
 // lowMarks are the marks by partition prefix (see partitionPrefix).
 type lowMarks struct {
 	seed   maphash.Seed
-	shards [lowMarkShards]struct {
-		mu    sync.Mutex
-		marks map[string]*lowMark
-	}
+	shards [lowMarkShards]lowMarkShard
+}
+
+// lowMarkShard holds up to size marks: marks by prefix, and ring, the same
+// marks in the order hand visits them to find one to drop.
+type lowMarkShard struct {
+	mu    sync.Mutex
+	size  int
+	marks map[string]*lowMark
+	ring  []*lowMark
+	hand  int
 }
 
 // lowMark is one partition's: low is meaningful once lowered is set, and
-// read once the store's lowest key has been read into it.
+// read once the store's lowest key has been read into it. prefix and used
+// belong to its shard, under the shard's lock.
 type lowMark struct {
+	prefix string
+	used   bool
+
 	mu      sync.Mutex
 	read    bool
 	lowered bool
 	low     string
 }
 
-func newLowMarks() *lowMarks {
+// newLowMarks holds up to limit marks (0: maxLowMarks), at least one a
+// shard.
+func newLowMarks(limit int) *lowMarks {
+	if limit <= 0 {
+		limit = maxLowMarks
+	}
 	m := &lowMarks{seed: maphash.MakeSeed()}
 	for i := range m.shards {
+		m.shards[i].size = max(1, limit/lowMarkShards)
 		m.shards[i].marks = map[string]*lowMark{}
 	}
 	return m
@@ -62,12 +96,36 @@ func (m *lowMarks) mark(prefix []byte) *lowMark {
 	s := &m.shards[maphash.Bytes(m.seed, prefix)%lowMarkShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mk := s.marks[string(prefix)]
-	if mk == nil {
-		mk = &lowMark{}
-		s.marks[string(prefix)] = mk
+	if mk := s.marks[string(prefix)]; mk != nil {
+		mk.used = true
+		return mk
 	}
+	mk := &lowMark{prefix: string(prefix)}
+	if len(s.ring) < s.size {
+		s.ring = append(s.ring, mk)
+	} else {
+		for s.ring[s.hand].used {
+			s.ring[s.hand].used = false
+			s.hand = (s.hand + 1) % len(s.ring)
+		}
+		delete(s.marks, s.ring[s.hand].prefix)
+		s.ring[s.hand] = mk
+		s.hand = (s.hand + 1) % len(s.ring)
+	}
+	s.marks[mk.prefix] = mk
 	return mk
+}
+
+// held is how many marks are held.
+func (m *lowMarks) held() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		n += len(s.marks)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // below reports whether rowKey sorts below every row key the partition

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +27,13 @@ type lowMarkStore struct {
 
 func openLowMarkStore(t *testing.T, fs *vfs.MemFS) *lowMarkStore {
 	t.Helper()
-	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs})
+	return openLowMarkStoreWith(t, fs, pebble.Options{Dir: "db", FS: fs})
+}
+
+// openLowMarkStoreWith opens the store with opts, whose FS is fs.
+func openLowMarkStoreWith(t *testing.T, fs *vfs.MemFS, opts pebble.Options) *lowMarkStore {
+	t.Helper()
+	db, err := pebble.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,4 +208,80 @@ func TestInsertsBelowTheLowMarkSkipTheirRead(t *testing.T) {
 			t.Fatalf("the next image: %v", err)
 		}
 	})
+}
+
+// TestLowMarksAreBounded: a store that meets more partitions than it may
+// hold marks for keeps to its bound, and every create still answers as it
+// would with its existence read, alone or racing duplicates: a dropped mark
+// only costs the read.
+func TestLowMarksAreBounded(t *testing.T) {
+	const (
+		bound   = 2 * pebble.LowMarkShards
+		cameras = 1000
+	)
+	ctx := t.Context()
+	fs := vfs.NewMem()
+	s := openLowMarkStoreWith(t, fs, pebble.WithLowMarks(pebble.Options{Dir: "db", FS: fs}, bound))
+	camera := func(c int) string { return fmt.Sprintf("cam-%04d", c) }
+	requireHeld := func(when string) {
+		t.Helper()
+		if held := pebble.LowMarksHeld(s.db); held > bound {
+			t.Fatalf("%s: %d low marks held, want at most %d", when, held, bound)
+		}
+	}
+	for c := range cameras {
+		if err := s.insert(ctx, camera(c), 1, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requireHeld(fmt.Sprintf("after creates in %d partitions", cameras))
+	for c := range cameras {
+		if err := s.insert(ctx, camera(c), 1, -1); !errors.Is(err, store.ErrAlreadyExists) {
+			t.Fatalf("%s's image again, its mark dropped or not: %v, want ErrAlreadyExists", camera(c), err)
+		}
+		if err := s.insert(ctx, camera(c), 2, c); err != nil {
+			t.Fatalf("%s's next image: %v", camera(c), err)
+		}
+		if err := s.insert(ctx, camera(c), 2, -1); !errors.Is(err, store.ErrAlreadyExists) {
+			t.Fatalf("%s's next image again: %v, want ErrAlreadyExists", camera(c), err)
+		}
+	}
+	requireHeld("after the duplicates")
+	for c := range cameras {
+		for _, m := range []int{1, 2} {
+			if got := s.value(t, camera(c), m); got != int32(c) {
+				t.Fatalf("%s minute %d holds %d, want %d", camera(c), m, got, c)
+			}
+		}
+	}
+
+	// Writers race to create the same new image of each of many cameras,
+	// each in its own order, so that marks are dropped while others read
+	// and lower them: each image is created once.
+	const writers, racing = 8, 300
+	for round := range 5 {
+		minute := 10 + round
+		wins := make([]atomic.Int32, racing)
+		var created sync.WaitGroup
+		for w := range writers {
+			created.Go(func() {
+				for _, c := range rand.New(rand.NewPCG(uint64(round), uint64(w))).Perm(racing) {
+					err := s.insert(ctx, camera(c), minute, w)
+					switch {
+					case err == nil:
+						wins[c].Add(1)
+					case !errors.Is(err, store.ErrAlreadyExists):
+						t.Error(err)
+					}
+				}
+			})
+		}
+		created.Wait()
+		for c := range racing {
+			if n := wins[c].Load(); n != 1 {
+				t.Fatalf("round %d: %s's image created %d times, want once", round, camera(c), n)
+			}
+		}
+	}
+	requireHeld("after the races")
 }
