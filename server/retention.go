@@ -186,7 +186,10 @@ func (s *retentionService) CancelPurge(ctx context.Context, req *metadatav1.Canc
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	j, err := s.engine.Cancel(ctx, req.GetJobId())
+	// Cancelling is how an operator stops a deletion, so its record passes
+	// the free-space guard as the purge's own records do: a full disk must
+	// not leave a purge running that its operator has told to stop.
+	j, err := s.engine.Cancel(diskspace.Exempt(ctx), req.GetJobId())
 	if err != nil {
 		return nil, errorWords{messages: map[error]string{
 			store.ErrNotFound:     fmt.Sprintf("purge %q not found", req.GetJobId()),

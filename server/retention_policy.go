@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
@@ -367,7 +368,13 @@ func (s *retentionService) CreateLegalHold(ctx context.Context, req *metadatav1.
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	created, err := s.engine.Policies().CreateHold(ctx, h)
+	// A hold stops deletion, which the free-space guard lets go on (purges
+	// and the storage budget pass it): placing one passes it too, so that
+	// a full disk never lets the budget delete what an operator is trying
+	// to keep. Its row (a reason of at most a kilobyte) takes next to
+	// nothing of the headroom the floor keeps. DeleteLegalHold needs no such pass: releasing a hold only
+	// deletes its row, and deletes never ask the guard.
+	created, err := s.engine.Policies().CreateHold(diskspace.Exempt(ctx), h)
 	if err != nil {
 		return nil, s.policyStatus(ctx, m.GetName(), err)
 	}
@@ -433,7 +440,9 @@ func (s *retentionService) UpdateLegalHold(ctx context.Context, req *metadatav1.
 		}
 		return &metadatav1.UpdateLegalHoldResponse{LegalHold: holdMessage(stored)}, nil
 	}
-	updated, err := s.engine.Policies().UpdateHold(ctx, h, m.GetEtag())
+	// A hold's reason is part of the hold: changing it passes the
+	// free-space guard as placing it does.
+	updated, err := s.engine.Policies().UpdateHold(diskspace.Exempt(ctx), h, m.GetEtag())
 	if err != nil {
 		return nil, s.policyStatus(ctx, m.GetName(), err)
 	}

@@ -74,6 +74,8 @@ type config struct {
 	minFreeMiB          uint64
 	cacheSize           byteSize
 	memTableSize        byteSize
+	// writeStallLimit is -write-stall-limit (pebble.Options.StallLimit).
+	writeStallLimit time.Duration
 	// retentionMaxBytes is the storage budget (-retention-max-bytes).
 	retentionMaxBytes budgetSize
 	// retentionOutbox keeps the outbox of deleted images (-retention-outbox).
@@ -166,6 +168,9 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 	if c.purgeJobRetention <= 0 {
 		return config{}, fmt.Errorf("-purge-job-retention must be positive, not %s", c.purgeJobRetention)
 	}
+	if c.writeStallLimit <= 0 {
+		return config{}, fmt.Errorf("-write-stall-limit must be positive, not %s", c.writeStallLimit)
+	}
 	if c.healthInterval <= 0 {
 		return config{}, fmt.Errorf("-health-interval must be positive, not %s", c.healthInterval)
 	}
@@ -225,6 +230,7 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	c.cacheSize, c.memTableSize = pebble.DefaultCacheSize, pebble.DefaultMemTableSize
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
 	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
+	fs.DurationVar(&c.writeStallLimit, "write-stall-limit", pebble.DefaultStallLimit, "with -store embedded: how long writes may stay stalled while the engine's compactions fail (a full disk) before the process exits with status 70")
 	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica reads the new images of the cameras its Watch calls watch (the create may land on any replica): their primary partitions, or the index for many cameras; with no Watch open it reads nothing")
 	fs.DurationVar(&c.watchWindow, "watch-window", watchfeed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
 	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", watchfeed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
@@ -355,4 +356,58 @@ func requireFatalStop(t *testing.T, d *daemon, f *filler, err error, what string
 	case <-time.After(30 * time.Second):
 		t.Fatalf("daemon still running 30 s after %s", what)
 	}
+}
+
+// TestFullDiskLetsThroughWhatStopsDeletion fills a small disk through the
+// free-space guard, whose purges go on deleting: the calls that stop or
+// limit deletion must go on too. A purge is cancelled and a legal hold
+// placed, changed and released while creates are refused.
+func TestFullDiskLetsThroughWhatStopsDeletion(t *testing.T) {
+	disk := mountSmallDisk(t)
+	writeBallast(t, disk, 6<<20)
+	d := startDaemon(t, filepath.Join(disk, "data"), "-min-free-mib", "5", "-memtable-size", smallDiskMemTable)
+	f := &filler{client: d.client(t), base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	requireCode(t, f.fill(t), codes.ResourceExhausted)
+	retention := metadatav1.NewRetentionServiceClient(d.conn(t))
+
+	// A purge of every image, paced to a row a second, so that it still
+	// runs when cancelled.
+	started, err := retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		ImageTypes: []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_SINGLE},
+		Cutoff:     &metadatav1.StartPurgeRequest_RetentionDays{RetentionDays: 30}, RowsPerSecond: 1})
+	if err != nil {
+		t.Fatalf("start a purge on the full disk: %v", err)
+	}
+	id := started.GetJob().GetJobId()
+	if _, err := retention.CancelPurge(t.Context(), &metadatav1.CancelPurgeRequest{JobId: id}); err != nil {
+		t.Errorf("cancel the purge on the full disk: %v", err)
+	}
+	created, err := retention.CreateLegalHold(t.Context(), &metadatav1.CreateLegalHoldRequest{
+		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-1", Reason: "case 1"}})
+	if err != nil {
+		t.Fatalf("place a legal hold on the full disk: %v", err)
+	}
+	updated, err := retention.UpdateLegalHold(t.Context(), &metadatav1.UpdateLegalHoldRequest{
+		LegalHold:  &metadatav1.LegalHold{Name: "legalHolds/cam-1", Reason: "case 2", Etag: created.GetLegalHold().GetEtag()},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"reason"}}})
+	if err != nil {
+		t.Fatalf("change a legal hold on the full disk: %v", err)
+	}
+	if got := updated.GetLegalHold().GetReason(); got != "case 2" {
+		t.Errorf("updated hold's reason %q, want %q", got, "case 2")
+	}
+	if _, err := retention.DeleteLegalHold(t.Context(), &metadatav1.DeleteLegalHoldRequest{Name: "legalHolds/cam-1"}); err != nil {
+		t.Errorf("release a legal hold on the full disk: %v", err)
+	}
+	// The guard still refused writes that add data all along.
+	requireCode(t, f.create(t), codes.ResourceExhausted)
+
+	eventually(t, "the purge ends cancelled", func() bool {
+		resp, err := retention.GetPurge(t.Context(), &metadatav1.GetPurgeRequest{JobId: id})
+		if err != nil {
+			t.Fatalf("get the purge: %v", err)
+		}
+		return resp.GetJob().GetState() == metadatav1.PurgeState_PURGE_STATE_CANCELLED
+	})
+	stop(t, d)
 }

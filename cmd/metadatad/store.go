@@ -44,7 +44,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		}
 		guard := diskspace.New(diskspace.Options{Dir: cfg.dataDir, MinFree: cfg.minFreeMiB << 20, Logger: log})
 		db, err := pebble.Open(pebble.Options{Dir: cfg.dataDir, Logger: log, AdmitWrite: guard.Admit,
-			CacheSize: int64(cfg.cacheSize), MemTableSize: uint64(cfg.memTableSize)})
+			CacheSize: int64(cfg.cacheSize), MemTableSize: uint64(cfg.memTableSize), StallLimit: cfg.writeStallLimit})
 		if locked(err) {
 			return backend{}, notAlone(cfg.dataDir, err, "another metadatad serves it: stop that one, or give this one another -data-dir")
 		}
@@ -57,8 +57,9 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 			log.Warn("removed the scratch directory of a backup cut short by the process's end", "data_dir", cfg.dataDir)
 		}
 		// Writes are not served while space is low, nor while the engine's
-		// flushes fail, when they wait until the engine stops the process.
-		writeCheck := func() error { return errors.Join(guard.Check(), db.FlushesFailing()) }
+		// flushes fail or its writes stall behind failing compactions, when
+		// they wait until the engine stops the process.
+		writeCheck := func() error { return errors.Join(guard.Check(), db.WritesBlocked()) }
 		return backend{tables: db, embedded: db, close: db.Close, writeCheck: writeCheck,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}

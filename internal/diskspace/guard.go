@@ -123,8 +123,10 @@ func (g *Guard) Admit(ctx context.Context) error {
 type exemptKey struct{}
 
 // Exempt marks writes under ctx as ones that free space or that freeing it
-// depends on (purges and their bookkeeping): they pass the guard, using the
-// headroom the floor keeps.
+// depends on (purges and their bookkeeping), or that stop or limit
+// deletion (a purge's cancellation, a legal hold), which must not be
+// refused while purges go on: they pass the guard, using the headroom the
+// floor keeps.
 func Exempt(ctx context.Context) context.Context {
 	return context.WithValue(ctx, exemptKey{}, true)
 }

@@ -28,8 +28,8 @@ type Options struct {
 	// FS is the filesystem; nil means the operating system's. Tests pass
 	// vfs.NewMem or vfs.NewCrashableMem to run the real engine in memory.
 	FS vfs.FS
-	// Now is the clock for entity timestamps and for how long flushes have
-	// failed (see failstop.go); nil means time.Now.
+	// Now is the clock for entity timestamps and for how long flushes or
+	// compactions have failed (see failstop.go); nil means time.Now.
 	Now func() time.Time
 	// Logger receives the engine's messages; nil means slog.Default. A
 	// fatal error of the engine is logged here and then ends the process
@@ -46,6 +46,11 @@ type Options struct {
 	// DefaultMemTableSize. Up to 4 are held while flushes catch up, and
 	// each write-ahead log file reserves 1.1 times it on disk.
 	MemTableSize uint64
+	// StallLimit is how long writes may stay stalled while the engine's
+	// compactions fail, with none succeeding, before the process stops (a
+	// disk full with the free-space guard off; see DefaultStallLimit);
+	// 0 means DefaultStallLimit.
+	StallLimit time.Duration
 	// AllowUnfinished is the command ("copy") whose unfinished marker
 	// (UnfinishedName) Open accepts, so that command can finish the
 	// directory; empty, Open refuses any marker with ErrUnfinished.
@@ -82,6 +87,9 @@ func (o Options) withDefaults() Options {
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
 	}
+	if o.StallLimit <= 0 {
+		o.StallLimit = DefaultStallLimit
+	}
 	if o.exit == nil {
 		o.exit = os.Exit
 	}
@@ -114,8 +122,9 @@ type DB struct {
 	marks *flushMarks
 	// wal records the newest write-ahead log (see walRecord).
 	wal *walRecord
-	// flushes follows the engine's flushes (see failstop.go).
-	flushes *flushWatch
+	// watch follows the engine's flushes, compactions and write stalls
+	// (see failstop.go).
+	watch *engineWatch
 
 	// gate is held shared by the writes a running Exclusive may touch,
 	// from their first read to their commit, and exclusively by Exclusive
@@ -155,8 +164,8 @@ func Open(opts Options) (*DB, error) {
 	}
 	marks := newFlushMarks(opts)
 	wal := newWALRecord(opts)
-	flushes := newFlushWatch(opts, newFailStop(opts))
-	db, lock, err := openEngine(opts, marks, wal, flushes)
+	watch := newEngineWatch(opts, newFailStop(opts))
+	db, lock, err := openEngine(opts, marks, wal, watch)
 	if err == nil {
 		if err = marks.check(db); err != nil {
 			err = errors.Join(err, db.Close(), lock.Close())
@@ -171,8 +180,9 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Dir, err)
 	}
 	go marks.run()
+	go watch.run()
 	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), lowMarks: newLowMarks(opts.lowMarks), log: opts.Logger, marks: marks, wal: wal,
-		flushes: flushes}
+		watch: watch}
 	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
@@ -193,7 +203,7 @@ var errOpenPanicked = errors.New("the engine panicked reading it")
 // openEngine locks the directory and opens Pebble on it. The lock is held
 // from before the checks, so that they never look at (or change) a
 // directory another process is serving.
-func openEngine(opts Options, marks *flushMarks, wal *walRecord, flushes *flushWatch) (*pebbledb.DB, *pebbledb.Lock, error) {
+func openEngine(opts Options, marks *flushMarks, wal *walRecord, watch *engineWatch) (*pebbledb.DB, *pebbledb.Lock, error) {
 	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -201,7 +211,7 @@ func openEngine(opts Options, marks *flushMarks, wal *walRecord, flushes *flushW
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openLocked(opts, marks, wal, flushes, lock)
+	db, err := openLocked(opts, marks, wal, watch, lock)
 	if err != nil {
 		return nil, nil, errors.Join(err, lock.Close())
 	}
@@ -211,7 +221,7 @@ func openEngine(opts Options, marks *flushMarks, wal *walRecord, flushes *flushW
 // openLocked checks what the engine cannot and opens it, turning a panic on
 // files it cannot make sense of into a corruption error: the operator gets
 // one message, not a stack.
-func openLocked(opts Options, marks *flushMarks, wal *walRecord, flushes *flushWatch, lock *pebbledb.Lock) (db *pebbledb.DB, err error) {
+func openLocked(opts Options, marks *flushMarks, wal *walRecord, watch *engineWatch, lock *pebbledb.Lock) (db *pebbledb.DB, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			db, err = nil, fmt.Errorf("%w: %v", errOpenPanicked, p)
@@ -231,7 +241,7 @@ func openLocked(opts Options, marks *flushMarks, wal *walRecord, flushes *flushW
 	if err := wal.check(); err != nil {
 		return nil, err
 	}
-	o := engineOptions(opts, flushes)
+	o := engineOptions(opts, watch)
 	o.Lock = lock
 	own := pebbledb.EventListener{FlushEnd: marks.flushed}
 	if !opts.logBesideTables {
@@ -322,6 +332,7 @@ func (d *DB) Close() error {
 	d.stopBackfills()
 	d.backfills.Wait()
 	d.marks.close()
+	d.watch.close()
 	err := d.db.Close()
 	if err == nil {
 		err = d.wal.closed()

@@ -39,7 +39,9 @@
 //
 // An engine error the store cannot go on from ends the process with status
 // 70 and one log line (failstop.go): a write-ahead log that cannot be
-// created, written or synced, Pebble's own Fatalf, and flushes that keep
-// failing, which would otherwise hold every write back for good. Every
-// acknowledged write is in the synced log, so the next start has it.
+// created, written or synced, Pebble's own Fatalf, flushes that keep
+// failing, and writes stalled while compactions keep failing (a level 0
+// that cannot be emptied), the last two of which would otherwise hold
+// every write back for good. Every acknowledged write is in the synced
+// log, so the next start has it.
 package pebble

@@ -19,12 +19,13 @@ import (
 // reply, so stopping the process loses none of them: the next start (after
 // space is freed) replays the log. Going on can lose them, or hang: a commit
 // that failed half way leaves the commit pipeline locked, and a memtable
-// that cannot be flushed holds writes back for good. So three paths end in
-// the one stop below, each with one log line: Pebble's own Fatalf (a failed
-// MANIFEST write, a commit whose log write failed); a failed write, sync or
-// creation of a log file (logFS), which Pebble meets with Fatalf in a
-// commit but with a panic when it switches to the next log; and flushes
-// that keep failing (flushWatch).
+// that cannot be flushed, or a level 0 that cannot be compacted, holds
+// writes back for good. So four paths end in the one stop below, each with
+// one log line: Pebble's own Fatalf (a failed MANIFEST write, a commit
+// whose log write failed); a failed write, sync or creation of a log file
+// (logFS), which Pebble meets with Fatalf in a commit but with a panic when
+// it switches to the next log; flushes that keep failing; and writes that
+// stay stalled while compactions keep failing (both in engineWatch).
 
 // exitFatal is the process's exit status after a fatal engine error.
 const exitFatal = 70
@@ -35,11 +36,32 @@ const exitFatal = 70
 // write waits too, so a flush that cannot complete stalls the store for
 // good. But a flush can fail for a moment and then pass: on a disk nearly
 // full, a compaction's output holds space until that compaction ends or
-// fails and deletes it. A compaction that fails is only retried (writes do
-// not wait for it) and is not counted. A few seconds covers a compaction
-// giving its space back; a disk still full after them stays full until an
-// operator frees space, and stopping then keeps every acknowledged write.
+// fails and deletes it. A few seconds covers a compaction giving its space
+// back; a disk still full after them stays full until an operator frees
+// space, and stopping then keeps every acknowledged write.
 const flushFailWindow = 5 * time.Second
+
+// DefaultStallLimit is Options.StallLimit's default: how long writes may
+// stay stalled while compactions fail, with none succeeding, before the
+// process stops.
+//
+// The engine stalls writes when level 0 holds too many sublevels (12), and
+// only a compaction out of level 0 ends that stall. On a disk too full for
+// the compaction's output it fails, the engine tries again (or, for a
+// while, not at all: it sets a failed compaction's span aside), every
+// write waits, and nothing changes until an operator frees space; no flush
+// fails, for none can start. So the process stops when both signs have
+// lasted the limit: writes stalled without a break, and compactions
+// failing since the first failure with none succeeding. A stall alone is
+// a busy disk that a compaction will end; failures that clear (a
+// compaction gave its space back) end with the first compaction that
+// succeeds, as does the count. A minute is well past the compaction that
+// ends a stall on a disk that works (at the default 64 MiB memtable, level
+// 0 holds under a GiB then, rewritten in seconds to tens of seconds), and
+// short against a stall that lasts for good, whose writes time out all
+// along; writes are reported blocked (NOT_SERVING) from the moment both
+// signs meet.
+const DefaultStallLimit = time.Minute
 
 // failStop ends the process after a fatal engine error, with one log line
 // however many goroutines meet the error at once (each commit of a group
@@ -167,37 +189,63 @@ func (s slogLogger) Fatalf(format string, args ...any) {
 	s.stop.stop(fmt.Sprintf(format, args...))
 }
 
-// flushWatch follows the engine's flushes and background errors: it stops
-// the process once flushes have failed for flushFailWindow (see there),
-// reports them failing meanwhile, and keeps the engine's retries, which
-// come as fast as they fail, from flooding the log.
-type flushWatch struct {
-	now  func() time.Time
-	log  *slog.Logger
-	stop *failStop
+// engineWatch follows the engine's flushes, compactions, write stalls and
+// background errors. It stops the process once flushes have failed for
+// flushFailWindow, or once writes have stalled while compactions fail for
+// the stall limit (see both), reports either meanwhile, and keeps the
+// engine's retries, which come as fast as they fail, from flooding the log.
+type engineWatch struct {
+	now   func() time.Time
+	log   *slog.Logger
+	stop  *failStop
+	limit time.Duration
+	// done ends run; closed by close.
+	done      chan struct{}
+	closeOnce sync.Once
 
 	mu sync.Mutex
 	// ended is the error of the last flush, until the engine reports it as
 	// a background error: Pebble reports a flush that succeeded with
 	// nothing to write with an error too, but not as a background error.
 	ended error
-	// since is the first failure of the flushes failing now, zero while
-	// they succeed; failures counts them and last is the latest.
-	since    time.Time
-	failures int
-	last     error
+	// flushes and compactions are the failures of each kind of job going
+	// on now, zero while that kind succeeds.
+	flushes, compactions failing
+	// stalled is when the write stall under way began, zero while writes
+	// flow; stallReason is the engine's reason for it.
+	stalled     time.Time
+	stallReason string
+	// stuckLogged is set once the stall with compactions failing has been
+	// logged, until it ends.
+	stuckLogged bool
 	// others counts the other background errors since othersLogged, the
 	// last line about one.
 	others       int
 	othersLogged time.Time
 }
 
-func newFlushWatch(opts Options, stop *failStop) *flushWatch {
-	return &flushWatch{now: opts.Now, log: opts.Logger, stop: stop}
+// failing is a run of failures of one kind of background job with none
+// succeeding: since the first, how many, and the latest's error.
+type failing struct {
+	since    time.Time
+	failures int
+	last     error
+}
+
+func (f *failing) fail(now time.Time, err error) {
+	if f.since.IsZero() {
+		f.since = now
+	}
+	f.failures++
+	f.last = err
+}
+
+func newEngineWatch(opts Options, stop *failStop) *engineWatch {
+	return &engineWatch{now: opts.Now, log: opts.Logger, stop: stop, limit: opts.StallLimit, done: make(chan struct{})}
 }
 
 // flushEnd is the EventListener's FlushEnd.
-func (w *flushWatch) flushEnd(info pebbledb.FlushInfo) {
+func (w *engineWatch) flushEnd(info pebbledb.FlushInfo) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if info.Err != nil {
@@ -205,24 +253,67 @@ func (w *flushWatch) flushEnd(info pebbledb.FlushInfo) {
 		return
 	}
 	w.ended = nil
-	if !w.since.IsZero() {
-		w.log.Info("pebble: flushes succeed again", "failed_flushes", w.failures)
+	if !w.flushes.since.IsZero() {
+		w.log.Info("pebble: flushes succeed again", "failed_flushes", w.flushes.failures)
 	}
-	w.since, w.failures, w.last = time.Time{}, 0, nil
+	w.flushes = failing{}
+}
+
+// compactionEnd is the EventListener's CompactionEnd. A compaction the
+// engine cancelled (another took its files) neither failed nor succeeded.
+func (w *engineWatch) compactionEnd(info pebbledb.CompactionInfo) {
+	if errors.Is(info.Err, pebbledb.ErrCancelledCompaction) {
+		return
+	}
+	w.mu.Lock()
+	if info.Err == nil {
+		w.compactions = failing{}
+		w.endStuck("a compaction succeeded")
+		w.mu.Unlock()
+		return
+	}
+	w.compactions.fail(w.now(), info.Err)
+	w.mu.Unlock()
+	w.check()
+}
+
+// writeStallBegin is the EventListener's WriteStallBegin.
+func (w *engineWatch) writeStallBegin(info pebbledb.WriteStallBeginInfo) {
+	w.mu.Lock()
+	w.stalled, w.stallReason = w.now(), info.Reason
+	w.mu.Unlock()
+	w.check()
+}
+
+// writeStallEnd is the EventListener's WriteStallEnd.
+func (w *engineWatch) writeStallEnd() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stalled, w.stallReason = time.Time{}, ""
+	w.endStuck("writes flow again")
+}
+
+// endStuck logs the end of a stall with compactions failing, if one was
+// logged; w.mu is held.
+func (w *engineWatch) endStuck(why string) {
+	if w.stuckLogged {
+		w.log.Info("pebble: writes no longer stall behind failing compactions: " + why)
+		w.stuckLogged = false
+	}
 }
 
 // backgroundError is the EventListener's BackgroundError. A flush's error
 // comes right after its flushEnd, on the same goroutine.
-func (w *flushWatch) backgroundError(err error) {
+func (w *engineWatch) backgroundError(err error) {
 	w.mu.Lock()
 	if w.ended == nil || !errors.Is(err, w.ended) {
-		// Another job's error (a compaction, retried by the engine, which
-		// writes do not wait for): logged, unless flushes are failing, when
+		// Another job's error (a compaction, which compactionEnd counts, or
+		// a table's statistics): logged, unless flushes are failing, when
 		// it is the same trouble and the stop is coming. A compaction that
 		// cannot write its output on a nearly full disk fails again at
 		// once, so one line a minute says how many failed.
 		w.others++
-		if now := w.now(); w.since.IsZero() && (w.othersLogged.IsZero() || now.Sub(w.othersLogged) >= time.Minute) {
+		if now := w.now(); w.flushes.since.IsZero() && (w.othersLogged.IsZero() || now.Sub(w.othersLogged) >= time.Minute) {
 			w.log.Error("pebble: background error", "err", err, "errors_since_last_line", w.others)
 			w.others, w.othersLogged = 0, now
 		}
@@ -230,35 +321,82 @@ func (w *flushWatch) backgroundError(err error) {
 		return
 	}
 	w.ended = nil
-	now := w.now()
-	if w.since.IsZero() {
-		w.since = now
+	if w.flushes.since.IsZero() {
 		w.log.Error("pebble: a flush failed; the engine retries it, and the process stops if flushes go on failing",
 			"err", err, "stop_after", flushFailWindow)
 	}
-	w.failures++
-	w.last = err
-	failing := now.Sub(w.since)
-	n := w.failures
+	w.flushes.fail(w.now(), err)
 	w.mu.Unlock()
-	if failing >= flushFailWindow {
-		w.stop.stop(fmt.Sprintf("pebble: flushes have failed for %s (%d attempts), so writes cannot go on: %v", failing.Round(time.Millisecond), n, err))
+	w.check()
+}
+
+// check stops the process if flushes have failed for flushFailWindow, or
+// if writes have stalled for the stall limit while compactions have failed
+// for as long with none succeeding (see DefaultStallLimit), and logs the
+// first moment of a stall with compactions failing. It is called at each
+// event and by run, since a stalled engine may report nothing more.
+func (w *engineWatch) check() {
+	w.mu.Lock()
+	now := w.now()
+	var cause string
+	switch {
+	case !w.flushes.since.IsZero() && now.Sub(w.flushes.since) >= flushFailWindow:
+		cause = fmt.Sprintf("pebble: flushes have failed for %s (%d attempts), so writes cannot go on: %v",
+			now.Sub(w.flushes.since).Round(time.Millisecond), w.flushes.failures, w.flushes.last)
+	case !w.stalled.IsZero() && !w.compactions.since.IsZero():
+		stalled, failed := now.Sub(w.stalled), now.Sub(w.compactions.since)
+		if stalled >= w.limit && failed >= w.limit {
+			cause = fmt.Sprintf("pebble: writes have stalled for %s (%s) while compactions failed for %s (%d attempts, none succeeding), so writes cannot go on: %v",
+				stalled.Round(time.Millisecond), w.stallReason, failed.Round(time.Millisecond), w.compactions.failures, w.compactions.last)
+		} else if !w.stuckLogged {
+			w.stuckLogged = true
+			w.log.Error("pebble: writes stall while compactions fail; the engine retries them, and the process stops if both go on",
+				"reason", w.stallReason, "err", w.compactions.last, "stop_after", w.limit)
+		}
+	}
+	w.mu.Unlock()
+	if cause != "" {
+		w.stop.stop(cause)
 	}
 }
 
-// failing is nil while flushes succeed, else an error saying since when
-// they fail and why.
-func (w *flushWatch) failing() error {
+// run calls check every tenth of the stall limit (between a millisecond
+// and a second) until close: a compaction that failed may not be tried
+// again for a while, and a stalled engine then reports nothing more.
+func (w *engineWatch) run() {
+	t := time.NewTicker(min(max(w.limit/10, time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-t.C:
+			w.check()
+		}
+	}
+}
+
+// close ends run. Only the first call does anything.
+func (w *engineWatch) close() { w.closeOnce.Do(func() { close(w.done) }) }
+
+// blocked is nil while writes can go on, else an error saying why not:
+// flushes failing, or writes stalled while compactions fail.
+func (w *engineWatch) blocked() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.since.IsZero() {
-		return nil
+	if !w.flushes.since.IsZero() {
+		return fmt.Errorf("pebble: flushes failing since %s (%d attempts): %w", w.flushes.since.Format(time.RFC3339), w.flushes.failures, w.flushes.last)
 	}
-	return fmt.Errorf("pebble: flushes failing since %s (%d attempts): %w", w.since.Format(time.RFC3339), w.failures, w.last)
+	if !w.stalled.IsZero() && !w.compactions.since.IsZero() {
+		return fmt.Errorf("pebble: writes stalled since %s (%s), compactions failing since %s (%d attempts): %w",
+			w.stalled.Format(time.RFC3339), w.stallReason, w.compactions.since.Format(time.RFC3339), w.compactions.failures, w.compactions.last)
+	}
+	return nil
 }
 
-// FlushesFailing is nil while the engine's flushes succeed. While they
-// fail it says why; writes then queue behind them, and the process stops
-// if they go on failing (a disk full with the free-space guard off). The
-// daemon reports writes NOT_SERVING meanwhile.
-func (d *DB) FlushesFailing() error { return d.flushes.failing() }
+// WritesBlocked is nil while the engine takes writes. While its flushes
+// fail, or writes stall while its compactions fail, it says why; writes
+// then wait, and the process stops if that goes on (a disk full with the
+// free-space guard off; see failstop.go). The daemon reports writes
+// NOT_SERVING meanwhile.
+func (d *DB) WritesBlocked() error { return d.watch.blocked() }

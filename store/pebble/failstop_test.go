@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
@@ -116,9 +118,9 @@ func TestFlushesFailingStopTheProcess(t *testing.T) {
 	if _, err := h.db.db.AsyncFlush(); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "flushes reported failing", func() bool { return h.db.FlushesFailing() != nil })
-	if !strings.Contains(h.db.FlushesFailing().Error(), "no space left on device") {
-		t.Errorf("FlushesFailing: %v, want the cause", h.db.FlushesFailing())
+	until(t, "flushes reported failing", func() bool { return h.db.WritesBlocked() != nil })
+	if !strings.Contains(h.db.WritesBlocked().Error(), "no space left on device") {
+		t.Errorf("WritesBlocked: %v, want the cause", h.db.WritesBlocked())
 	}
 	if n := h.exited(); n != 0 {
 		t.Fatalf("stopped %d times before flushes failed for %s", n, flushFailWindow)
@@ -156,10 +158,10 @@ func TestFlushFailingForAMomentGoesOn(t *testing.T) {
 		if _, err := h.db.db.AsyncFlush(); err != nil {
 			t.Fatal(err)
 		}
-		until(t, "flushes reported failing", func() bool { return h.db.FlushesFailing() != nil })
+		until(t, "flushes reported failing", func() bool { return h.db.WritesBlocked() != nil })
 		h.step(flushFailWindow - time.Second)
 		h.full.Store(false)
-		until(t, "flushes succeed again", func() bool { return h.db.FlushesFailing() == nil })
+		until(t, "flushes succeed again", func() bool { return h.db.WritesBlocked() == nil })
 		h.step(time.Hour)
 	}
 	if n := h.exited(); n != 0 {
@@ -254,7 +256,7 @@ func TestBackgroundErrorsLogAMinute(t *testing.T) {
 	var clock time.Duration
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Now: func() time.Time { return start.Add(clock) }}
-	w := newFlushWatch(opts, newFailStop(opts))
+	w := newEngineWatch(opts, newFailStop(opts))
 	for range 3 {
 		for range 100 {
 			w.backgroundError(errors.New("compaction: no space left on device"))
@@ -288,5 +290,135 @@ func TestFailStopLogsOnce(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "storage engine failed"); n != 1 {
 		t.Errorf("%d log lines, want 1:\n%s", n, log.String())
+	}
+}
+
+// TestStalledWritesWithFailingCompactionsStopTheProcess: writes that stay
+// stalled while compactions fail, none succeeding, for the stall limit
+// stop the process, with one line when both begin and one for the stop;
+// a stall alone, failures alone, and either cut short by its end (a
+// compaction that succeeds, writes that flow) stop nothing and start the
+// count afresh. Time is synctest's, so a check comes from the watch's own
+// loop when the engine reports nothing more, as a stalled engine whose
+// failed compaction's span is set aside does.
+func TestStalledWritesWithFailingCompactionsStopTheProcess(t *testing.T) {
+	const limit = time.Minute
+	failed := pebbledb.CompactionInfo{Err: fmt.Errorf("write 000042.sst: %w", syscall.ENOSPC)}
+	stall := pebbledb.WriteStallBeginInfo{Reason: "L0 file count limit exceeded"}
+	for _, tc := range []struct {
+		name string
+		// events happen in turn, with a sleep of the given duration
+		events   func(w *engineWatch, sleep func(time.Duration))
+		wantStop bool
+	}{
+		{"a stall while compactions fail, for the limit", func(w *engineWatch, sleep func(time.Duration)) {
+			w.writeStallBegin(stall)
+			w.compactionEnd(failed)
+			sleep(limit)
+		}, true},
+		{"compactions failing since before the stall", func(w *engineWatch, sleep func(time.Duration)) {
+			w.compactionEnd(failed)
+			w.flushEnd(pebbledb.FlushInfo{}) // flushes succeed until level 0 is full
+			sleep(limit / 2)
+			w.writeStallBegin(stall)
+			sleep(limit)
+		}, true},
+		{"a stall while compactions fail, short of the limit", func(w *engineWatch, sleep func(time.Duration)) {
+			w.writeStallBegin(stall)
+			w.compactionEnd(failed)
+			sleep(limit - time.Second)
+		}, false},
+		{"a stall alone", func(w *engineWatch, sleep func(time.Duration)) {
+			w.writeStallBegin(stall)
+			sleep(10 * limit)
+		}, false},
+		{"compactions failing alone", func(w *engineWatch, sleep func(time.Duration)) {
+			for range 100 {
+				w.compactionEnd(failed)
+				sleep(limit / 10)
+			}
+		}, false},
+		{"a compaction that succeeds starts the count afresh", func(w *engineWatch, sleep func(time.Duration)) {
+			w.writeStallBegin(stall)
+			w.compactionEnd(failed)
+			sleep(limit - time.Second)
+			w.compactionEnd(pebbledb.CompactionInfo{})
+			w.compactionEnd(failed)
+			sleep(limit - time.Second)
+		}, false},
+		{"a cancelled compaction neither fails nor succeeds", func(w *engineWatch, sleep func(time.Duration)) {
+			w.writeStallBegin(stall)
+			w.compactionEnd(pebbledb.CompactionInfo{Err: pebbledb.ErrCancelledCompaction})
+			sleep(limit)
+			w.compactionEnd(failed)
+			sleep(limit - time.Second)
+			w.compactionEnd(pebbledb.CompactionInfo{Err: pebbledb.ErrCancelledCompaction})
+			sleep(time.Second)
+		}, true},
+		{"writes that flow start the count afresh", func(w *engineWatch, sleep func(time.Duration)) {
+			w.writeStallBegin(stall)
+			w.compactionEnd(failed)
+			sleep(limit - time.Second)
+			w.writeStallEnd()
+			w.writeStallBegin(stall)
+			sleep(limit - time.Second)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var log syncbuf.Buffer
+				var exits atomic.Int32
+				opts := Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), Now: time.Now, StallLimit: limit}
+				w := newEngineWatch(opts, &failStop{log: opts.Logger, dir: "db", exit: func(int) { exits.Add(1) }})
+				go w.run()
+				defer w.close()
+				tc.events(w, func(d time.Duration) { time.Sleep(d); synctest.Wait() })
+				if got := exits.Load() == 1; got != tc.wantStop {
+					t.Fatalf("stopped: %v, want %v; log:\n%s", got, tc.wantStop, log.String())
+				}
+				if !tc.wantStop {
+					return
+				}
+				for line, want := range map[string]int{
+					"writes stall while compactions fail": 1,
+					"storage engine failed":               1,
+					"writes have stalled for":             1,
+				} {
+					if got := strings.Count(log.String(), line); got != want {
+						t.Errorf("%d log lines with %q, want %d; log:\n%s", got, line, want, log.String())
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestStalledWritesWithFailingCompactionsAreBlocked: writes count as
+// blocked (the daemon's NOT_SERVING) from the moment they stall while
+// compactions fail, and no longer once either ends.
+func TestStalledWritesWithFailingCompactionsAreBlocked(t *testing.T) {
+	opts := Options{Logger: slog.New(slog.DiscardHandler), Now: time.Now, StallLimit: time.Minute}
+	w := newEngineWatch(opts, &failStop{log: opts.Logger, dir: "db", exit: func(int) { t.Error("stopped") }})
+	failed := pebbledb.CompactionInfo{Err: fmt.Errorf("write 000042.sst: %w", syscall.ENOSPC)}
+	steps := []struct {
+		name        string
+		event       func()
+		wantBlocked bool
+	}{
+		{"writes stall", func() { w.writeStallBegin(pebbledb.WriteStallBeginInfo{Reason: "L0 file count limit exceeded"}) }, false},
+		{"a compaction fails", func() { w.compactionEnd(failed) }, true},
+		{"writes flow", w.writeStallEnd, false},
+		{"writes stall again", func() { w.writeStallBegin(pebbledb.WriteStallBeginInfo{Reason: "L0 file count limit exceeded"}) }, true},
+		{"a compaction succeeds", func() { w.compactionEnd(pebbledb.CompactionInfo{}) }, false},
+	}
+	for _, s := range steps {
+		s.event()
+		err := w.blocked()
+		if (err != nil) != s.wantBlocked {
+			t.Errorf("%s: blocked() = %v, want blocked %v", s.name, err, s.wantBlocked)
+		}
+		if err != nil && !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("%s: blocked() = %v, want the compaction's cause", s.name, err)
+		}
 	}
 }

@@ -44,14 +44,17 @@ const formatVersion = pebbledb.FormatValueSeparation
 //
 // The file system, the logger and the listener fail-stop the process (see
 // failstop.go); the listener also logs each damaged file once.
-func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
+func engineOptions(opts Options, watch *engineWatch) *pebbledb.Options {
 	o := &pebbledb.Options{
 		FormatMajorVersion: formatVersion,
-		Logger:             slogLogger{l: opts.Logger, stop: flushes.stop},
+		Logger:             slogLogger{l: opts.Logger, stop: watch.stop},
 		EventListener: &pebbledb.EventListener{
 			DataCorruption:  corruptionLog(opts.Logger),
-			BackgroundError: flushes.backgroundError,
-			FlushEnd:        flushes.flushEnd,
+			BackgroundError: watch.backgroundError,
+			FlushEnd:        watch.flushEnd,
+			CompactionEnd:   watch.compactionEnd,
+			WriteStallBegin: watch.writeStallBegin,
+			WriteStallEnd:   watch.writeStallEnd,
 		},
 		// Index and filter blocks stay cached, so the existence read of a
 		// create costs no disk read and GetLatest one at most.
@@ -78,6 +81,6 @@ func engineOptions(opts Options, flushes *flushWatch) *pebbledb.Options {
 		// index or data blocks.
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	o.FS = logFS{FS: opts.FS, engine: o, dir: opts.Dir, stop: flushes.stop}
+	o.FS = logFS{FS: opts.FS, engine: o, dir: opts.Dir, stop: watch.stop}
 	return o
 }

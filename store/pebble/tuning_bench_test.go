@@ -30,15 +30,15 @@ func BenchmarkExistenceRead(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			opts := Options{Dir: b.TempDir()}.withDefaults()
-			flushes := newFlushWatch(opts, newFailStop(opts))
-			o := engineOptions(opts, flushes)
+			watch := newEngineWatch(opts, newFailStop(opts))
+			o := engineOptions(opts, watch)
 			tc.tune(o)
 			db, err := pebbledb.Open(opts.Dir, o)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			d := &DB{db: db, now: opts.Now, locks: newLocks(), flushes: flushes}
+			d := &DB{db: db, now: opts.Now, locks: newLocks(), watch: watch}
 			value, err := encodeValue(store.Entity{Properties: store.Properties{
 				"CameraId": "cam", "BlobUri": "https://blobs.example/cam/0000000000.jpg", "SizeBytes": int64(345678)}})
 			if err != nil {

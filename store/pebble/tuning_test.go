@@ -20,7 +20,7 @@ func TestEngineTuning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts.withDefaults()
-			o := engineOptions(opts, newFlushWatch(opts, newFailStop(opts)))
+			o := engineOptions(opts, newEngineWatch(opts, newFailStop(opts)))
 			if o.CacheSize != tc.cache || o.MemTableSize != tc.memtable {
 				t.Errorf("cache %d, memtable %d; want %d, %d", o.CacheSize, o.MemTableSize, tc.cache, tc.memtable)
 			}
