@@ -53,6 +53,9 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 			return toStatus(ctx, s.log, err)
 		}
 		if len(page) > 0 {
+			// A page of only other types is sent too, without images: the
+			// client's token moves past it, so that a resume does not fall
+			// behind the outbox's retention for deletions it did not ask for.
 			resp := &metadatav1.WatchDeletedImagesResponse{}
 			for _, d := range page {
 				if len(want) == 0 || want[d.Kind] {
@@ -61,10 +64,8 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 			}
 			after = page[len(page)-1].Token
 			resp.ResumeToken = after
-			if len(resp.Images) > 0 {
-				if err := stream.Send(resp); err != nil {
-					return err
-				}
+			if err := stream.Send(resp); err != nil {
+				return err
 			}
 			continue
 		}

@@ -1,0 +1,147 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
+	"github.com/metadatad/metadatad/internal/testwait"
+	"github.com/metadatad/metadatad/server"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// purgeSingles creates four single images of cam-0 and purges them with a
+// policy, so that the outbox names them and no image of another type.
+func purgeSingles(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := t.Context()
+	for m := range 4 {
+		_, err := h.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{
+			Metadata: &metadatav1.SingleImageMetadata{CameraId: "cam-0", CapturedAt: timestamp(minute(m))}})
+		requireOK(t, err, "create single")
+	}
+	time.Sleep(h.indexLag) // see seedMinutes
+	_, err := h.retention.CreateRetentionPolicy(ctx, &metadatav1.CreateRetentionPolicyRequest{RetentionPolicy: &metadatav1.RetentionPolicy{
+		Name: "retentionPolicies/default", SingleRetentionDays: 1}})
+	requireOK(t, err, "create policy")
+	start, err := h.retention.StartPurge(ctx, &metadatav1.StartPurgeRequest{UsePolicies: true})
+	requireOK(t, err, "StartPurge")
+	watch(t, h, start.GetJob().GetJobId())
+}
+
+// TestAFilteredWatchOfDeletedImagesMovesItsToken: a pano-only stream that
+// meets only single-image deletions gets a message without images whose
+// token is past them, so that once they are retired it resumes from there
+// rather than into OUT_OF_RANGE, having missed nothing. On both backends.
+func TestAFilteredWatchOfDeletedImagesMovesItsToken(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
+	forEachBackend(t, func(t *testing.T, b backend) {
+		now := minute(0).Add(retention.Days(2))
+		tables := b.open(t)
+		h := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
+		purgeSingles(t, h)
+		panos := []metadatav1.ImageType{metadatav1.ImageType_IMAGE_TYPE_PANO}
+
+		ctx, cancel := context.WithTimeout(t.Context(), watchPatience)
+		defer cancel()
+		stream, err := h.retention.WatchDeletedImages(ctx, &metadatav1.WatchDeletedImagesRequest{ImageTypes: panos})
+		requireOK(t, err, "WatchDeletedImages")
+		resp, err := stream.Recv()
+		requireOK(t, err, "receive the position past the singles")
+		if len(resp.GetImages()) != 0 || resp.GetResumeToken() == "" {
+			t.Fatalf("a pano-only stream after single deletions got %v, want a position and no image", resp)
+		}
+		token := resp.GetResumeToken()
+		cancel()
+
+		// A server a month on retires the purge's outbox as it starts; the
+		// position past it resumes without error.
+		later := now.Add(retention.DefaultJobRetention + retention.Days(1))
+		next := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return later }})
+		first := map[string]string{"pebble": "1", "azure": "1."}[b.name]
+		testwait.Until(t, watchPatience, func() error {
+			rctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			defer cancel()
+			old, err := next.retention.WatchDeletedImages(rctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: first})
+			if err == nil {
+				_, err = old.Recv()
+			}
+			if status.Code(err) != codes.OutOfRange {
+				return fmt.Errorf("the first retired position: %v, want OUT_OF_RANGE", err)
+			}
+			return nil
+		})
+		rctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		resumed, err := next.retention.WatchDeletedImages(rctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: token, ImageTypes: panos})
+		requireOK(t, err, "resume")
+		if resp, err := resumed.Recv(); err == nil {
+			t.Errorf("resuming after every deletion: %v, want nothing", resp)
+		} else {
+			requireCode(t, err, codes.DeadlineExceeded)
+		}
+	})
+}
+
+// TestDeletedImageWatchCap: a WatchDeletedImages stream beyond
+// -max-deleted-image-watches is RESOURCE_EXHAUSTED at once, while other
+// calls and streams are admitted; once it ends its place is free again.
+func TestDeletedImageWatchCap(t *testing.T) {
+	h := startServerOpts(t, openMemPebble(t), serverOpts{outbox: true, limits: server.Limits{MaxDeletedImageWatches: 1}})
+	open := func(ctx context.Context) error {
+		stream, err := h.retention.WatchDeletedImages(ctx, &metadatav1.WatchDeletedImagesRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- open(ctx) }() // an empty outbox: it stays open
+	// Once the first stream holds the place, the next one is refused.
+	var refused *status.Status
+	testwait.Until(t, 10*time.Second, func() error {
+		sctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		err := open(sctx)
+		if status.Code(err) != codes.ResourceExhausted {
+			return fmt.Errorf("a second stream: %v, want RESOURCE_EXHAUSTED", err)
+		}
+		refused = status.Convert(err)
+		return nil
+	})
+	if want := "1 WatchDeletedImages streams already open"; !strings.Contains(refused.Message(), want) {
+		t.Errorf("refused with %q, want %q", refused.Message(), want)
+	}
+	_, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{})
+	requireOK(t, err, "a unary call with every deleted-image watch taken")
+	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
+	requireOK(t, err, "StartPurge")
+	wctx, wcancel := context.WithCancel(t.Context())
+	defer wcancel()
+	purge, err := h.retention.WatchPurge(wctx, &metadatav1.WatchPurgeRequest{JobId: started.GetJob().GetJobId()})
+	requireOK(t, err, "WatchPurge")
+	_, err = purge.Recv()
+	requireOK(t, err, "a WatchPurge with every deleted-image watch taken")
+
+	cancel()
+	requireCode(t, <-first, codes.Canceled)
+	testwait.Until(t, 10*time.Second, func() error {
+		sctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if err := open(sctx); status.Code(err) != codes.DeadlineExceeded {
+			return fmt.Errorf("a stream once the first ended: %v, want it admitted (and waiting)", err)
+		}
+		return nil
+	})
+}
