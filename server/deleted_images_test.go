@@ -3,10 +3,12 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -143,5 +145,59 @@ func TestDeletedImageWatchCap(t *testing.T) {
 			return fmt.Errorf("a stream once the first ended: %v, want it admitted (and waiting)", err)
 		}
 		return nil
+	})
+}
+
+// TestWatchDeletedImagesRefusesATokenAheadOfTheOutbox: a resume_token
+// past the outbox's end is OUT_OF_RANGE at once, naming the end in the
+// message and in its ErrorInfo, from which the stream resumes; a token of
+// neither form is INVALID_ARGUMENT. The tokens "1000000" and "9."
+// on both backends: "9." is the form of Azure's tokens (a seal, no row),
+// so there it is ahead, and "1000000" is not one.
+func TestWatchDeletedImagesRefusesATokenAheadOfTheOutbox(t *testing.T) {
+	t.Parallel() // independent: servers and tables of its own
+	forEachBackend(t, func(t *testing.T, b backend) {
+		now := minute(0).Add(retention.Days(2))
+		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
+		purgeSingles(t, h)
+		ctx, cancel := context.WithTimeout(t.Context(), watchPatience)
+		defer cancel()
+		stream, err := h.retention.WatchDeletedImages(ctx, &metadatav1.WatchDeletedImagesRequest{})
+		requireOK(t, err, "WatchDeletedImages")
+		var end string
+		for n := 0; n < 4; {
+			resp, err := stream.Recv()
+			requireOK(t, err, "receive the deleted images")
+			n, end = n+len(resp.GetImages()), resp.GetResumeToken()
+		}
+		cancel()
+
+		recv := func(token string) error {
+			rctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			defer cancel()
+			s, err := h.retention.WatchDeletedImages(rctx, &metadatav1.WatchDeletedImagesRequest{ResumeToken: token})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}
+		ahead, bad := map[string][]string{"pebble": {"1000000"}, "azure": {"1000000.", "9."}}[b.name], map[string]string{"pebble": "9.", "azure": "1000000"}[b.name]
+		for _, token := range ahead {
+			st := requireCode(t, recv(token), codes.OutOfRange)
+			if !strings.Contains(st.Message(), "past the end") || !strings.Contains(st.Message(), strconv.Quote(end)) {
+				t.Errorf("%q refused with %q, want it said past the end, naming %q", token, st.Message(), end)
+			}
+			var named string
+			for _, d := range st.Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok {
+					named = info.GetMetadata()["resume_token"]
+				}
+			}
+			if named != end {
+				t.Errorf("%q refused with resume_token %q in its ErrorInfo, want %q", token, named, end)
+			}
+		}
+		requireFieldViolation(t, recv(bad), "resume_token")
+		requireCode(t, recv(end), codes.DeadlineExceeded) // the end: nothing yet, no error
 	})
 }

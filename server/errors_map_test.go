@@ -41,6 +41,7 @@ var sentinelCodes = []struct {
 	{retention.ErrNoPolicies, codes.FailedPrecondition},
 	{retention.ErrJobEnded, codes.FailedPrecondition},
 	{retention.ErrOutboxTrimmed, codes.OutOfRange},
+	{retention.ErrOutboxAhead, codes.OutOfRange},
 	{retention.ErrBadResumeToken, codes.InvalidArgument},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted},
 	{backup.ErrBusy, codes.FailedPrecondition},
