@@ -50,7 +50,8 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 		if errors.Is(err, retention.ErrOutboxTrimmed) {
 			return status.Error(codes.OutOfRange, "the deleted images after that resume_token were retired (-purge-job-retention); start again without one")
 		}
-		if ahead := (*retention.AheadError)(nil); errors.As(err, &ahead) {
+		var ahead *retention.AheadError
+		if errors.As(err, &ahead) {
 			return aheadStatus(ahead)
 		}
 		if err != nil {

@@ -110,7 +110,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrPurgeRunning": retention.ErrPurgeRunning, "retention.ErrNoPolicies": retention.ErrNoPolicies,
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
 		"retention.ErrOutboxTrimmed": retention.ErrOutboxTrimmed, "retention.ErrBadResumeToken": retention.ErrBadResumeToken,
-		"backup.ErrBusy": backup.ErrBusy,
+		"retention.ErrOutboxAhead": retention.ErrOutboxAhead, "backup.ErrBusy": backup.ErrBusy,
 	}
 	var dirs []string
 	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {
