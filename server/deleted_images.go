@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,10 +50,17 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 		if errors.Is(err, retention.ErrOutboxTrimmed) {
 			return status.Error(codes.OutOfRange, "the deleted images after that resume_token were retired (-purge-job-retention); start again without one")
 		}
+		var ahead *retention.AheadError
+		if errors.As(err, &ahead) {
+			return aheadStatus(ahead)
+		}
 		if err != nil {
 			return toStatus(ctx, s.log, err)
 		}
 		if len(page) > 0 {
+			// A page of only other types is sent too, without images: the
+			// client's token moves past it, so that a resume does not fall
+			// behind the outbox's retention for deletions it did not ask for.
 			resp := &metadatav1.WatchDeletedImagesResponse{}
 			for _, d := range page {
 				if len(want) == 0 || want[d.Kind] {
@@ -61,10 +69,8 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 			}
 			after = page[len(page)-1].Token
 			resp.ResumeToken = after
-			if len(resp.Images) > 0 {
-				if err := stream.Send(resp); err != nil {
-					return err
-				}
+			if err := stream.Send(resp); err != nil {
+				return err
 			}
 			continue
 		}
@@ -78,6 +84,24 @@ func (s *retentionService) WatchDeletedImages(req *metadatav1.WatchDeletedImages
 		}
 	}
 }
+
+// aheadStatus refuses a resume_token past the outbox's end, naming the
+// end in the message and in an ErrorInfo's metadata resumeTokenKey.
+func aheadStatus(ahead *retention.AheadError) error {
+	st := status.Newf(codes.OutOfRange, "resume_token %q is past the end of the deleted images this server keeps: its store was "+
+		"restored from an older backup (the records after the backup are lost), or the token is another store's. If the store was "+
+		"restored, resume from %q, the end it holds, to get every deletion made since; otherwise start again without a resume_token",
+		ahead.Token, ahead.End)
+	if detailed, err := st.WithDetails(&errdetails.ErrorInfo{Reason: resumeTokenAheadReason, Domain: watchDomain,
+		Metadata: map[string]string{resumeTokenKey: ahead.End}}); err == nil {
+		st = detailed
+	}
+	return st.Err()
+}
+
+// resumeTokenAheadReason is the google.rpc.ErrorInfo reason of a
+// WatchDeletedImages refused for a resume_token past the outbox's end.
+const resumeTokenAheadReason = "RESUME_TOKEN_AHEAD"
 
 func deletedImage(d retention.DeletedImage) *metadatav1.DeletedImage {
 	return &metadatav1.DeletedImage{

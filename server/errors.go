@@ -37,6 +37,7 @@ var errorCodes = []struct {
 	{retention.ErrPurgeRunning, codes.FailedPrecondition, "a purge of the same image type is running"},
 	{retention.ErrNoPolicies, codes.FailedPrecondition, "no retention policy sets a retention for the image types; create retentionPolicies/default or another policy first"},
 	{retention.ErrOutboxTrimmed, codes.OutOfRange, "the deleted images from that position were retired"},
+	{retention.ErrOutboxAhead, codes.OutOfRange, "that position is past the end of the deleted images"},
 	{retention.ErrBadResumeToken, codes.InvalidArgument, "not a resume_token of WatchDeletedImages"},
 	{retention.ErrJobEnded, codes.FailedPrecondition, "the purge has ended"},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted, fmt.Sprintf("at most %d prefix policies", retention.MaxPrefixPolicies)},

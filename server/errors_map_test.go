@@ -41,6 +41,7 @@ var sentinelCodes = []struct {
 	{retention.ErrNoPolicies, codes.FailedPrecondition},
 	{retention.ErrJobEnded, codes.FailedPrecondition},
 	{retention.ErrOutboxTrimmed, codes.OutOfRange},
+	{retention.ErrOutboxAhead, codes.OutOfRange},
 	{retention.ErrBadResumeToken, codes.InvalidArgument},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted},
 	{backup.ErrBusy, codes.FailedPrecondition},
@@ -109,7 +110,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrPurgeRunning": retention.ErrPurgeRunning, "retention.ErrNoPolicies": retention.ErrNoPolicies,
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
 		"retention.ErrOutboxTrimmed": retention.ErrOutboxTrimmed, "retention.ErrBadResumeToken": retention.ErrBadResumeToken,
-		"backup.ErrBusy": backup.ErrBusy,
+		"retention.ErrOutboxAhead": retention.ErrOutboxAhead, "backup.ErrBusy": backup.ErrBusy,
 	}
 	var dirs []string
 	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {

@@ -52,6 +52,9 @@ type Limits struct {
 	// MaxFeeds is how many live image feeds (Watch{Single,Pano,PreStitch}
 	// ImageMetadata streams) may be open at once. 0 means 256.
 	MaxFeeds int
+	// MaxDeletedImageWatches is how many WatchDeletedImages streams may be
+	// open at once. 0 means 16: their readers are a few blob cleaners.
+	MaxDeletedImageWatches int
 }
 
 func (l *Limits) fill() {
@@ -79,6 +82,9 @@ func (l *Limits) fill() {
 	if l.MaxFeeds <= 0 {
 		l.MaxFeeds = 256
 	}
+	if l.MaxDeletedImageWatches <= 0 {
+		l.MaxDeletedImageWatches = 16
+	}
 }
 
 // serverOptions are the grpc.Server options enforcing l on connections.
@@ -99,8 +105,9 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 }
 
 // callLimits enforces the per-call limits: calls in flight, open watches
-// and feeds, failed authentications per peer address and the default
-// deadline before the guard authenticates, the rate per principal after.
+// (of purges and of deleted images) and feeds, failed authentications per
+// peer address and the default deadline before the guard authenticates,
+// the rate per principal after.
 //
 // A watch or a feed is a stream that stays open for as long as its client
 // wants: besides the calls in flight it counts against a cap of its own,
@@ -111,6 +118,7 @@ type callLimits struct {
 	inFlight atomic.Int64
 	watches  atomic.Int64
 	feeds    atomic.Int64
+	deleted  atomic.Int64
 
 	// principals and peers are nil without a rate limit. peers only
 	// counts failed authentications, so callers whose credentials are good
@@ -196,6 +204,8 @@ func (c *callLimits) enter(ctx context.Context, method string) (leave func(), er
 		leaveStream, err = admit(&c.watches, c.limits.MaxWatches, "%d WatchPurge streams already open; poll GetPurge instead")
 	case feeds[method]:
 		leaveStream, err = admit(&c.feeds, c.limits.MaxFeeds, "%d image feeds already open; retry with backoff, or watch more cameras per stream")
+	case method == metadatav1.RetentionService_WatchDeletedImages_FullMethodName:
+		leaveStream, err = admit(&c.deleted, c.limits.MaxDeletedImageWatches, "%d WatchDeletedImages streams already open; retry with backoff")
 	default:
 		return leaveFlight, nil
 	}

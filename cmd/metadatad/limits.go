@@ -18,6 +18,7 @@ type limitsConfig struct {
 	maxInFlight          int
 	maxWatches           int
 	maxFeeds             int
+	maxDeletedWatches    int
 }
 
 func (l *limitsConfig) register(fs *flag.FlagSet) {
@@ -30,6 +31,7 @@ func (l *limitsConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxInFlight, "max-in-flight", 1024, "calls the server runs at once; one more is RESOURCE_EXHAUSTED instead of queued")
 	fs.IntVar(&l.maxWatches, "max-watches", 64, "WatchPurge streams open at once")
 	fs.IntVar(&l.maxFeeds, "max-feeds", 256, "live image feeds (Watch*ImageMetadata streams) open at once")
+	fs.IntVar(&l.maxDeletedWatches, "max-deleted-image-watches", 16, "WatchDeletedImages streams open at once")
 }
 
 func (l limitsConfig) server() server.Limits {
@@ -37,6 +39,6 @@ func (l limitsConfig) server() server.Limits {
 		MaxRequestBytes: l.maxRequestBytes, MaxConcurrentStreams: uint32(l.maxConcurrentStreams),
 		MaxConnectionAge: l.maxConnectionAge, DefaultDeadline: l.defaultDeadline,
 		Rate: l.rate, Burst: l.burst, MaxInFlight: l.maxInFlight, MaxWatches: l.maxWatches,
-		MaxFeeds: l.maxFeeds,
+		MaxFeeds: l.maxFeeds, MaxDeletedImageWatches: l.maxDeletedWatches,
 	}
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // runRestore is `metadatad restore`: a backup, checked file by file, copied
-// into a new data directory, then the purges it holds unfinished named.
+// into a new data directory, its outbox of deleted images marked restored,
+// then the purges it holds unfinished named.
 func runRestore(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlagSet("metadatad restore")
 	var f restoreFlags
@@ -35,9 +36,9 @@ func runRestore(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "restored the backup of %s into %s: %d tables, %d files, %d bytes, every file checked, in %s\n",
 		m.Created.Format(time.RFC3339), f.dataDir, len(m.Tables), len(m.Files), m.TotalBytes(), time.Since(start).Round(time.Millisecond))
-	jobs, err := unfinishedPurges(ctx, f.dataDir)
+	jobs, err := settleRestored(ctx, f.dataDir)
 	if err != nil {
-		return fmt.Errorf("restore: the store is restored, but listing its purges failed: %w", err)
+		return fmt.Errorf("restore: the store is restored, but marking its outbox of deleted images or listing its purges failed: %w", err)
 	}
 	for _, j := range jobs {
 		what := "resumes where it stopped when metadatad starts on this directory"
@@ -59,9 +60,12 @@ func (f *restoreFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "", "data directory to restore into: new or empty (required)")
 }
 
-// unfinishedPurges lists the purge jobs of the store in dataDir that had
-// not ended at the backup's instant.
-func unfinishedPurges(ctx context.Context, dataDir string) (_ []*retention.Job, err error) {
+// settleRestored marks the outbox of deleted images of the store in
+// dataDir restored (retention's MarkOutboxRestored), so that a position
+// its readers got after the backup is refused rather than read on from,
+// past new deletions; and it lists the purge jobs that had not ended at
+// the backup's instant.
+func settleRestored(ctx context.Context, dataDir string) (_ []*retention.Job, err error) {
 	db, err := pebble.Open(pebble.Options{Dir: dataDir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
@@ -71,8 +75,11 @@ func unfinishedPurges(ctx context.Context, dataDir string) (_ []*retention.Job, 
 	if err != nil {
 		return nil, err
 	}
-	engine, err := retention.Open(ctx, retention.Options{Backend: db, Repositories: []*images.Repository{repo}})
+	engine, err := retention.Open(ctx, retention.Options{Backend: db, Repositories: []*images.Repository{repo}, Outbox: true})
 	if err != nil {
+		return nil, err
+	}
+	if err := engine.MarkOutboxRestored(ctx); err != nil {
 		return nil, err
 	}
 	var unfinished []*retention.Job

@@ -223,12 +223,12 @@ func TestDaemonWithTokenFile(t *testing.T) {
 }
 
 func TestLimitFlags(t *testing.T) {
-	c, err := parseConfig([]string{"-max-request-bytes", "1024", "-rate-limit", "5", "-rate-burst", "10", "-max-in-flight", "7", "-max-watches", "2", "-max-feeds", "3", "-default-deadline", "5s"}, io.Discard)
+	c, err := parseConfig([]string{"-max-request-bytes", "1024", "-rate-limit", "5", "-rate-burst", "10", "-max-in-flight", "7", "-max-watches", "2", "-max-feeds", "3", "-max-deleted-image-watches", "4", "-default-deadline", "5s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := c.limits.server()
-	if l.MaxRequestBytes != 1024 || l.Rate != 5 || l.Burst != 10 || l.MaxInFlight != 7 || l.MaxWatches != 2 || l.MaxFeeds != 3 || l.DefaultDeadline != 5*time.Second {
+	if l.MaxRequestBytes != 1024 || l.Rate != 5 || l.Burst != 10 || l.MaxInFlight != 7 || l.MaxWatches != 2 || l.MaxFeeds != 3 || l.MaxDeletedImageWatches != 4 || l.DefaultDeadline != 5*time.Second {
 		t.Fatalf("limits %+v do not follow the flags", l)
 	}
 }

@@ -42,8 +42,10 @@ type Options struct {
 	Position store.Table
 	// PerSecond caps blob deletes per second; 0 means 50.
 	PerSecond float64
-	// DryRun logs what would be deleted and deletes nothing (its position
-	// stays, so a real run does it all).
+	// DryRun logs what would be deleted and deletes nothing: it walks the
+	// outbox from the stored position on, then follows new records, as a
+	// real run would, but keeps its place in memory, so the stored position
+	// stays where a real run resumes and does it all.
 	DryRun bool
 	Logger *slog.Logger
 }
@@ -66,6 +68,9 @@ type Deleter struct {
 	opts       Options
 	containers []container
 	limiter    *rate.Limiter
+	// dryAt is a dry run's place in the outbox once it has read a page; nil
+	// before, when it starts from the stored position.
+	dryAt *string
 }
 
 // container is an allowed container: its URL, and its name in the client's
@@ -111,10 +116,11 @@ func New(opts Options) (*Deleter, error) {
 // RunOnce deletes the blobs of the next page of deleted images and records
 // the position after them; it reports what it did and whether there may
 // be more. A delete that fails leaves the position before its image, so
-// the next step tries again: deleting a blob twice deletes it once.
+// the next step tries again: deleting a blob twice deletes it once. Steps
+// run one at a time.
 func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
 	var c Counts
-	after, err := d.position(ctx)
+	after, err := d.from(ctx)
 	if err != nil {
 		return c, false, err
 	}
@@ -132,16 +138,13 @@ func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
 	for _, img := range page {
 		if err := d.delete(ctx, img, &c); err != nil {
 			if done != after {
-				err = errors.Join(err, d.setPosition(ctx, done))
+				err = errors.Join(err, d.advance(ctx, done))
 			}
 			return c, false, err
 		}
 		done = img.Token
 	}
-	if d.opts.DryRun {
-		return c, false, nil // a dry run reads one page, and again each step
-	}
-	return c, len(page) == pageSize, d.setPosition(ctx, done)
+	return c, len(page) == pageSize, d.advance(ctx, done)
 }
 
 // Run runs RunOnce, every interval once caught up, until ctx ends.
@@ -199,6 +202,25 @@ func (d *Deleter) locate(uri string) (name, cont string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// from is where the next step reads: a dry run's own place, else the
+// stored position.
+func (d *Deleter) from(ctx context.Context) (string, error) {
+	if d.dryAt != nil {
+		return *d.dryAt, nil
+	}
+	return d.position(ctx)
+}
+
+// advance records that the step handled the outbox up to token: in the
+// store, or a dry run's own place.
+func (d *Deleter) advance(ctx context.Context, token string) error {
+	if d.opts.DryRun {
+		d.dryAt = &token
+		return nil
+	}
+	return d.setPosition(ctx, token)
 }
 
 func (d *Deleter) position(ctx context.Context) (string, error) {

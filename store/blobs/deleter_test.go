@@ -221,3 +221,96 @@ func TestDeleterFollowsTheOutboxOfAnAzureStore(t *testing.T) {
 		t.Errorf("a second step: %+v, %v; want nothing left to do", c, err)
 	}
 }
+
+// growingOutbox is an outbox that new deletions extend.
+type growingOutbox struct{ rows outbox }
+
+func (g *growingOutbox) DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
+	return g.rows.DeletedImages(ctx, after, limit)
+}
+
+// TestADryRunWalksTheWholeOutbox: a dry run goes through every page of
+// the outbox, then follows its new records, deleting nothing and leaving
+// the stored position where it was: a real run after it starts at the
+// first record. On Azurite's blob service.
+func TestADryRunWalksTheWholeOutbox(t *testing.T) {
+	client, err := azblob.NewClientFromConnectionString(azurite.RequireBlob(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	cont := "img" + hex.EncodeToString(id[:])
+	if _, err := client.CreateContainer(ctx, cont, nil); err != nil {
+		t.Fatal(err)
+	}
+	containerURL := strings.TrimSuffix(client.URL(), "/") + "/" + cont
+	if _, err := client.UploadBuffer(ctx, cont, "cam-1/1.jpg", []byte("jpeg"), nil); err != nil {
+		t.Fatal(err)
+	}
+	exists := func() bool {
+		_, err := client.ServiceClient().NewContainerClient(cont).NewBlobClient("cam-1/1.jpg").GetProperties(ctx, nil)
+		return err == nil
+	}
+	box := &growingOutbox{}
+	add := func(seq uint64) {
+		box.rows = append(box.rows, retention.DeletedImage{Seq: seq, Kind: images.Single, CameraID: "cam-1",
+			BlobURI: fmt.Sprintf("%s/cam-1/%d.jpg", containerURL, seq)})
+	}
+	const records = 1201 // two full pages and one record
+	for seq := range uint64(records) {
+		add(seq + 1)
+	}
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	position, err := db.Table(ctx, "BlobDeleter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := blobs.Options{Outbox: box, Client: client, Containers: []string{containerURL}, Position: position,
+		PerSecond: 1000, DryRun: true, Logger: slog.New(slog.DiscardHandler)}
+	dry, err := blobs.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := 0
+	for step := 1; ; step++ {
+		c, more, err := dry.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted += c.Deleted
+		if !more {
+			break
+		}
+		if step > 3 {
+			t.Fatalf("a dry run of %d records still has more after %d steps", records, step)
+		}
+	}
+	if counted != records {
+		t.Errorf("a dry run walked %d records, want all %d", counted, records)
+	}
+	add(records + 1)
+	if c, more, err := dry.RunOnce(ctx); err != nil || c.Deleted != 1 || more {
+		t.Errorf("a dry run after a new record: %+v, more %v, %v; want the new one alone", c, more, err)
+	}
+	if !exists() {
+		t.Fatal("a dry run deleted a blob")
+	}
+
+	opts.DryRun = false
+	live, err := blobs.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, more, err := live.RunOnce(ctx); err != nil || c.Deleted != 500 || !more {
+		t.Fatalf("a real run after the dry one: %+v, more %v, %v; want the first page from the first record", c, more, err)
+	}
+	if exists() {
+		t.Error("a real run after the dry one left the first record's blob")
+	}
+}

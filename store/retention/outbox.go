@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -26,6 +27,28 @@ const DefaultOutboxTable = "DeletedImages"
 // ErrOutboxTrimmed reports a read from a position the outbox no longer
 // holds: its rows were retired (Options.JobRetention).
 var ErrOutboxTrimmed = errors.New("retention: the deleted images from that position were retired")
+
+// ErrOutboxAhead reports a read from a position past the outbox's end: a
+// position of another store, or of this one before it was restored from
+// an older backup, whose records after the backup are lost. Reading from
+// it would skip the new records up to it, so it is refused; an
+// *AheadError names where to resume.
+var ErrOutboxAhead = errors.New("retention: that position is past the end of the deleted images")
+
+// AheadError is the ErrOutboxAhead of a read: End is the token of the last
+// position the outbox holds from the store's own history (the backup's end
+// after a restore), from which a reader that had read all before it misses
+// no new record.
+type AheadError struct {
+	Token, End string
+}
+
+func (e *AheadError) Error() string {
+	return fmt.Sprintf("%v: %q, the outbox ends at %q", ErrOutboxAhead, e.Token, e.End)
+}
+
+// Is makes an AheadError an ErrOutboxAhead.
+func (e *AheadError) Is(target error) bool { return target == ErrOutboxAhead }
 
 // outboxSectionRows bounds the rows of a section that fills the outbox: it
 // reads each deleted row and writes one more, so its batch grows with them.
@@ -123,7 +146,8 @@ func (e *Engine) KeepsOutbox() bool { return e.outbox != nil }
 // DeletedImages returns up to limit images of the outbox after the
 // position after, a Token of an earlier image ("": from the first kept),
 // oldest first; ErrOutboxTrimmed if rows after it were retired,
-// ErrBadResumeToken if no image of this outbox has such a token.
+// ErrBadResumeToken if no image of this outbox has such a token, an
+// *AheadError (ErrOutboxAhead) if this outbox never gave it out.
 func (e *Engine) DeletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
 	if e.outbox == nil {
 		return nil, errors.New("retention: the engine keeps no outbox of deleted images")
@@ -138,13 +162,10 @@ func (e *Engine) DeletedImages(ctx context.Context, after string, limit int) ([]
 	if after != "" {
 		pos, _ = strconv.ParseUint(after, 10, 64)
 	}
-	trim, err := e.outbox.Get(ctx, outboxMetaPart, outboxTrimRow)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return nil, err
-	case pos > 0 && pos+1 < seqOf(trim, propSeq):
-		return nil, fmt.Errorf("%w: position %d, retired through %d", ErrOutboxTrimmed, pos, seqOf(trim, propSeq))
+	if pos > 0 {
+		if err := e.checkPosition(ctx, pos); err != nil {
+			return nil, err
+		}
 	}
 	page, err := e.outbox.Query(ctx, store.Query{PartitionKey: outboxPart,
 		Rows: store.Range{From: outboxKey(pos + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
@@ -163,6 +184,72 @@ func (e *Engine) DeletedImages(ctx context.Context, after string, limit int) ([]
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// checkPosition reports whether the embedded outbox can be read after pos:
+// ErrOutboxTrimmed if rows after it were retired, an *AheadError if the
+// outbox never gave it out (past its next sequence, or in the positions a
+// restore left behind).
+func (e *Engine) checkPosition(ctx context.Context, pos uint64) error {
+	meta, err := e.outbox.Query(ctx, store.Query{PartitionKey: outboxMetaPart})
+	if err != nil {
+		return err
+	}
+	next := uint64(1)
+	for _, r := range meta.Entities {
+		switch n := seqOf(r, propSeq); {
+		case r.RowKey == outboxNextRow:
+			next = max(n, 1)
+		case r.RowKey == outboxTrimRow && pos+1 < n:
+			return fmt.Errorf("%w: position %d, retired through %d", ErrOutboxTrimmed, pos, n-1)
+		case strings.HasPrefix(r.RowKey, outboxRestoredRow):
+			from, err := strconv.ParseUint(strings.TrimPrefix(r.RowKey, outboxRestoredRow), 16, 64)
+			if err == nil && pos >= from && pos < n {
+				return &AheadError{Token: strconv.FormatUint(pos, 10), End: strconv.FormatUint(from-1, 10)}
+			}
+		}
+	}
+	if pos >= next {
+		return &AheadError{Token: strconv.FormatUint(pos, 10), End: strconv.FormatUint(next-1, 10)}
+	}
+	return nil
+}
+
+// outboxRestoredRow + outboxKey(the backup's next sequence), in
+// outboxMetaPart, records a restore: its propSeq is the next sequence the
+// restore set.
+const outboxRestoredRow = "restored-"
+
+// outboxRestoreGap is how far a restore moves the embedded outbox's next
+// sequence: past every position the lost history can have given out, as
+// long as it recorded fewer deletions than this after the backup.
+const outboxRestoreGap = 1 << 32
+
+// MarkOutboxRestored records, in a store just restored from a backup (by
+// metadatad restore), that the positions the outbox gave out after the
+// backup was taken are gone: they are refused from now on, and the
+// outbox's new records take positions past them. Without it a reader
+// holding one would, once new records reached it, read on from there and
+// skip the new records before it. The queue design's store (Azure) is
+// restored by no command of this service and has no mark.
+func (e *Engine) MarkOutboxRestored(ctx context.Context) error {
+	if e.outbox == nil || e.purger == nil {
+		return nil
+	}
+	next := uint64(1)
+	switch r, err := e.outbox.Get(ctx, outboxMetaPart, outboxNextRow); {
+	case err == nil:
+		next = max(seqOf(r, propSeq), 1)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	moved := next + outboxRestoreGap
+	return e.outbox.Batch(ctx, []store.Op{
+		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxRestoredRow + outboxKey(next),
+			Properties: store.Properties{propSeq: int64(moved)}}},
+		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
+			Properties: store.Properties{propSeq: int64(moved)}}},
+	})
 }
 
 // CheckResumeToken reports whether a token could be one of this engine's

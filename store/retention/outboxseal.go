@@ -365,10 +365,30 @@ func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]D
 			pos = sealToken{seq: seq + 1}
 		}
 		if seals.Next == nil {
+			if len(out) == 0 && after != "" {
+				return nil, e.checkSealAhead(ctx, pos)
+			}
 			return out, nil
 		}
 		q.Resume = seals.Next
 	}
+}
+
+// checkSealAhead reports, of a position after which nothing is sealed, an
+// *AheadError if no seal gave it out: a token of a seal beyond the next,
+// or of a row of the next, which has none yet.
+func (e *Engine) checkSealAhead(ctx context.Context, pos sealToken) error {
+	var last uint64
+	switch c, err := e.outbox.Get(ctx, sealPart, sealNextRow); {
+	case err == nil:
+		last = seqOf(c, propSeq)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	if pos.seq > last+1 || (pos.seq == last+1 && pos.row != "") {
+		return &AheadError{Token: pos.String(), End: sealToken{seq: last + 1}.String()}
+	}
+	return nil
 }
 
 // readSealed appends to out, up to limit, the ready rows of a sealed job

@@ -957,9 +957,13 @@ func (x *WatchDeletedImagesRequest) GetImageTypes() []ImageType {
 // WatchDeletedImagesResponse is one message of WatchDeletedImages.
 type WatchDeletedImagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Deleted images, oldest deletion first.
+	// Deleted images, oldest deletion first. Empty in a message of a stream
+	// with image_types that only moves resume_token past deletions of other
+	// types, so that a resume does not fall behind the retention of records
+	// it was not asked for.
 	Images []*DeletedImage `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
-	// Resumes the stream after these images.
+	// Resumes the stream after these images (and the deletions of other
+	// types before them).
 	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

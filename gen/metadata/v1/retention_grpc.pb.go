@@ -66,8 +66,12 @@ type RetentionServiceClient interface {
 	// oldest first, from resume_token on, then as they are deleted, for the
 	// blob side to delete their bytes: each deleted image once, never one a
 	// legal hold or a policy kept. The server keeps them with -retention-outbox
-	// (FAILED_PRECONDITION without; embedded store only, for now) for
-	// -purge-job-retention; a token from before that is OUT_OF_RANGE.
+	// (FAILED_PRECONDITION without) for -purge-job-retention; a token from
+	// before that is OUT_OF_RANGE. So is a token past the end of what the
+	// server keeps (its store restored from an older backup, or the token
+	// another store's): the error's ErrorInfo (reason RESUME_TOKEN_AHEAD)
+	// names, in metadata "resume_token", the end to resume from once the
+	// store was restored.
 	WatchDeletedImages(ctx context.Context, in *WatchDeletedImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchDeletedImagesResponse], error)
 	// CancelPurge asks a running or pending job to stop and returns it with
 	// cancel_requested set; it ends CANCELLED at its next task boundary
@@ -372,8 +376,12 @@ type RetentionServiceServer interface {
 	// oldest first, from resume_token on, then as they are deleted, for the
 	// blob side to delete their bytes: each deleted image once, never one a
 	// legal hold or a policy kept. The server keeps them with -retention-outbox
-	// (FAILED_PRECONDITION without; embedded store only, for now) for
-	// -purge-job-retention; a token from before that is OUT_OF_RANGE.
+	// (FAILED_PRECONDITION without) for -purge-job-retention; a token from
+	// before that is OUT_OF_RANGE. So is a token past the end of what the
+	// server keeps (its store restored from an older backup, or the token
+	// another store's): the error's ErrorInfo (reason RESUME_TOKEN_AHEAD)
+	// names, in metadata "resume_token", the end to resume from once the
+	// store was restored.
 	WatchDeletedImages(*WatchDeletedImagesRequest, grpc.ServerStreamingServer[WatchDeletedImagesResponse]) error
 	// CancelPurge asks a running or pending job to stop and returns it with
 	// cancel_requested set; it ends CANCELLED at its next task boundary

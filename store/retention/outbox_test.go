@@ -1,0 +1,137 @@
+package retention_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// deletedAfter reads every deleted image of f's outbox after token.
+func deletedAfter(t *testing.T, f *fixture, token string) []retention.DeletedImage {
+	t.Helper()
+	var out []retention.DeletedImage
+	for {
+		page, err := f.engine.DeletedImages(t.Context(), token, 1000)
+		if err != nil {
+			t.Fatalf("deleted images after %q: %v", token, err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out, token = append(out, page...), page[len(page)-1].Token
+	}
+}
+
+// requireAhead fails unless reading after token is refused as ahead of
+// the outbox, naming end as where to resume.
+func requireAhead(t *testing.T, f *fixture, token, end string) {
+	t.Helper()
+	rows, err := f.engine.DeletedImages(t.Context(), token, 10)
+	var ahead *retention.AheadError
+	if !errors.As(err, &ahead) || !errors.Is(err, retention.ErrOutboxAhead) {
+		t.Errorf("reading after %q: %d rows, %v; want ErrOutboxAhead", token, len(rows), err)
+		return
+	}
+	if ahead.End != end {
+		t.Errorf("reading after %q: resume at %q, want %q", token, ahead.End, end)
+	}
+}
+
+// TestOutboxRefusesAPositionAheadOfIt: a token past the outbox's end (one
+// more than it gave out, or far beyond) is refused with its end rather
+// than waited on, which would skip the records up to it once they came;
+// a token of the other design's form is not a token. On every engine.
+func TestOutboxRefusesAPositionAheadOfIt(t *testing.T) {
+	t.Parallel() // independent: stores and engines of its own
+	forEachOf(t, thinStores, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+		o, now := thinOptions()
+		o.Outbox = true
+		f := open(t, o)
+		f.run(t)
+		setUpThinning(t, f, now)
+		f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+		all := deletedAfter(t, f, "")
+		if len(all) < 100 {
+			t.Fatalf("outbox: %d rows", len(all))
+		}
+		end := all[len(all)-1].Token
+		var ahead []string
+		var bad string
+		if f.queueDesign() {
+			// end is the next seal's start, "n.".
+			n, _ := strconv.Atoi(strings.TrimSuffix(end, "."))
+			ahead = []string{strconv.Itoa(n+1) + ".", end + "0_cam-a_x", "1000000."}
+			bad = "1000000"
+		} else {
+			n, _ := strconv.Atoi(end)
+			ahead = []string{strconv.Itoa(n + 1), "1000000"}
+			bad = "9."
+		}
+		for _, tok := range ahead {
+			requireAhead(t, f, tok, end)
+		}
+		if _, err := f.engine.DeletedImages(t.Context(), bad, 10); !errors.Is(err, retention.ErrBadResumeToken) {
+			t.Errorf("reading after %q: %v, want ErrBadResumeToken", bad, err)
+		}
+		if rows, err := f.engine.DeletedImages(t.Context(), end, 10); err != nil || len(rows) != 0 {
+			t.Errorf("reading after the end: %d rows, %v; want none, no error", len(rows), err)
+		}
+	})
+}
+
+// TestARestoredOutboxRefusesThePositionsItLost: a backup taken, records
+// added and read, the older backup restored (MarkOutboxRestored, as
+// metadatad restore does): the newer token is refused, naming the
+// backup's end, also once the restored store has deleted more images than
+// the lost ones, and the backup's end reads exactly the new records. The
+// embedded store's: no command restores an Azure store.
+func TestARestoredOutboxRefusesThePositionsItLost(t *testing.T) {
+	o, now := thinOptions()
+	o.Outbox = true
+	f := newFixture(t, o)
+	f.run(t)
+	setUpThinning(t, f, now)
+	f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	backed := deletedAfter(t, f, "")
+	backupEnd := backed[len(backed)-1].Token
+	backup := f.fs.CrashClone(vfs.CrashCloneCfg{})
+
+	f.seedThinning(t, now, images.Single, "cam-lost")
+	f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	lost := deletedAfter(t, f, backupEnd)
+	if len(lost) == 0 {
+		t.Fatal("the purge after the backup deleted nothing")
+	}
+	newer := lost[len(lost)-1].Token
+	f.stop()
+
+	g := f.reopen(t, backup)
+	if err := g.engine.MarkOutboxRestored(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	g.run(t)
+	requireAhead(t, g, newer, backupEnd)
+	// More deletions than the lost ones: without the mark their positions
+	// would reach the newer token's.
+	g.seedThinning(t, now, images.Single, "cam-new-1", "cam-new-2", "cam-new-3")
+	g.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	requireAhead(t, g, newer, backupEnd)
+	fresh := deletedAfter(t, g, backupEnd)
+	if len(fresh) <= len(lost) {
+		t.Fatalf("%d deletions after the restore, want more than the %d lost", len(fresh), len(lost))
+	}
+	for _, d := range fresh {
+		if !strings.HasPrefix(d.CameraID, "cam-new-") {
+			t.Errorf("after the backup's end: %s's image, want only the new cameras'", d.CameraID)
+		}
+	}
+	if all := deletedAfter(t, g, ""); len(all) != len(backed)+len(fresh) {
+		t.Errorf("%d deletions in all, want the backup's %d and the %d new", len(all), len(backed), len(fresh))
+	}
+}
