@@ -434,13 +434,8 @@ func TestEmbeddedPurgeFailingAtAnySectionCountsWhatItDeleted(t *testing.T) {
 // the rows its index rows name are the same.
 func (f *fixture) checkEveryIndexRowHasItsPrimary(t *testing.T, kind images.Kind) {
 	t.Helper()
-	primary, _ := f.repo(kind).Tables()
-	have := map[string][]string{}
-	for _, e := range rows(t, primary) {
-		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
-	}
-	indexed := f.indexedRowKeys(t, kind)
-	for camera, keys := range indexed {
+	have := f.primaryRowKeys(t, kind)
+	for camera, keys := range f.indexedRowKeys(t, kind) {
 		slices.Sort(keys)
 		slices.Sort(have[camera])
 		if !slices.Equal(keys, have[camera]) {

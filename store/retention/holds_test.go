@@ -150,24 +150,13 @@ func checkHeldCounts(t *testing.T, what string, j *retention.Job, want retention
 // deleted images.
 func (f *fixture) checkOutboxSpares(t *testing.T, camera string) {
 	t.Helper()
-	after, seen := "", 0
-	for {
-		page, err := f.engine.DeletedImages(t.Context(), after, 100)
-		if err != nil {
-			t.Fatal(err)
+	deleted := deletedAfter(t, f, "")
+	for _, d := range deleted {
+		if d.CameraID == camera {
+			t.Errorf("the outbox names %s's image of %s as deleted", camera, d.CapturedAt)
 		}
-		if len(page) == 0 {
-			break
-		}
-		for _, d := range page {
-			seen++
-			if d.CameraID == camera {
-				t.Errorf("the outbox names %s's image of %s as deleted", camera, d.CapturedAt)
-			}
-		}
-		after = page[len(page)-1].Token
 	}
-	if seen == 0 {
+	if len(deleted) == 0 {
 		t.Error("the outbox is empty: nothing checks it")
 	}
 }

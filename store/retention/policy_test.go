@@ -69,11 +69,7 @@ func kept(days int) int {
 // without its primary row.
 func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days map[string]int) {
 	t.Helper()
-	primary, _ := f.repo(kind).Tables()
-	have := map[string][]string{}
-	for _, e := range rows(t, primary) {
-		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
-	}
+	have := f.primaryRowKeys(t, kind)
 	indexed := f.indexedRowKeys(t, kind)
 	for camera, d := range days {
 		want := kept(d)
@@ -96,6 +92,17 @@ func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days 
 			t.Errorf("%s %s: primary rows %v, index rows %v: want the same", kind, camera, have[camera], indexed[camera])
 		}
 	}
+}
+
+// primaryRowKeys lists, per camera, its primary rows' keys.
+func (f *fixture) primaryRowKeys(t *testing.T, kind images.Kind) map[string][]string {
+	t.Helper()
+	primary, _ := f.repo(kind).Tables()
+	have := map[string][]string{}
+	for _, e := range rows(t, primary) {
+		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
+	}
+	return have
 }
 
 // indexedRowKeys lists, per camera, the primary row keys its index rows

@@ -384,25 +384,15 @@ func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
 	t.Helper()
 	named := map[string]int{}
 	var seq uint64
-	after := ""
-	for {
-		page, err := f.engine.DeletedImages(t.Context(), after, 100)
-		if err != nil {
-			t.Fatal(err)
+	for _, d := range deletedAfter(t, f, "") {
+		if !f.queueDesign() && d.Seq != seq+1 {
+			t.Fatalf("outbox position %d after %d: want them in sequence", d.Seq, seq)
 		}
-		if len(page) == 0 {
-			break
+		seq = d.Seq
+		if d.BlobURI != thinBlob(d.Kind, d.CameraID, d.CapturedAt) || d.JobID == "" || d.DeletedAt.IsZero() {
+			t.Errorf("outbox row %+v: want its image's blob URI, its job and when", d)
 		}
-		for _, d := range page {
-			if !f.queueDesign() && d.Seq != seq+1 {
-				t.Fatalf("outbox position %d after %d: want them in sequence", d.Seq, seq)
-			}
-			seq, after = d.Seq, d.Token
-			if d.BlobURI != thinBlob(d.Kind, d.CameraID, d.CapturedAt) || d.JobID == "" || d.DeletedAt.IsZero() {
-				t.Errorf("outbox row %+v: want its image's blob URI, its job and when", d)
-			}
-			named[thinBlob(d.Kind, d.CameraID, d.CapturedAt)]++
-		}
+		named[thinBlob(d.Kind, d.CameraID, d.CapturedAt)]++
 	}
 	deleted := 0
 	for _, kind := range thinKinds {
