@@ -305,9 +305,10 @@ func (r *embeddedRun) endsJob(j *Job) bool {
 
 // deleteIndexRows deletes, by their derived keys, the index rows of a
 // camera's day's rows between indexBefore (before which the index goes by
-// range in the last section) and the camera's boundary. It returns the
-// day's index rows left to that range deletion, one per deleted primary
-// row as every create writes them, and those it deleted.
+// range in the last section) and the camera's boundary, unread: a read per
+// key was most of such a purge's time. It returns the day's index rows
+// left to that range deletion and those it deleted, one per primary row,
+// as every create writes them (in either form).
 func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
 	pending = t.RowsBefore(minTime(indexBefore, boundary))
 	if !boundary.After(indexBefore) {
@@ -319,17 +320,13 @@ func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t
 	}
 	err = r.eachRow(ctx, t.PartitionKey, start, end, []string{}, func(e store.Entity) error {
 		for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
-			found, err := b.Delete(r.index, k)
-			if err != nil {
+			if err := b.DeleteUnread(r.index, k); err != nil {
 				return err
-			}
-			if found {
-				deleted++
 			}
 		}
 		return nil
 	})
-	return pending, deleted, err
+	return pending, t.RowsBefore(end) - t.RowsBefore(start), err
 }
 
 // count reports whether the section counts the camera (purged or held):
