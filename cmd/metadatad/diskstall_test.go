@@ -100,18 +100,23 @@ func TestFullDiskStalledByCompactionsStopsTheProcess(t *testing.T) {
 	// a stop for a full disk, with status 70 and one line; what this test
 	// holds is that the process stops rather than wedges. The stall rule
 	// itself is TestStalledWritesWithFailingCompactionsStopTheProcess's.
+	stalled := len(stops) == 1 && strings.Contains(stops[0], "writes have stalled")
 	if len(stops) != 1 {
 		t.Errorf("lines saying the storage engine failed: %q, want one", stops)
-	} else if !strings.Contains(stops[0], "writes have stalled") {
+	} else if !stalled {
 		t.Logf("the engine met another full-disk stop before the stall this time: %s", stops[0])
 	}
 	if full > 30 {
 		t.Errorf("%d log lines report the full disk, want a few", full)
 	}
+	// Writes go NOT_SERVING once the stall's two signs meet; a stop of
+	// another kind may come before they do.
 	select {
 	case <-notServing:
 	default:
-		t.Error("health never said writes were NOT_SERVING while they stalled")
+		if stalled {
+			t.Error("health never said writes were NOT_SERVING while they stalled")
+		}
 	}
 
 	if err := unix.Mount("tmpfs", disk, "tmpfs", unix.MS_REMOUNT, "size="+strconv.Itoa(2*diskBytes)); err != nil {
