@@ -12,27 +12,29 @@ const MinutesPerDay = 24 * 60
 // capture instant and delete them by range in atomic batches: the embedded
 // store. The retention engine purges through it without reading the rows
 // it deletes, and knows their number exactly because the tally of a row is
-// written in the row's own batch.
+// written in the row's own batch. Tables are named, as Backend.Table
+// names them, not handed over: a decorator of the backend (store/observed)
+// forwards a purge as it is, with nothing to unwrap.
 type Purger interface {
-	// Tally makes the backend keep t's tally: per partition and UTC day,
-	// t's rows per capture minute, the instant read from the row key
+	// Tally makes the backend keep the named table's tally: per partition and UTC day,
+	// the table's rows per capture minute, the instant read from the row key
 	// (InvertedTicksRowKey; a row key that does not read as one is not
-	// tallied). Every write of t that adds or removes a row updates the
-	// tally in its own batch, whatever the caller. Rows written before t's
+	// tallied). Every write of the table that adds or removes a row updates the
+	// tally in its own batch, whatever the caller. Rows written before the table's
 	// first Tally are tallied by a backfill that runs in the background
 	// and resumes after a restart; AwaitTally waits for it. Calling Tally
 	// again does nothing.
-	Tally(ctx context.Context, t Table) error
-	// AwaitTally waits until t's tally counts every row of t. It fails if
-	// t was never given to Tally.
-	AwaitTally(ctx context.Context, t Table) error
+	Tally(ctx context.Context, table string) error
+	// AwaitTally waits until the table's tally counts every row of the table. It fails if
+	// the table was never given to Tally.
+	AwaitTally(ctx context.Context, table string) error
 	// Tallies is PurgeBatch.Tallies as the store stands while writes go on:
 	// what a dry run or a plan reads.
-	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(*DayTally) error) error
-	// MinuteKeyed declares that t's partition keys start with the capture
+	Tallies(ctx context.Context, table string, partitions Range, through time.Time, visit func(*DayTally) error) error
+	// MinuteKeyed declares that the table's partition keys start with the capture
 	// minute of their rows (MinutePartitionKey), as an index table's do,
-	// so that Exclusive need not hold off t's writes of later days.
-	MinuteKeyed(ctx context.Context, t Table) error
+	// so that Exclusive need not hold off its writes of later days.
+	MinuteKeyed(ctx context.Context, table string) error
 	// Exclusive runs stage while no other write that it may touch runs,
 	// then commits what stage put in its batch atomically and durably. A
 	// stage that fails commits nothing; its error is returned. Stages see
@@ -63,17 +65,17 @@ type Sizer interface {
 // PurgeBatch is what a Purger's Exclusive stage reads and writes. Writes
 // are staged and committed together when the stage returns.
 type PurgeBatch interface {
-	// Tallies visits, in (day, partition key) order, the tallies of t's
+	// Tallies visits, in (day, partition key) order, the tallies of the table's
 	// partitions in partitions for the days up to through's day, inclusive.
 	// The tally visit gets, its Minutes too, is valid during the call
 	// only. A day whose rows have all gone may be visited with no rows.
-	Tallies(ctx context.Context, t Table, partitions Range, through time.Time, visit func(*DayTally) error) error
-	// DeleteRowsBefore deletes the rows of t's partition captured before
+	Tallies(ctx context.Context, table string, partitions Range, through time.Time, visit func(*DayTally) error) error
+	// DeleteRowsBefore deletes the rows of the table's partition captured before
 	// boundary, by range, and updates their tallies: tallies must be every
 	// tally of that partition up to boundary's day, as Tallies visited
 	// them. It returns how many rows it deletes.
-	DeleteRowsBefore(t Table, partition string, boundary time.Time, tallies []DayTally) (int64, error)
-	// ThinRows keeps, of t's partition's rows captured in [from, to), one
+	DeleteRowsBefore(table string, partition string, boundary time.Time, tallies []DayTally) (int64, error)
+	// ThinRows keeps, of the table's partition's rows captured in [from, to), one
 	// per interval of every (intervals aligned on multiples of every since
 	// the first instant): the earliest for which prefer is true, else the
 	// earliest (prefer nil: the earliest). It deletes the others, by range,
@@ -81,21 +83,21 @@ type PurgeBatch interface {
 	// their index rows. every is whole minutes and divides a day; from and
 	// to lie on its boundaries. Reads are of the committed store: the batch
 	// must not have deleted these rows already.
-	ThinRows(ctx context.Context, t Table, partition string, from, to time.Time, every time.Duration, prefer func(Entity) bool) ([]string, error)
-	// DeletePartitions deletes every row of t's partitions in partitions
-	// by one range deletion. t must not be tallied.
-	DeletePartitions(t Table, partitions Range) error
+	ThinRows(ctx context.Context, table string, partition string, from, to time.Time, every time.Duration, prefer func(Entity) bool) ([]string, error)
+	// DeletePartitions deletes every row of the table's partitions in partitions
+	// by one range deletion. the table must not be tallied.
+	DeletePartitions(table string, partitions Range) error
 	// Delete deletes the row if there is one and says whether there was.
-	// t must not be tallied.
-	Delete(t Table, key Key) (bool, error)
+	// the table must not be tallied.
+	Delete(table string, key Key) (bool, error)
 	// DeleteUnread deletes the row if there is one without reading
 	// whether there is (a point tombstone): for rows whose presence the
 	// caller knows or need not count; a Delete or Put of the same key later
-	// in the batch does not see it. t must not be tallied.
-	DeleteUnread(t Table, key Key) error
+	// in the batch does not see it. the table must not be tallied.
+	DeleteUnread(table string, key Key) error
 	// Put writes e over whatever row has its key and returns it as it will
-	// be stored, with a new ETag and Timestamp. t must not be tallied.
-	Put(t Table, e Entity) (Entity, error)
+	// be stored, with a new ETag and Timestamp. the table must not be tallied.
+	Put(table string, e Entity) (Entity, error)
 }
 
 // DayTally counts one partition's rows per capture minute of one UTC day.

@@ -61,8 +61,8 @@ type tallies map[string]struct {
 	complete bool
 }
 
-func (t tallies) TallyProgress(tbl store.Table) (int64, bool, error) {
-	p, ok := t[tbl.Name()]
+func (t tallies) TallyProgress(table string) (int64, bool, error) {
+	p, ok := t[table]
 	if !ok {
 		return 0, false, errors.New("not tallied")
 	}

@@ -54,7 +54,7 @@ func (c pebbleCollector) Collect(ch chan<- prometheus.Metric) {
 // TallyProgress is the embedded store's account of a table's tally
 // backfill; *pebble.DB has it.
 type TallyProgress interface {
-	TallyProgress(t store.Table) (rows int64, complete bool, err error)
+	TallyProgress(table string) (rows int64, complete bool, err error)
 }
 
 // WatchTallies exposes the backfill of each table's tally (see
@@ -83,7 +83,7 @@ func (c tallyCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c tallyCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range c.tables {
-		rows, complete, err := c.db.TallyProgress(t)
+		rows, complete, err := c.db.TallyProgress(t.Name())
 		if err != nil {
 			continue // not tallied (yet): nothing to say
 		}

@@ -177,8 +177,8 @@ func TestSpansOnlyWithinATrace(t *testing.T) {
 	}
 }
 
-// TestForwardsPurger: the wrapper of a Purger is one, unwraps the tables it
-// is given, in the stage's batch too, and records Exclusive as "purge".
+// TestForwardsPurger: the wrapper of a Purger is one, forwards its calls
+// and the stage's batch, and records Exclusive as "purge".
 func TestForwardsPurger(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	b := observed.Backend(openPebble(t), observed.Options{Name: "embedded", Metrics: observed.NewMetrics(reg)})
@@ -192,10 +192,10 @@ func TestForwardsPurger(t *testing.T) {
 	ctx := t.Context()
 	images, _ := b.Table(ctx, "Images")
 	things, _ := b.Table(ctx, "Things")
-	if err := p.Tally(ctx, images); err != nil {
+	if err := p.Tally(ctx, images.Name()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.AwaitTally(ctx, images); err != nil {
+	if err := p.AwaitTally(ctx, images.Name()); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC)
@@ -204,10 +204,10 @@ func TestForwardsPurger(t *testing.T) {
 	}
 	var total int64
 	err := p.Exclusive(ctx, time.Time{}, func(ctx context.Context, pb store.PurgeBatch) error {
-		if err := pb.Tallies(ctx, images, store.Range{}, at, func(d *store.DayTally) error { total += d.Total(); return nil }); err != nil {
+		if err := pb.Tallies(ctx, images.Name(), store.Range{}, at, func(d *store.DayTally) error { total += d.Total(); return nil }); err != nil {
 			return err
 		}
-		_, err := pb.Put(things, store.Entity{PartitionKey: "p", RowKey: "r"})
+		_, err := pb.Put(things.Name(), store.Entity{PartitionKey: "p", RowKey: "r"})
 		return err
 	})
 	if err != nil || total != 1 {

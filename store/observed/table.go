@@ -47,28 +47,28 @@ func Backend(b store.Backend, opts Options) store.Backend {
 	return base
 }
 
-// purging forwards store.Purger, unwrapping the tables it is given, there
-// and in the stage's batch: backends recognise their tables by type.
+// purging forwards store.Purger, and Exclusive's batch as it is: a purge
+// names its tables, so there is nothing to unwrap.
 type purging struct {
 	b     *backend
 	inner store.Purger
 }
 
-func (p purging) Tally(ctx context.Context, t store.Table) error {
-	return p.inner.Tally(ctx, Unwrap(t))
+func (p purging) Tally(ctx context.Context, table string) error {
+	return p.inner.Tally(ctx, table)
 }
 
-func (p purging) MinuteKeyed(ctx context.Context, t store.Table) error {
-	return p.inner.MinuteKeyed(ctx, Unwrap(t))
+func (p purging) MinuteKeyed(ctx context.Context, table string) error {
+	return p.inner.MinuteKeyed(ctx, table)
 }
 
-func (p purging) AwaitTally(ctx context.Context, t store.Table) error {
-	return p.inner.AwaitTally(ctx, Unwrap(t))
+func (p purging) AwaitTally(ctx context.Context, table string) error {
+	return p.inner.AwaitTally(ctx, table)
 }
 
-func (p purging) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	return p.b.opts.call(ctx, "tallies", t.Name(), func(ctx context.Context) error {
-		return p.inner.Tallies(ctx, Unwrap(t), partitions, through, visit)
+func (p purging) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	return p.b.opts.call(ctx, "tallies", table, func(ctx context.Context) error {
+		return p.inner.Tallies(ctx, table, partitions, through, visit)
 	})
 }
 
@@ -76,38 +76,8 @@ func (p purging) Tallies(ctx context.Context, t store.Table, partitions store.Ra
 // writes within it.
 func (p purging) Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b store.PurgeBatch) error) error {
 	return p.b.opts.call(ctx, "purge", "", func(ctx context.Context) error {
-		return p.inner.Exclusive(ctx, through, func(ctx context.Context, b store.PurgeBatch) error { return stage(ctx, purgeBatch{b}) })
+		return p.inner.Exclusive(ctx, through, stage)
 	})
-}
-
-type purgeBatch struct{ inner store.PurgeBatch }
-
-func (b purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	return b.inner.Tallies(ctx, Unwrap(t), partitions, through, visit)
-}
-
-func (b purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
-	return b.inner.DeleteRowsBefore(Unwrap(t), partition, boundary, tallies)
-}
-
-func (b purgeBatch) ThinRows(ctx context.Context, t store.Table, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
-	return b.inner.ThinRows(ctx, Unwrap(t), partition, from, to, every, prefer)
-}
-
-func (b purgeBatch) DeletePartitions(t store.Table, partitions store.Range) error {
-	return b.inner.DeletePartitions(Unwrap(t), partitions)
-}
-
-func (b purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
-	return b.inner.Delete(Unwrap(t), key)
-}
-
-func (b purgeBatch) DeleteUnread(t store.Table, key store.Key) error {
-	return b.inner.DeleteUnread(Unwrap(t), key)
-}
-
-func (b purgeBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
-	return b.inner.Put(Unwrap(t), e)
 }
 
 type backend struct {

@@ -41,7 +41,7 @@ func TestCompactReturnsTheSpaceOfDeletedRows(t *testing.T) {
 		t.Fatalf("%d bytes of data for %d rows of 500 random bytes", full, partitions*rows)
 	}
 	err := db.Exclusive(ctx, time.Time{}, func(_ context.Context, b store.PurgeBatch) error {
-		return b.DeletePartitions(tbl, store.Range{From: "p1"})
+		return b.DeletePartitions(tbl.Name(), store.Range{From: "p1"})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -358,7 +358,7 @@ func (d *DB) Transact(ctx context.Context, ops []store.TableOp) error {
 // openTable is the driver's side of Table; the name is valid and its lower
 // case keys the table, since table names are case-insensitive.
 func (d *DB) openTable(_ context.Context, name string) (store.Table, error) {
-	return &table{db: d, name: name, key: strings.ToLower(name)}, nil
+	return d.ownTable(name)
 }
 
 // transact is the driver's side of Transact: the portable layer has

@@ -104,11 +104,11 @@ func (d *DB) exclusively(through time.Time, fn func() error) error {
 	return fn()
 }
 
-// MinuteKeyed declares that t's partition keys start with the capture
+// MinuteKeyed declares that the table's partition keys start with the capture
 // minute of their rows (store.Purger), so that its writes of later days
 // pass a running Exclusive.
-func (d *DB) MinuteKeyed(ctx context.Context, t store.Table) error {
-	own, err := d.ownTable(t)
+func (d *DB) MinuteKeyed(ctx context.Context, table string) error {
+	own, err := d.ownTable(table)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func benchmarkInsert(b *testing.B, tallied bool) {
 	defer db.Close()
 	images, _ := db.Table(b.Context(), "Images")
 	if tallied {
-		if err := db.Tally(b.Context(), images); err != nil {
+		if err := db.Tally(b.Context(), images.Name()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -47,10 +47,10 @@ func openLowMarkStoreWith(t *testing.T, fs *vfs.MemFS, opts pebble.Options) *low
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Tally(t.Context(), tbl); err != nil {
+	if err := db.Tally(t.Context(), tbl.Name()); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AwaitTally(t.Context(), tbl); err != nil {
+	if err := db.AwaitTally(t.Context(), tbl.Name()); err != nil {
 		t.Fatal(err)
 	}
 	s.tbl = tbl

@@ -80,7 +80,7 @@ type purgeBatch struct {
 	lower, upper []byte
 	// lastTable is the table DeleteRowsBefore was last given, lastOwn its
 	// table and tallyTable the key of its tallies' (see talliedOnce).
-	lastTable  store.Table
+	lastTable  string
 	lastOwn    *table
 	tallyTable string
 	// dayString is day formatted as a tally key's partition (see dayKey).
@@ -88,10 +88,10 @@ type purgeBatch struct {
 	dayString string
 }
 
-// tallied is t's table and tally, refused unless its tally is complete:
+// tallied is the named table, with its tally, refused unless its tally is complete:
 // a partial one would miscount what DeleteRowsBefore deletes.
-func (b *purgeBatch) tallied(t store.Table, op string) (*table, error) {
-	own, err := b.d.ownTable(t)
+func (b *purgeBatch) tallied(table string, op string) (*table, error) {
+	own, err := b.d.ownTable(table)
 	if err != nil {
 		return nil, err
 	}
@@ -105,10 +105,10 @@ func (b *purgeBatch) tallied(t store.Table, op string) (*table, error) {
 	return own, nil
 }
 
-// untallied is t's table, refused if tallied: its rows go only with their
+// untallied is the named table, refused if tallied: its rows go only with their
 // tallies.
-func (b *purgeBatch) untallied(t store.Table, op string) (*table, error) {
-	own, err := b.d.ownTable(t)
+func (b *purgeBatch) untallied(table string, op string) (*table, error) {
+	own, err := b.d.ownTable(table)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +139,12 @@ func (b *purgeBatch) beyond(own *table, op, end string, exclusiveEnd bool) error
 	return nil
 }
 
-// Tallies visits t's tallies of the partitions in partitions up to
+// Tallies visits the table's tallies of the partitions in partitions up to
 // through's UTC day. Keys are day first: it skips from a day's last
 // partition in range to the next day's first, so it reads the tallies in
 // range and one key per day besides.
-func (b *purgeBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	own, err := b.tallied(t, "tallies")
+func (b *purgeBatch) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	own, err := b.tallied(table, "tallies")
 	if err != nil {
 		return err
 	}
@@ -226,8 +226,8 @@ func checkRange(r store.Range) error {
 // of its minutes from boundary on. A section calls it for every camera and
 // day it purges, so it builds its keys in reused buffers: the batch copies
 // what it is given.
-func (b *purgeBatch) DeleteRowsBefore(t store.Table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
-	own, err := b.talliedOnce(t)
+func (b *purgeBatch) DeleteRowsBefore(table string, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
+	own, err := b.talliedOnce(table)
 	if err != nil {
 		return 0, err
 	}
@@ -301,13 +301,13 @@ type rowRange struct{ table, partition string }
 
 // talliedOnce is tallied for the table of the batch's last call: a section
 // gives every call the same.
-func (b *purgeBatch) talliedOnce(t store.Table) (*table, error) {
-	if t != b.lastTable || b.lastOwn == nil {
-		own, err := b.tallied(t, "delete rows")
+func (b *purgeBatch) talliedOnce(table string) (*table, error) {
+	if table != b.lastTable || b.lastOwn == nil {
+		own, err := b.tallied(table, "delete rows")
 		if err != nil {
 			return nil, err
 		}
-		b.lastTable, b.lastOwn, b.tallyTable = t, own, tallyTable(own.key)
+		b.lastTable, b.lastOwn, b.tallyTable = table, own, tallyTable(own.key)
 	}
 	return b.lastOwn, nil
 }
@@ -321,10 +321,10 @@ func (b *purgeBatch) dayKey(day time.Time) string {
 	return b.dayString
 }
 
-// DeletePartitions stages one range deletion of t's partitions in
+// DeletePartitions stages one range deletion of the table's partitions in
 // partitions (empty bounds open).
-func (b *purgeBatch) DeletePartitions(t store.Table, partitions store.Range) error {
-	own, err := b.untallied(t, "delete partitions")
+func (b *purgeBatch) DeletePartitions(table string, partitions store.Range) error {
+	own, err := b.untallied(table, "delete partitions")
 	if err != nil {
 		return err
 	}
@@ -357,8 +357,8 @@ func (b *purgeBatch) DeletePartitions(t store.Table, partitions store.Range) err
 
 // Delete stages the deletion of the row if there is one, as the batch
 // stands.
-func (b *purgeBatch) DeleteUnread(t store.Table, key store.Key) error {
-	own, err := b.untallied(t, "delete")
+func (b *purgeBatch) DeleteUnread(table string, key store.Key) error {
+	own, err := b.untallied(table, "delete")
 	if err != nil {
 		return err
 	}
@@ -377,8 +377,8 @@ func (b *purgeBatch) DeleteUnread(t store.Table, key store.Key) error {
 	return nil
 }
 
-func (b *purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
-	own, err := b.untallied(t, "delete")
+func (b *purgeBatch) Delete(table string, key store.Key) (bool, error) {
+	own, err := b.untallied(table, "delete")
 	if err != nil {
 		return false, err
 	}
@@ -411,8 +411,8 @@ func (b *purgeBatch) Delete(t store.Table, key store.Key) (bool, error) {
 }
 
 // Put stages e over whatever row has its key, stamped as every write is.
-func (b *purgeBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
-	own, err := b.untallied(t, "put")
+func (b *purgeBatch) Put(table string, e store.Entity) (store.Entity, error) {
+	own, err := b.untallied(table, "put")
 	if err != nil {
 		return store.Entity{}, err
 	}

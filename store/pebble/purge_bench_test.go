@@ -27,7 +27,7 @@ func BenchmarkPurgeStage(b *testing.B) {
 			}
 			defer db.Close()
 			tbl, _ := db.Table(b.Context(), "Images")
-			if err := db.Tally(b.Context(), tbl); err != nil {
+			if err := db.Tally(b.Context(), tbl.Name()); err != nil {
 				b.Fatal(err)
 			}
 			// The benchmark's layout in store/retention: the expired rows
@@ -56,8 +56,8 @@ func BenchmarkPurgeStage(b *testing.B) {
 			for b.Loop() {
 				var deleted int64
 				err := db.Exclusive(b.Context(), boundary, func(ctx context.Context, pb store.PurgeBatch) error {
-					err := pb.Tallies(ctx, tbl, store.Range{}, boundary, func(t *store.DayTally) error {
-						n, err := pb.DeleteRowsBefore(tbl, t.PartitionKey, boundary, []store.DayTally{*t})
+					err := pb.Tallies(ctx, tbl.Name(), store.Range{}, boundary, func(t *store.DayTally) error {
+						n, err := pb.DeleteRowsBefore(tbl.Name(), t.PartitionKey, boundary, []store.DayTally{*t})
 						deleted += n
 						return err
 					})

@@ -27,7 +27,7 @@ func TestRangeTombstonesFlushTheMemTable(t *testing.T) {
 			for i := from; i < to; i++ {
 				pk := fmt.Sprintf("p-%05d", i)
 				// A range of one partition: no key holds a control character.
-				if err := b.DeletePartitions(tbl, store.Range{From: pk, To: pk + " "}); err != nil {
+				if err := b.DeletePartitions(tbl.Name(), store.Range{From: pk, To: pk + " "}); err != nil {
 					return err
 				}
 			}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/observed"
 )
 
 // Tallies (store.Purger): per tallied table, UTC day and partition, one key
@@ -201,24 +201,20 @@ func (d *DB) tallied(tableKey string) *tallyState {
 	return nil
 }
 
-// ownTable finds this DB's table in t, which may be wrapped by the
-// portable layer and by store/observed.
-func (d *DB) ownTable(t store.Table) (*table, error) {
-	if t == nil {
-		return nil, errors.New("pebble: no table")
+// ownTable is this DB's table of the given name; Backend.Table names
+// tables the same way.
+func (d *DB) ownTable(name string) (*table, error) {
+	if err := store.ValidateTableName(name); err != nil {
+		return nil, err
 	}
-	own, ok := store.EngineTable(observed.Unwrap(t)).(*table)
-	if !ok || own.db != d {
-		return nil, fmt.Errorf("pebble: table %s is not of this store", t.Name())
-	}
-	return own, nil
+	return &table{db: d, name: name, key: strings.ToLower(name)}, nil
 }
 
-// Tally makes the store keep t's tally (store.Purger). A table with rows
+// Tally makes the store keep the table's tally (store.Purger). A table with rows
 // and no tally is tallied by a backfill in the background, which resumes
 // after a restart when Tally is called again.
-func (d *DB) Tally(ctx context.Context, t store.Table) error {
-	own, err := d.ownTable(t)
+func (d *DB) Tally(ctx context.Context, table string) error {
+	own, err := d.ownTable(table)
 	if err != nil {
 		return err
 	}
@@ -300,11 +296,11 @@ func (d *DB) isEmpty(ctx context.Context, prefix []byte) (bool, error) {
 	return empty, nil
 }
 
-// Tallies visits t's tallies as the store stands while writes go on
+// Tallies visits the table's tallies as the store stands while writes go on
 // (store.Purger): what a dry run or a purge's survey reads. It is refused
-// until t's tally is complete.
-func (d *DB) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	own, err := d.ownTable(t)
+// until the table's tally is complete.
+func (d *DB) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	own, err := d.ownTable(table)
 	if err != nil {
 		return err
 	}
@@ -317,9 +313,9 @@ func (d *DB) Tallies(ctx context.Context, t store.Table, partitions store.Range,
 	return d.scanTallies(ctx, own, partitions, through, visit)
 }
 
-// AwaitTally waits until t's backfill is complete (store.Purger).
-func (d *DB) AwaitTally(ctx context.Context, t store.Table) error {
-	own, err := d.ownTable(t)
+// AwaitTally waits until the table's backfill is complete (store.Purger).
+func (d *DB) AwaitTally(ctx context.Context, table string) error {
+	own, err := d.ownTable(table)
 	if err != nil {
 		return err
 	}
@@ -337,10 +333,10 @@ func (d *DB) AwaitTally(ctx context.Context, t store.Table) error {
 	}
 }
 
-// TallyProgress is t's backfill for metrics: the rows it tallied since
-// Open, and whether the tally is complete. It fails if t is not tallied.
-func (d *DB) TallyProgress(t store.Table) (rows int64, complete bool, err error) {
-	own, err := d.ownTable(t)
+// TallyProgress is the table's backfill for metrics: the rows it tallied since
+// Open, and whether the tally is complete. It fails if the table is not tallied.
+func (d *DB) TallyProgress(table string) (rows int64, complete bool, err error) {
+	own, err := d.ownTable(table)
 	if err != nil {
 		return 0, false, err
 	}

@@ -19,8 +19,8 @@ import (
 // choose by them), and cost one range deletion, or two around a keeper
 // prefer chose from their middle. It returns the deleted row keys, newest
 // first, for their index rows.
-func (b *purgeBatch) ThinRows(ctx context.Context, t store.Table, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
-	own, err := b.tallied(t, "thin rows")
+func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
+	own, err := b.tallied(table, "thin rows")
 	if err != nil {
 		return nil, err
 	}

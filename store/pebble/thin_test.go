@@ -45,7 +45,7 @@ func tallied(t *testing.T, db interface {
 	t.Helper()
 	got := map[int]int32{}
 	err := db.Exclusive(t.Context(), day0, func(ctx context.Context, b store.PurgeBatch) error {
-		return b.Tallies(ctx, tbl, store.Range{}, day0, func(d *store.DayTally) error {
+		return b.Tallies(ctx, tbl.Name(), store.Range{}, day0, func(d *store.DayTally) error {
 			for _, m := range d.Minutes {
 				if d.PartitionKey != partition {
 					break
@@ -87,7 +87,7 @@ func TestThinRowsKeepsOnePerInterval(t *testing.T) {
 		var deleted []string
 		err := db.Exclusive(ctx, day0, func(ctx context.Context, b store.PurgeBatch) error {
 			var err error
-			deleted, err = b.ThinRows(ctx, images, "cam", day0, day0.Add(2*time.Hour), 15*time.Minute, prefer)
+			deleted, err = b.ThinRows(ctx, images.Name(), "cam", day0, day0.Add(2*time.Hour), 15*time.Minute, prefer)
 			return err
 		})
 		if err != nil {
@@ -191,7 +191,7 @@ func TestThinRowsRefusesBadBounds(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := db.Exclusive(ctx, day0, func(ctx context.Context, b store.PurgeBatch) error {
-				_, err := b.ThinRows(ctx, c.tbl, "cam", c.from, c.to, c.every, nil)
+				_, err := b.ThinRows(ctx, c.tbl.Name(), "cam", c.from, c.to, c.every, nil)
 				return err
 			})
 			if err == nil {
@@ -221,11 +221,11 @@ func TestDeleteUnreadDeletesWithoutARead(t *testing.T) {
 	}
 	err = db.Exclusive(ctx, day0, func(ctx context.Context, b store.PurgeBatch) error {
 		for _, rk := range []string{"a", "missing"} {
-			if err := b.DeleteUnread(index, store.Key{PartitionKey: "p", RowKey: rk}); err != nil {
+			if err := b.DeleteUnread(index.Name(), store.Key{PartitionKey: "p", RowKey: rk}); err != nil {
 				return err
 			}
 		}
-		if err := b.DeleteUnread(images, store.Key{PartitionKey: "cam", RowKey: "x"}); err == nil {
+		if err := b.DeleteUnread(images.Name(), store.Key{PartitionKey: "cam", RowKey: "x"}); err == nil {
 			t.Error("DeleteUnread of a tallied table's row was staged")
 		}
 		return nil
@@ -255,7 +255,7 @@ func TestLiveBytesFollowsDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Tally(ctx, images); err != nil {
+	if err := db.Tally(ctx, images.Name()); err != nil {
 		t.Fatal(err)
 	}
 	settled := func() uint64 {
@@ -289,8 +289,8 @@ func TestLiveBytesFollowsDeletes(t *testing.T) {
 	}
 	cut := day0.Add(500 * time.Minute)
 	err = db.Exclusive(ctx, cut, func(ctx context.Context, b store.PurgeBatch) error {
-		return b.Tallies(ctx, images, store.Range{}, cut, func(d *store.DayTally) error {
-			_, err := b.DeleteRowsBefore(images, d.PartitionKey, cut, []store.DayTally{*d})
+		return b.Tallies(ctx, images.Name(), store.Range{}, cut, func(d *store.DayTally) error {
+			_, err := b.DeleteRowsBefore(images.Name(), d.PartitionKey, cut, []store.DayTally{*d})
 			return err
 		})
 	})

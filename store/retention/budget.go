@@ -203,7 +203,7 @@ func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Tim
 	for _, k := range e.Kinds() {
 		primary, _ := e.repos[k].Tables()
 		var day time.Time
-		err := e.purger.Tallies(ctx, primary, store.Range{}, floor, func(t *store.DayTally) error {
+		err := e.purger.Tallies(ctx, primary.Name(), store.Range{}, floor, func(t *store.DayTally) error {
 			if !day.IsZero() && !t.Day.Equal(day) {
 				return errFound // the first day with such an image is read
 			}

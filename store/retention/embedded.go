@@ -177,7 +177,7 @@ func (e *Engine) adoptQueueJob(ctx context.Context, j *Job, kind images.Kind) (*
 func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	// The first purge of a store written before tallies waits for their
 	// backfill.
-	if err := r.purger.AwaitTally(ctx, r.primary); err != nil {
+	if err := r.purger.AwaitTally(ctx, r.primary.Name()); err != nil {
 		return err
 	}
 	var err error
@@ -322,7 +322,7 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 	at := map[string]int{}
 	var out []surveyed
 	indexBefore := r.aged
-	err := r.purger.Tallies(ctx, r.primary, store.Range{}, r.through, func(t *store.DayTally) error {
+	err := r.purger.Tallies(ctx, r.primary.Name(), store.Range{}, r.through, func(t *store.DayTally) error {
 		i, found := at[t.PartitionKey]
 		if !found {
 			// A camera's first tally with rows is its oldest day.

@@ -240,10 +240,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		e.purger = p
 		for _, r := range opts.Repositories {
 			primary, index := r.Tables()
-			if err := p.MinuteKeyed(ctx, index); err != nil {
+			if err := p.MinuteKeyed(ctx, index.Name()); err != nil {
 				return nil, err
 			}
-			err := p.Tally(ctx, primary)
+			err := p.Tally(ctx, primary.Name())
 			if errors.Is(err, store.ErrCorrupt) {
 				// A damaged file fails only the reads of its keys: the rest
 				// serves, and this kind's purges fail until it is restored.

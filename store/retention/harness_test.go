@@ -550,20 +550,20 @@ type purgingBackend struct{ transactingBackend }
 
 func (b purgingBackend) purger() store.Purger { return b.Backend.(store.Purger) }
 
-func (b purgingBackend) Tally(ctx context.Context, t store.Table) error {
-	return b.purger().Tally(ctx, unhooked(t))
+func (b purgingBackend) Tally(ctx context.Context, table string) error {
+	return b.purger().Tally(ctx, table)
 }
 
-func (b purgingBackend) AwaitTally(ctx context.Context, t store.Table) error {
-	return b.purger().AwaitTally(ctx, unhooked(t))
+func (b purgingBackend) AwaitTally(ctx context.Context, table string) error {
+	return b.purger().AwaitTally(ctx, table)
 }
 
-func (b purgingBackend) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	return b.purger().Tallies(ctx, unhooked(t), partitions, through, visit)
+func (b purgingBackend) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	return b.purger().Tallies(ctx, table, partitions, through, visit)
 }
 
-func (b purgingBackend) MinuteKeyed(ctx context.Context, t store.Table) error {
-	return b.purger().MinuteKeyed(ctx, unhooked(t))
+func (b purgingBackend) MinuteKeyed(ctx context.Context, table string) error {
+	return b.purger().MinuteKeyed(ctx, table)
 }
 
 func (b purgingBackend) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
@@ -573,39 +573,8 @@ func (b purgingBackend) Exclusive(ctx context.Context, through time.Time, stage 
 		}
 	}
 	return b.replied(b.purger().Exclusive(ctx, through, func(ctx context.Context, pb store.PurgeBatch) error {
-		return stage(ctx, unhookedBatch{pb})
+		return stage(ctx, pb)
 	}))
-}
-
-// unhookedBatch hands the store's batch its own tables.
-type unhookedBatch struct{ b store.PurgeBatch }
-
-func (u unhookedBatch) Tallies(ctx context.Context, t store.Table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	return u.b.Tallies(ctx, unhooked(t), partitions, through, visit)
-}
-
-func (u unhookedBatch) DeleteRowsBefore(t store.Table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
-	return u.b.DeleteRowsBefore(unhooked(t), partition, boundary, tallies)
-}
-
-func (u unhookedBatch) ThinRows(ctx context.Context, t store.Table, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
-	return u.b.ThinRows(ctx, unhooked(t), partition, from, to, every, prefer)
-}
-
-func (u unhookedBatch) DeletePartitions(t store.Table, partitions store.Range) error {
-	return u.b.DeletePartitions(unhooked(t), partitions)
-}
-
-func (u unhookedBatch) Delete(t store.Table, k store.Key) (bool, error) {
-	return u.b.Delete(unhooked(t), k)
-}
-
-func (u unhookedBatch) DeleteUnread(t store.Table, k store.Key) error {
-	return u.b.DeleteUnread(unhooked(t), k)
-}
-
-func (u unhookedBatch) Put(t store.Table, e store.Entity) (store.Entity, error) {
-	return u.b.Put(unhooked(t), e)
 }
 
 // unhooked is the table a hookedBackend wrapped.

@@ -53,7 +53,7 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 					}
 					continue
 				}
-				found, err := b.Delete(r.index, row.Key)
+				found, err := b.Delete(r.index.Name(), row.Key)
 				if err != nil {
 					return err
 				}
@@ -74,7 +74,7 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			_, err = b.Put(r.e.jobs.table, e)
+			_, err = b.Put(r.e.jobs.table.Name(), e)
 			return err
 		})
 		if errors.Is(err, errNoOrphans) {

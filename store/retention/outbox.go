@@ -118,7 +118,7 @@ func (w *outboxWriter) add(ctx context.Context, camera string, row store.Entity)
 		return nil // not an image's row: never tallied, never deleted by range
 	}
 	blob, _ := row.Properties[images.PropBlobURI].(string)
-	_, err = w.b.Put(w.table, store.Entity{PartitionKey: outboxPart, RowKey: outboxKey(w.next), Properties: store.Properties{
+	_, err = w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxPart, RowKey: outboxKey(w.next), Properties: store.Properties{
 		propKind: int32(w.kind), images.PropCameraID: camera, images.PropCapturedAt: captured.UTC(), images.PropBlobURI: blob,
 		propJob: w.job, propDeletedAt: w.at}})
 	if err != nil {
@@ -134,7 +134,7 @@ func (w *outboxWriter) finish() error {
 	if !w.wrote {
 		return nil
 	}
-	_, err := w.b.Put(w.table, store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
+	_, err := w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
 		Properties: store.Properties{propSeq: int64(w.next)}})
 	return err
 }

@@ -59,7 +59,7 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		if !p.KeptBefore.IsZero() {
 			s.keptBefore = minTime(s.keptBefore, p.KeptBefore)
 		}
-		err = b.Tallies(ctx, r.primary, store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
+		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		if err != nil {
 			return err
 		}
-		_, err = b.Put(r.e.jobs.table, e)
+		_, err = b.Put(r.e.jobs.table.Name(), e)
 		return err
 	})
 	if err == nil {
@@ -186,7 +186,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 				return err
 			}
 		}
-		n, err := s.b.DeleteRowsBefore(r.primary, t.PartitionKey, cam.boundary, []store.DayTally{*t})
+		n, err := s.b.DeleteRowsBefore(r.primary.Name(), t.PartitionKey, cam.boundary, []store.DayTally{*t})
 		if err != nil {
 			return err
 		}
@@ -236,7 +236,7 @@ func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.
 		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
 	}
 	for _, span := range thinSpans(t, windows) {
-		deleted, err := b.ThinRows(ctx, r.primary, t.PartitionKey, span.from, span.to, span.every, prefer)
+		deleted, err := b.ThinRows(ctx, r.primary.Name(), t.PartitionKey, span.from, span.to, span.every, prefer)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -253,7 +253,7 @@ func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.
 				}
 			}
 			for _, k := range r.repo.IndexKeys(t.PartitionKey, rowKey) {
-				if err := b.DeleteUnread(r.index, k); err != nil {
+				if err := b.DeleteUnread(r.index.Name(), k); err != nil {
 					return 0, 0, err
 				}
 			}
@@ -276,7 +276,7 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 		toOrphans(p, false)
 		return 0, nil
 	}
-	if err := b.DeletePartitions(r.index, images.ExpiredIndex(p.IndexBefore)); err != nil {
+	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(p.IndexBefore)); err != nil {
 		return 0, err
 	}
 	credited, p.Counts.IndexRows, p.IndexPending = p.IndexPending, p.Counts.IndexRows+p.IndexPending, 0
@@ -285,7 +285,7 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 		// The job's end and its marker's drop ride in this batch: two synced
 		// writes fewer (finish sees it ended).
 		r.e.end(j, nil)
-		if _, err := b.Delete(r.e.jobs.table, store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
+		if _, err := b.Delete(r.e.jobs.table.Name(), store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
 			return 0, err
 		}
 	}
@@ -320,7 +320,7 @@ func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t
 	}
 	err = r.eachRow(ctx, t.PartitionKey, start, end, []string{}, func(e store.Entity) error {
 		for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
-			if err := b.DeleteUnread(r.index, k); err != nil {
+			if err := b.DeleteUnread(r.index.Name(), k); err != nil {
 				return err
 			}
 		}
