@@ -89,7 +89,8 @@ func (e *Engine) RunBudget(ctx context.Context, b Budget) {
 // oldest hour of images that may go. A test steps it instead of waiting
 // for RunBudget's ticker.
 func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) {
-	if e.purger == nil || b.Sizer == nil {
+	embedded, ok := e.driver.(*embeddedDriver)
+	if !ok || b.Sizer == nil {
 		return BudgetState{}, errors.New("retention: a storage budget needs the embedded store")
 	}
 	e.budget.mu.Lock()
@@ -132,7 +133,7 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 		return st, nil
 	}
 	floor := e.opts.Now().Add(-b.Floor).UTC().Truncate(time.Minute)
-	oldest, held, err := e.oldestPurgeable(ctx, floor)
+	oldest, held, err := e.oldestPurgeable(ctx, embedded.purger, floor)
 	if err != nil {
 		return st, err
 	}
@@ -193,7 +194,7 @@ var errFound = errors.New("found")
 // if there is none, and then whether held cameras have images before floor.
 // It reads the tallies oldest day first and stops after the first day
 // with such an image, and the holds once.
-func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Time, bool, error) {
+func (e *Engine) oldestPurgeable(ctx context.Context, purger store.Purger, floor time.Time) (time.Time, bool, error) {
 	holds, err := e.policies.holdSet(ctx)
 	if err != nil {
 		return time.Time{}, false, err
@@ -203,7 +204,7 @@ func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Tim
 	for _, k := range e.Kinds() {
 		primary, _ := e.repos[k].Tables()
 		var day time.Time
-		err := e.purger.Tallies(ctx, primary.Name(), store.Range{}, floor, func(t *store.DayTally) error {
+		err := purger.Tallies(ctx, primary.Name(), store.Range{}, floor, func(t *store.DayTally) error {
 			if !day.IsZero() && !t.Day.Equal(day) {
 				return errFound // the first day with such an image is read
 			}

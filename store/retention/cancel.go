@@ -54,9 +54,6 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*Job, error) {
 // by the delivery that began them before its first delete (stopTask). A
 // kind past its work phase has every task in its counts already.
 func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
-	if e.purger != nil {
-		return nil // the embedded purge's counts are in the job with its deletes
-	}
 	for {
 		j, _, err := e.jobs.get(ctx, id)
 		if err != nil {
@@ -103,7 +100,7 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 		if !again {
 			_, err := e.updateJob(ctx, id, func(j *Job) error {
 				q := j.progress(kind)
-				q.Counts, q.Tallied = sum, tasks
+				q.Counts, q.queue.Tallied = sum, tasks
 				return nil
 			})
 			return err

@@ -2,7 +2,13 @@
 // the RetentionService. A purge of an image kind deletes every row captured
 // before its boundary (the start of the cutoff's minute, or with policies
 // each camera's own), both the primary rows and their index rows, and
-// counts what it deleted. Each backend purges with its own tools.
+// counts what it deleted. Each backend purges with its own tools: the
+// engine keeps what both share (jobs and their store, leases, cancels, the
+// schedule, retirement, pacing, statistics, policies and holds) and asks a
+// driver (driver.go) for the rest, the embedded store's (embedded.go) or
+// the queue design's (queue.go). A job names the driver that recorded it;
+// one of an earlier release, or of the other design, ends failed rather
+// than resume on progress its driver does not know, and is started again.
 //
 // # On the embedded store (embedded.go)
 //

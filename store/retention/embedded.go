@@ -3,9 +3,11 @@ package retention
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -38,6 +40,55 @@ import (
 // the oldest minute any kept camera has, and the index rows of purged rows
 // after it are deleted by their derived keys, in the batch that deletes
 // their primary rows.
+
+// embeddedDriver is the embedded purge: the driver of a backend that is a
+// store.Purger.
+type embeddedDriver struct {
+	e      *Engine
+	purger store.Purger
+}
+
+// embeddedProgress is a kind's progress in the embedded purge, kept in
+// the job's record (KindProgress.embedded).
+type embeddedProgress struct {
+	// IndexBefore is the minute before which the
+	// purge deletes the kind's index by range (see embedded.go), fixed by
+	// its first section so that a resumed run deletes the same.
+	IndexBefore time.Time `json:"indexBefore,omitzero"`
+	// KeptBefore is the oldest minute the sections so far found a kept
+	// camera to have rows in, or a purged camera's boundary: the index
+	// goes by range only before it.
+	KeptBefore time.Time `json:"keptBefore,omitzero"`
+	// Orphans are the index partitions whose rows without a primary row
+	// the embedded purge deletes in its orphans phase, from OrphansAt on
+	// (nil: their start); SectionsLeft says the kind's sections resume
+	// after it (a run stopped before its last section).
+	Orphans      *store.Range  `json:"orphans,omitempty"`
+	OrphansAt    *store.Cursor `json:"orphansAt,omitempty"`
+	SectionsLeft bool          `json:"sectionsLeft,omitempty"`
+	// IndexPending counts the index rows of the
+	// primary rows the sections deleted that the last section's range
+	// deletion takes: they are counted in Counts.IndexRows when it does,
+	// or by the orphans pass as it deletes them (a run that stops first).
+	IndexPending int64 `json:"indexPending,omitempty"`
+	// SectionedTo is the camera id the committed
+	// sections but the last reached: they counted the cameras before it,
+	// so a resumed run counts each camera once.
+	SectionedTo string `json:"sectionedTo,omitempty"`
+}
+
+func (d *embeddedDriver) name() string { return "embedded" }
+
+// serve runs nothing: the embedded purge needs no queue and no workers.
+func (d *embeddedDriver) serve(context.Context, *sync.WaitGroup) {}
+
+// beginJob does nothing: a section's writes are the job's record's, which
+// holds the lease.
+func (d *embeddedDriver) beginJob(context.Context, lease) error { return nil }
+
+// settleCancelled does nothing: the counts are in the job's record with
+// the deletes they count.
+func (d *embeddedDriver) settleCancelled(context.Context, string, images.Kind) error { return nil }
 
 // sectionCameras is how many cameras one exclusive section purges by
 // default: creates wait for a section, so it bounds their wait; a section
@@ -77,17 +128,18 @@ type embeddedRun struct {
 	// surveyed are the boundaries the survey gave the cameras it found.
 	surveyed map[string]time.Time
 	// countedBefore is where the sections of earlier runs of the job got
-	// to (KindProgress.SectionedTo): they counted the cameras before it.
+	// to (embeddedProgress.SectionedTo): they counted the cameras before it.
 	// counted are the cameras this run's sections counted, so that the
 	// last section, which meets every camera again, counts each once.
 	countedBefore string
 	counted       map[string]struct{}
 }
 
-// purgeEmbedded runs one kind of a job on a store that tallies its rows,
+// purgeKind runs one kind of a job on a store that tallies its rows,
 // from wherever a previous run left it: every section's deletes and the
 // job's counts commit together, so a rerun finds only what is left.
-func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind) error {
+func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.Kind) error {
+	e := d.e
 	j, _, err := e.jobs.get(ctx, id)
 	if err != nil {
 		return err
@@ -96,16 +148,14 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	if p.Phase == phaseDone {
 		return nil
 	}
-	if j.CancelRequested && p.Phase != phaseOrphans && p.IndexPending == 0 {
+	if j.CancelRequested && p.Phase != phaseOrphans && p.embedded.IndexPending == 0 {
 		return errCancelled // no index row waits for its range deletion
 	}
-	if p.Phase == phaseWork || p.Phase == phaseSweep || (p.Phase == phasePlan && !p.PlannedAt.IsZero()) {
-		if j, err = e.adoptQueueJob(ctx, j, kind); err != nil {
-			return err
-		}
+	if p.Phase != phasePlan && p.Phase != phaseOrphans {
+		return fmt.Errorf("%w: phase %q", errForeignJob, p.Phase)
 	}
-	r := &embeddedRun{e: e, purger: e.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind), through: j.reach(kind),
-		countedBefore: p.SectionedTo, counted: map[string]struct{}{}}
+	r := &embeddedRun{e: e, purger: d.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind), through: j.reach(kind),
+		countedBefore: p.embedded.SectionedTo, counted: map[string]struct{}{}}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
 	if j.DryRun {
@@ -136,42 +186,6 @@ func (e *Engine) purgeEmbedded(ctx context.Context, id string, kind images.Kind)
 	}
 	endSpan(err)
 	return err
-}
-
-// adoptQueueJob takes over a kind that the release before the tallies
-// left in the queue design (planning, working or sweeping; its workers may
-// run tasks while it plans): the counts become those of its
-// tasks that ended, and the embedded purge deletes the rest. The index
-// rows of those tasks' rows, whatever of them a sweep had deleted, go by the
-// last section's range deletion: one per primary row, as every create
-// wrote them. A task cut short may have deleted rows it never recorded:
-// the job's rows count is then flagged a lower bound, the one case on this
-// store.
-func (e *Engine) adoptQueueJob(ctx context.Context, j *Job, kind images.Kind) (*Job, error) {
-	var sum Counts
-	cut := false
-	err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
-		switch {
-		case t.Done:
-			sum.add(t.counts())
-		case t.begun():
-			cut = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sum.MetadataRowsLowerBound = sum.MetadataRowsLowerBound || cut
-	sum.IndexRows = sum.MetadataRows
-	e.log.Info("purge: a purge of the release before tallies resumes on them", "job", j.ID, "kind", kind.String(),
-		"rows_so_far", sum.MetadataRows, "lower_bound", sum.MetadataRowsLowerBound)
-	return e.updateJob(ctx, j.ID, func(j *Job) error {
-		p := j.progress(kind)
-		// Adopted once: the sections' counts add to these from here.
-		p.Counts, p.Phase, p.Intent, p.PlannedAt = sum, phasePlan, nil, time.Time{}
-		return nil
-	})
 }
 
 func (r *embeddedRun) run(ctx context.Context, j *Job) error {
@@ -275,7 +289,7 @@ var errSectionFull = errors.New("retention: more cameras than one section holds"
 
 // stopped ends a run that err stopped (a cancel, or a failure). Its
 // committed sections deleted primary rows whose index rows wait for the
-// last section's range deletion (KindProgress.IndexPending): they go by
+// last section's range deletion (embeddedProgress.IndexPending): they go by
 // the orphans pass, counted as it deletes them, and the job then ends, by
 // err, with the counts of what it deleted. A run stopped by its process
 // going away or its lease lost leaves them to the run that resumes it.
@@ -287,7 +301,7 @@ func (r *embeddedRun) stopped(ctx context.Context, err error) error {
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
-	if p := j.progress(r.kind); p.Phase != phaseOrphans && p.IndexPending == 0 {
+	if p := j.progress(r.kind); p.Phase != phaseOrphans && p.embedded.IndexPending == 0 {
 		return err
 	}
 	if _, uerr := r.e.updateJob(ctx, r.id, func(j *Job) error {
@@ -308,8 +322,8 @@ func (r *embeddedRun) stopped(ctx context.Context, err error) error {
 // are gone to the orphans pass, which counts them as it deletes them; the
 // kind's sections resume after it if sectionsLeft.
 func toOrphans(p *KindProgress, sectionsLeft bool) {
-	p.Phase, p.Orphans, p.OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(p.IndexBefore)}, nil
-	p.IndexPending, p.SectionsLeft = 0, sectionsLeft
+	p.Phase, p.embedded.Orphans, p.embedded.OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(p.embedded.IndexBefore)}, nil
+	p.embedded.IndexPending, p.embedded.SectionsLeft = 0, sectionsLeft
 }
 
 // survey reads the tallies up to the newest boundary or thinning window,

@@ -260,58 +260,6 @@ func TestEmbeddedCancelAfterSomeSectionsLeavesNoOrphan(t *testing.T) {
 	}
 }
 
-// TestEmbeddedEngineAdoptsAQueuePurge: a purge the release before the
-// tallies left in its work phase (the queue design, on the embedded store)
-// is resumed by the embedded purge, which deletes what its tasks left and
-// ends with every expired row counted once, primary and index alike.
-func TestEmbeddedEngineAdoptsAQueuePurge(t *testing.T) {
-	opts := quickOptions()
-	opts.Workers = 1
-	f := newQueueFixture(t, opts)
-	f.seed(t, cameras)
-	primary, _ := f.repo(images.Single).Tables()
-	var deletes atomic.Int32
-	reached := make(chan struct{})
-	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
-		if table == primary.Name() && op == "batch-delete" && deletes.Add(1) == 3 {
-			close(reached)
-			return errDead // the process stops here
-		}
-		if deletes.Load() >= 3 {
-			return errDead
-		}
-		return nil
-	}})
-	f.run(t)
-	started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-reached:
-	case <-time.After(patience):
-		t.Fatal("the queue purge never reached its third camera")
-	}
-	f.stop()
-	if j, _ := f.engine.Get(t.Context(), started.ID); j.State.Terminal() {
-		t.Fatalf("the queue purge ended %s; want it left running", j.State)
-	}
-
-	f.azureEngine = false
-	f.openEngine(t, f.base)
-	f.run(t)
-	j := f.await(t, started.ID)
-	if j.State != retention.Succeeded {
-		t.Fatalf("adopted purge %s (%s)", j.State, j.Error)
-	}
-	if c := j.Totals(); c.MetadataRows != cameras*expiredPerCamera || c.IndexRows != cameras*expiredPerCamera {
-		t.Errorf("adopted purge counts %+v; want every expired row once", c)
-	}
-	if got := f.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
-		t.Errorf("after the adopted purge %+v", got)
-	}
-}
-
 // TestEmbeddedCancelledThenRestartedDeletesItsOrphans: a purge is
 // cancelled after two of its sections and the process dies before its
 // orphans pass; the restarted engine ends it cancelled, with no index row

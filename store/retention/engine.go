@@ -2,8 +2,6 @@ package retention
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,162 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/time/rate"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/tablequeue"
-)
-
-// Default tables of the engine's own state.
-const (
-	DefaultJobsTable  = "PurgeJobs"
-	DefaultTasksTable = "PurgeTasks"
-	DefaultQueueTable = "PurgeQueue"
-)
-
-// Queue is the work queue the engine fans tasks through: at-least-once, with
-// a visibility timeout. *tablequeue.Queue implements it on a store table.
-type Queue interface {
-	Send(ctx context.Context, body []byte) error
-	Receive(ctx context.Context, max int, visibility time.Duration) ([]tablequeue.Message, error)
-	// Extend hides a received message for visibility from now and returns
-	// it with its new receipt; tablequeue.ErrLostMessage if another receiver has it.
-	Extend(ctx context.Context, m tablequeue.Message, visibility time.Duration) (tablequeue.Message, error)
-	Delete(ctx context.Context, m tablequeue.Message) error
-	DeadLetter(ctx context.Context, m tablequeue.Message) error
-}
-
-// Options configures Open. Zero fields take the documented defaults.
-type Options struct {
-	// Backend holds the engine's jobs, tasks and, without Queue, its queue. Required.
-	Backend store.Backend
-	// Repositories are the image repositories the engine purges, one per kind. Required.
-	Repositories []*images.Repository
-	// Queue carries tasks to workers; nil means a queue in the table DefaultQueueTable.
-	Queue Queue
-	// Now is the clock for cutoffs and job times; nil means time.Now.
-	Now func() time.Time
-	// Logger gets job starts, ends and totals; nil means slog.Default.
-	Logger *slog.Logger
-	// The options from Workers to CameraMemory tune the queue design, the
-	// engine of a backend that is not a store.Purger (Azure); the embedded
-	// store's purge has no tasks, queue or janitor (see embedded.go).
-
-	// Workers is how many tasks run at once in this process; default 4.
-	Workers int
-	// GroupSize is how many cameras one task deletes; default 500. Each
-	// task costs a few synced bookkeeping writes (its record twice, its
-	// queue message, the job's totals), so larger groups keep a fleet of
-	// many cameras with little expired data each from paying per camera.
-	GroupSize int
-	// VisibilityTimeout hides a task being worked on; default 2 minutes. A
-	// worker extends it every third of it while the task runs, so only a
-	// worker that stopped (crashed, or cut off from the queue) loses its task.
-	VisibilityTimeout time.Duration
-	// MaxAttempts is how many deliveries a task gets before its failing
-	// cameras (their count, hold read or delete) are counted failed, or,
-	// if its own record cannot be written, its job fails; default 5.
-	MaxAttempts int
-	// PollInterval is how often idle workers and waiting jobs look for work
-	// another process may have made; default 250 ms.
-	PollInterval time.Duration
-	// CameraMemory bounds the camera ids a purge holds at once, in bytes,
-	// counted as cameraBytes does: planning splits the expired cameras into
-	// as many buckets, one index scan each, as it takes for one bucket's to
-	// fit. Default 8 MiB, about 100,000 cameras.
-	CameraMemory int
-	// ReplicaID names this engine among the engines sharing the store;
-	// default a random id.
-	ReplicaID string
-	// LeaseDuration is how long a job stays with the engine running it
-	// without a renewal: after a crash, another engine takes it over this
-	// long after the last renewal. Default 30 seconds.
-	LeaseDuration time.Duration
-	// TracerProvider traces jobs, their phases and tasks; nil means none.
-	TracerProvider trace.TracerProvider
-	// RowsPerSecond caps the rows this process's purges delete per second,
-	// all jobs together, primary and index rows alike; 0 means no cap. A
-	// job may set a lower cap of its own (StartRequest.RowsPerSecond).
-	RowsPerSecond float64
-	// LiveRowsPerSecond caps the rows this process's purges delete per
-	// second while Live reports that requests are being served, so that a
-	// purge yields to live traffic and runs at full speed on an idle store;
-	// 0 means no such cap. It binds with RowsPerSecond and a job's own cap:
-	// the lowest in force paces. Without Live it never binds.
-	LiveRowsPerSecond float64
-	// Live reports whether the process is serving requests now (the
-	// server's record of its calls); asked before each step of a purge.
-	Live func() bool
-	// SectionCameras is how many cameras one exclusive batch of an
-	// embedded purge deletes (see embedded.go); creates wait for one such
-	// batch at most. Default 10,000.
-	SectionCameras int
-	// JobRetention is how long the record of an ended job is kept: Run
-	// retires older ones at its start and hourly (see RetireJobs). Default
-	// DefaultJobRetention, 30 days. The outbox's rows are kept as long.
-	JobRetention time.Duration
-	// Outbox makes purges keep the outbox of the images they delete, for
-	// the blob side: an embedded purge's sections then read the rows they
-	// delete (outbox.go); on the queue design each delete batch writes its
-	// outbox rows before and after it (outboxseal.go).
-	Outbox bool
-}
-
-func (o Options) withDefaults() Options {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Workers <= 0 {
-		o.Workers = 4
-	}
-	if o.GroupSize <= 0 {
-		o.GroupSize = defaultGroupSize
-	}
-	if o.VisibilityTimeout <= 0 {
-		o.VisibilityTimeout = 2 * time.Minute
-	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 250 * time.Millisecond
-	}
-	if o.CameraMemory <= 0 {
-		o.CameraMemory = 8 << 20
-	}
-	if o.ReplicaID == "" {
-		var id [6]byte
-		_, _ = rand.Read(id[:])
-		o.ReplicaID = hex.EncodeToString(id[:])
-	}
-	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = 30 * time.Second
-	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = noop.NewTracerProvider()
-	}
-	if o.SectionCameras <= 0 {
-		o.SectionCameras = sectionCameras
-	}
-	if o.JobRetention <= 0 {
-		o.JobRetention = DefaultJobRetention
-	}
-	return o
-}
-
-// Errors of Start.
-var (
-	// ErrNoKinds reports a purge of no image kind.
-	ErrNoKinds = errors.New("retention: no image kind to purge")
-	// ErrFutureCutoff reports a cutoff after now.
-	ErrFutureCutoff = errors.New("retention: cutoff is in the future")
 )
 
 // Engine runs purge jobs. Start and the readers work at any time; jobs and
@@ -185,9 +33,8 @@ type Engine struct {
 	// outbox is the table of deleted images with Options.Outbox; nil
 	// without (outbox.go).
 	outbox store.Table
-	// purger is the backend as a store.Purger, nil on one that is not: the
-	// embedded store, whose purges run without the queue (embedded.go).
-	purger store.Purger
+	// driver is the backend's purge design (driver.go).
+	driver driver
 
 	mu      sync.Mutex
 	runCtx  context.Context
@@ -236,8 +83,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r
 	}
+	e.driver = &queueDriver{e: e}
 	if p, ok := opts.Backend.(store.Purger); ok {
-		e.purger = p
+		e.driver = &embeddedDriver{e: e, purger: p}
 		for _, r := range opts.Repositories {
 			primary, index := r.Tables()
 			if err := p.MinuteKeyed(ctx, index.Name()); err != nil {
@@ -280,7 +128,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		}
 	}
 	e.queue = opts.Queue
-	if e.queue == nil && e.purger == nil { // the embedded store purges without one
+	if _, queued := e.driver.(*queueDriver); queued && e.queue == nil {
 		q, err := opts.Backend.Table(ctx, DefaultQueueTable)
 		if err != nil {
 			return nil, err
@@ -296,129 +144,6 @@ func (e *Engine) Now() time.Time { return e.opts.Now() }
 // Policies are the retention policies and legal holds purges with
 // policies apply.
 func (e *Engine) Policies() *Policies { return e.policies }
-
-// StartRequest describes a purge.
-type StartRequest struct {
-	// Kinds to purge; each once, none repeated.
-	Kinds []images.Kind
-	// Cutoff retires rows captured before the start of its minute; not
-	// after Now. Ignored with UsePolicies.
-	Cutoff time.Time
-	// UsePolicies gives each camera the cutoff of its retention policy
-	// (now less its days); kinds that no policy sets a retention for are
-	// left out of the job, and a job left with no kind fails with
-	// ErrNoPolicies. Every purge, with policies or by Cutoff, spares the
-	// cameras on legal hold.
-	UsePolicies bool
-	// DryRun counts without deleting.
-	DryRun bool
-	// RowsPerSecond caps the rows the job deletes per second in each
-	// process working on it, not across processes; Options.RowsPerSecond
-	// applies too, and the lower binds. 0 means no cap of its own.
-	RowsPerSecond float64
-}
-
-// Start records a new job and sets it running in the background. A purge
-// that overlaps a running one fails with a *RunningError; a dry run deletes
-// nothing and overlaps nothing.
-func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
-	if len(req.Kinds) == 0 {
-		return nil, ErrNoKinds
-	}
-	now := e.opts.Now().UTC()
-	if req.Cutoff.After(now) && !req.UsePolicies {
-		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
-	}
-	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
-		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies,
-		Outbox: e.outbox != nil && e.purger == nil && !req.DryRun}
-	var reaches map[images.Kind]reach
-	if req.UsePolicies {
-		var err error
-		if reaches, err = e.policies.reaches(ctx); err != nil {
-			return nil, err
-		}
-		j.Cutoff = time.Time{}
-	}
-	for _, k := range req.Kinds {
-		if _, ok := e.repos[k]; !ok {
-			return nil, fmt.Errorf("retention: no repository for kind %s", k)
-		}
-		if j.progress(k) != nil {
-			continue
-		}
-		p := &KindProgress{Kind: k, Phase: phasePlan}
-		if req.UsePolicies {
-			rch, ok := reaches[k]
-			if !ok {
-				continue
-			}
-			if rch.days > 0 {
-				p.Cutoff = now.Add(-Days(rch.days))
-				if p.Cutoff.After(j.Cutoff) {
-					j.Cutoff = p.Cutoff
-				}
-			}
-			if rch.thinAfter > 0 {
-				p.ThinThrough = now.Add(-Days(rch.thinAfter))
-			}
-		}
-		j.Kinds = append(j.Kinds, p)
-	}
-	if len(j.Kinds) == 0 {
-		return nil, ErrNoPolicies
-	}
-	// The job is recorded unconfirmed, so that it never runs unless this
-	// Start reaches its last write, whatever happens before: the caller
-	// going away, a store error, a crash. The writes run on their own
-	// deadline, not the caller's: a caller cancelling halfway must not leave
-	// the cleanup unable to run.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	defer cancel()
-	err := e.start(wctx, ctx, j)
-	if err != nil {
-		if derr := errors.Join(e.jobs.remove(wctx, j.ID), e.closeJobOutbox(wctx, j)); derr != nil {
-			e.log.Warn("purge: removing a job that could not start failed; it never runs and ends failed later",
-				"job", j.ID, "err", derr)
-		}
-		return nil, err
-	}
-	e.notify()
-	e.launch(j.ID)
-	return j, nil
-}
-
-// startTimeout bounds Start's writes; an unconfirmed job older than
-// abandonAfter was left by a Start that will never confirm it.
-const (
-	startTimeout = 30 * time.Second
-	abandonAfter = 2 * startTimeout
-)
-
-// start records j, takes its locks and confirms it. A caller gone before
-// the confirmation fails the start; after it, the job is started for good.
-func (e *Engine) start(ctx, caller context.Context, j *Job) error {
-	if err := e.jobs.create(ctx, j); err != nil {
-		return err
-	}
-	if !j.DryRun {
-		if err := e.jobs.lock(ctx, j); err != nil {
-			return err
-		}
-	}
-	if err := e.openJobOutbox(ctx, j); err != nil {
-		return err
-	}
-	if err := caller.Err(); err != nil {
-		return err
-	}
-	_, err := e.jobs.update(ctx, j.ID, func(j *Job) error {
-		j.Unconfirmed = false
-		return nil
-	})
-	j.Unconfirmed = err != nil
-	return err
-}
 
 // Get returns one job; store.ErrNotFound for an unknown id.
 func (e *Engine) Get(ctx context.Context, id string) (*Job, error) {
@@ -460,12 +185,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
-	if e.purger == nil {
-		// The embedded store's purges need no queue and no workers.
-		for range e.opts.Workers {
-			e.wg.Go(func() { e.work(ctx) })
-		}
-	}
+	e.driver.serve(ctx, &e.wg)
 	if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
 		e.log.Warn("purge: looking for unfinished jobs failed; retrying", "err", err)
 	}
@@ -562,115 +282,6 @@ func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) err
 	return j, err
 }
 
-// runKind takes one kind through plan, work and janitor, from wherever a
-// previous run left it.
-func (e *Engine) runKind(ctx context.Context, id string, kind images.Kind) error {
-	if e.purger != nil {
-		return e.purgeEmbedded(ctx, id, kind)
-	}
-	for {
-		j, _, err := e.jobs.get(ctx, id)
-		if err != nil {
-			return err
-		}
-		phase := j.progress(kind).Phase
-		if phase == phaseDone {
-			return nil
-		}
-		if j.CancelRequested {
-			return errCancelled
-		}
-		spanName := "purge." + phase
-		if j.DryRun {
-			spanName = "purge.dry_run"
-		}
-		phaseCtx, endSpan := e.startSpan(ctx, spanName, attribute.String("purge.job_id", id), attribute.String("purge.kind", kind.String()))
-		var next string
-		switch {
-		case j.DryRun:
-			err, next = e.dryRun(phaseCtx, j, kind), phaseDone
-		case phase == phasePlan:
-			err, next = e.plan(phaseCtx, j, kind), phaseWork
-		case phase == phaseWork:
-			err, next = e.awaitTasks(phaseCtx, j, kind), phaseJanitor
-		case phase == phaseJanitor || phase == phaseSweep:
-			err, next = e.janitor(phaseCtx, j, kind), phaseDone
-		}
-		endSpan(err)
-		if err != nil {
-			return err
-		}
-		if _, err := e.updateJob(ctx, id, func(j *Job) error {
-			j.progress(kind).Phase = next
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-}
-
-// awaitTasks waits until every task of the kind is done, adding each done
-// task's counts to the job's so watchers see progress. The sum is exact:
-// each task fixed its counts before deleting. Tasks are tallied in order,
-// from the first not yet tallied, so each wake reads the tasks that ended
-// since and one more: the wait's reads grow with the tasks, not with their
-// square.
-func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error {
-	p := j.progress(kind)
-	tallied, counts, tasks := p.Tallied, p.Counts, p.Tasks
-	if tallied == 0 {
-		counts = Counts{DevicesTotal: counts.DevicesTotal}
-	}
-	if tasks == 0 {
-		// A job planned before the plan recorded its tasks.
-		if err := e.tasks.each(ctx, j.ID, kind, func(*task) error { tasks++; return nil }); err != nil {
-			return err
-		}
-	}
-	for {
-		if cur, _, err := e.jobs.get(ctx, j.ID); err != nil {
-			return err
-		} else if cur.CancelRequested {
-			return errCancelled
-		} else if cur.LostTask != "" {
-			return fmt.Errorf("%w: %s", errTaskLost, cur.LostTask)
-		}
-		next, sum := tallied, counts
-		err := e.tasks.from(ctx, j.ID, kind, tallied, func(t *task) (bool, error) {
-			if !t.Done {
-				return false, nil
-			}
-			c := t.counts()
-			c.DevicesTotal = 0 // the plan counted them
-			sum.add(c)
-			next++
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		// Write only what changed: this loop polls, and every job write is
-		// a synced write that wakes every watcher.
-		if next != tallied {
-			if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-				q := j.progress(kind)
-				q.Counts, q.Tallied = sum, next
-				return nil
-			}); err != nil {
-				return err
-			}
-			tallied, counts = next, sum
-		}
-		if tallied >= tasks {
-			return nil
-		}
-		e.wait(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-}
-
 // errEnded stops finish for a job that has ended already: the last
 // section of an embedded purge ends it in its own batch.
 var errEnded = errors.New("retention: job ended already")
@@ -685,6 +296,8 @@ func (e *Engine) end(j *Job, cause error) {
 		j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
 	case errors.As(cause, &running):
 		j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
+	case errors.Is(cause, errForeignJob):
+		j.State, j.Error = Failed, "recorded by an earlier release or by the other backend's purge, which this engine does not resume; start the purge again"
 	case errors.Is(cause, errTaskLost):
 		j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
 	case cause != nil:
@@ -701,7 +314,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	// The outbox is sealed before the end is recorded: a job that ends
 	// has a sealed outbox, and one whose seal failed is resumed, to try
 	// again.
-	if err := e.sealJobOutbox(ctx, id); err != nil {
+	if err := e.driver.sealJobOutbox(ctx, id); err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("purge: cannot seal the outbox of deleted images of an ending job; it is retried", "job", id, "err", err)
 		}

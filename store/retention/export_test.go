@@ -2,7 +2,6 @@ package retention
 
 import (
 	"context"
-	"encoding/json"
 
 	"golang.org/x/time/rate"
 
@@ -14,16 +13,14 @@ import (
 // kind's tasks are done.
 func SetJanitorHook(e *Engine, hook func(job string, kind images.Kind)) { e.janitorHook = hook }
 
-// LeaveInSweep rewrites a job as the release before the janitor left it,
-// in the sweep phase with a chunk announced and rows counted, so that a
-// test sees how it resumes.
-func LeaveInSweep(ctx context.Context, e *Engine, id string, counts Counts) error {
+// LeaveAsEarlierRelease rewrites a job as a release before Job.Driver left
+// it: running, with no driver named, each kind in phase, so that a test
+// sees what becomes of it.
+func LeaveAsEarlierRelease(ctx context.Context, e *Engine, id, phase string) error {
 	_, err := e.jobs.update(ctx, id, func(j *Job) error {
-		j.State, j.Unconfirmed = Running, false
+		j.State, j.Unconfirmed, j.Driver, j.Started = Running, false, "", j.Created
 		for _, p := range j.Kinds {
-			p.Phase, p.Counts = phaseSweep, counts
-			p.PlannedAt = j.Created
-			p.Intent = json.RawMessage(`{"from":"","to":"209901010000","rows":3}`)
+			p.Phase = phase
 		}
 		return nil
 	})
@@ -83,3 +80,7 @@ func EndOutbox(ctx context.Context, e *Engine, id string) error {
 	}
 	return e.reconcileOutbox(ctx, id)
 }
+
+// PlanBuckets is how many buckets the queue design's plan split the kind's
+// cameras into (0 for one).
+func PlanBuckets(p *KindProgress) int { return p.queue.Buckets }

@@ -44,14 +44,8 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 	}
 	// The backend's own clock, read from a write, dates the start: the
 	// index rows' timestamps are on that clock, whatever this process's
-	// says. The write also settles the index count of a job the release
-	// before began (a sweep's intent, tasks whose workers left the index
-	// rows to it): one index row per primary row, as for every task now.
-	_, now, err := e.jobs.updateStamped(ctx, j.ID, func(j *Job) error {
-		p := j.progress(kind)
-		p.Counts.IndexRows, p.Intent = p.Counts.MetadataRows, nil
-		return nil
-	})
+	// says.
+	_, now, err := e.jobs.updateStamped(ctx, j.ID, func(*Job) error { return nil })
 	if err != nil {
 		return err
 	}

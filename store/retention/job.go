@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 )
 
@@ -79,11 +78,8 @@ const (
 	// phaseJanitor: the kind's tasks are done; its orphaned index rows go
 	// (see janitor.go).
 	phaseJanitor = "janitor"
-	// phaseSweep is the phase a job of the release before the janitor
-	// may be left in: it resumes as the janitor.
-	phaseSweep = "sweep"
 	// phaseOrphans, on the embedded store: the index rows left in
-	// KindProgress.Orphans by a purge cut short, or by a camera kept since
+	// embeddedProgress.Orphans by a purge cut short, or by a camera kept since
 	// the survey, are being deleted (see embedded.go).
 	phaseOrphans = "orphans"
 	phaseDone    = "done"
@@ -96,25 +92,6 @@ type KindProgress struct {
 	// Phase is where the kind's purge is: plan, work, janitor and done on
 	// the queue design (see embedded.go for the embedded store's).
 	Phase string `json:"phase"`
-	// Intent is a sweep chunk a job of the release before the janitor may
-	// have left announced; the janitor clears it.
-	Intent json.RawMessage `json:"intent,omitempty"`
-	// PlannedAt is when the plan began, by the planner's clock: tasks may
-	// exist from then on, which an engine adopting the job must count
-	// (embedded.go).
-	PlannedAt time.Time `json:"plannedAt,omitzero"`
-	// Buckets is how many buckets the plan splits cameras into (0 for
-	// one), Bucket the next one to plan; BucketsSeq is the first task made
-	// with that many buckets, BucketSeq the first made by the pass of
-	// Bucket. See plan.
-	Buckets    int `json:"buckets,omitempty"`
-	Bucket     int `json:"bucket,omitempty"`
-	BucketsSeq int `json:"bucketsSeq,omitempty"`
-	BucketSeq  int `json:"bucketSeq,omitempty"`
-	// Tasks is how many tasks the plan made, once it has ended.
-	Tasks int `json:"tasks,omitempty"`
-	// Tallied is how many tasks, from the first, are done and in Counts.
-	Tallied int `json:"tallied,omitempty"`
 	// Cutoff, in a purge with policies, is the kind's newest cutoff in
 	// force (of its shortest retention): the index is scanned up to it.
 	Cutoff time.Time `json:"cutoff,omitzero"`
@@ -122,30 +99,50 @@ type KindProgress struct {
 	// policy's tiers thin the kind at (now less their fewest after_days);
 	// zero when none does. The embedded purge reads tallies up to it.
 	ThinThrough time.Time `json:"thinThrough,omitzero"`
-	// IndexBefore, on the embedded store, is the minute before which the
-	// purge deletes the kind's index by range (see embedded.go), fixed by
-	// its first section so that a resumed run deletes the same.
-	IndexBefore time.Time `json:"indexBefore,omitzero"`
-	// KeptBefore is the oldest minute the sections so far found a kept
-	// camera to have rows in, or a purged camera's boundary: the index
-	// goes by range only before it.
-	KeptBefore time.Time `json:"keptBefore,omitzero"`
-	// Orphans are the index partitions whose rows without a primary row
-	// the embedded purge deletes in its orphans phase, from OrphansAt on
-	// (nil: their start); SectionsLeft says the kind's sections resume
-	// after it (a run stopped before its last section).
-	Orphans      *store.Range  `json:"orphans,omitempty"`
-	OrphansAt    *store.Cursor `json:"orphansAt,omitempty"`
-	SectionsLeft bool          `json:"sectionsLeft,omitempty"`
-	// IndexPending, on the embedded store, counts the index rows of the
-	// primary rows the sections deleted that the last section's range
-	// deletion takes: they are counted in Counts.IndexRows when it does,
-	// or by the orphans pass as it deletes them (a run that stops first).
-	IndexPending int64 `json:"indexPending,omitempty"`
-	// SectionedTo, on the embedded store, is the camera id the committed
-	// sections but the last reached: they counted the cameras before it,
-	// so a resumed run counts each camera once.
-	SectionedTo string `json:"sectionedTo,omitempty"`
+	// queue and embedded are the drivers' own progress (queue.go,
+	// embedded.go), kept in the job's record with the rest but no part of
+	// what the engine or its callers read.
+	queue    queueProgress
+	embedded embeddedProgress
+}
+
+// kindRecord is a KindProgress as the job's record holds it, its
+// drivers' progress included.
+type kindRecord struct {
+	kindPublic
+	Queue    *queueProgress    `json:"queue,omitempty"`
+	Embedded *embeddedProgress `json:"embedded,omitempty"`
+}
+
+// kindPublic is KindProgress without its methods, for kindRecord.
+type kindPublic KindProgress
+
+// MarshalJSON writes the kind's progress with its driver's.
+func (p KindProgress) MarshalJSON() ([]byte, error) {
+	r := kindRecord{kindPublic: kindPublic(p)}
+	if p.queue != (queueProgress{}) {
+		r.Queue = &p.queue
+	}
+	if p.embedded != (embeddedProgress{}) {
+		r.Embedded = &p.embedded
+	}
+	return json.Marshal(r)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (p *KindProgress) UnmarshalJSON(b []byte) error {
+	var r kindRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	*p = KindProgress(r.kindPublic)
+	if r.Queue != nil {
+		p.queue = *r.Queue
+	}
+	if r.Embedded != nil {
+		p.embedded = *r.Embedded
+	}
+	return nil
 }
 
 // Job is one purge.
@@ -188,6 +185,10 @@ type Job struct {
 	// Outbox, in the queue design, says the job's deletes write the
 	// outbox of deleted images (outboxseal.go).
 	Outbox bool `json:"outbox,omitempty"`
+	// Driver names the purge design that recorded the job (driver.go): a
+	// job of another, or of an earlier release, which has none, ends
+	// failed rather than resume on progress it does not know.
+	Driver string `json:"driver,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

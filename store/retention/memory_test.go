@@ -27,8 +27,8 @@ func TestCamerasBeyondThePlansMemory(t *testing.T) {
 		}
 		wantCounts(t, "purge", j.Totals(), expiredCounts(2))
 		for _, p := range j.Kinds {
-			if p.Buckets < 2 {
-				t.Errorf("%s planned in %d buckets; %d cameras cannot fit in one", p.Kind, p.Buckets, cameras)
+			if retention.PlanBuckets(p) < 2 {
+				t.Errorf("%s planned in %d buckets; %d cameras cannot fit in one", p.Kind, retention.PlanBuckets(p), cameras)
 			}
 			got := f.census(t, p.Kind, j.Boundary())
 			if want := (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}); got != want {

@@ -12,7 +12,7 @@ import (
 const orphansPage = 1000
 
 // dropOrphans is the embedded purge's orphans pass: it deletes the index
-// rows of the kind's orphan partitions (KindProgress.Orphans) whose
+// rows of the kind's orphan partitions (embeddedProgress.Orphans) whose
 // primary rows are gone, then ends the phase. Each page goes in one
 // exclusive batch that also records how many rows it deleted and where
 // the pass got to, so its counts are exact across crashes and a resumed
@@ -33,11 +33,11 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 				return err
 			}
 			p := j.progress(r.kind)
-			if p.Phase != phaseOrphans || p.Orphans == nil {
+			if p.Phase != phaseOrphans || p.embedded.Orphans == nil {
 				done = true
 				return errNoOrphans
 			}
-			scan := r.repo.ScanIndexFrom(*p.Orphans, p.OrphansAt, orphansPage)
+			scan := r.repo.ScanIndexFrom(*p.embedded.Orphans, p.embedded.OrphansAt, orphansPage)
 			rows, more, err := scan.Next(ctx)
 			if err != nil {
 				return err
@@ -62,13 +62,13 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 				}
 			}
 			p.Counts.IndexRows += deleted
-			p.OrphansAt = scan.Cursor()
-			if !more || p.OrphansAt == nil { // a last page may come with more
+			p.embedded.OrphansAt = scan.Cursor()
+			if !more || p.embedded.OrphansAt == nil { // a last page may come with more
 				p.Phase = phaseDone
-				if p.SectionsLeft {
+				if p.embedded.SectionsLeft {
 					p.Phase = phasePlan
 				}
-				p.Orphans, p.OrphansAt, p.SectionsLeft, done = nil, nil, false, true
+				p.embedded.Orphans, p.embedded.OrphansAt, p.embedded.SectionsLeft, done = nil, nil, false, true
 			}
 			e, err := jobEntity(j)
 			if err != nil {

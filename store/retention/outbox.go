@@ -155,9 +155,13 @@ func (e *Engine) DeletedImages(ctx context.Context, after string, limit int) ([]
 	if err := e.CheckResumeToken(after); err != nil {
 		return nil, err
 	}
-	if e.purger == nil {
-		return e.sealedImages(ctx, after, limit)
-	}
+	return e.driver.deletedImages(ctx, after, limit)
+}
+
+// deletedImages reads the outbox after a position: the records are in
+// the order of their sequence, given in the sections' batches.
+func (d *embeddedDriver) deletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
+	e := d.e
 	var pos uint64
 	if after != "" {
 		pos, _ = strconv.ParseUint(after, 10, 64)
@@ -233,9 +237,14 @@ const outboxRestoreGap = 1 << 32
 // skip the new records before it. The queue design's store (Azure) is
 // restored by no command of this service and has no mark.
 func (e *Engine) MarkOutboxRestored(ctx context.Context) error {
-	if e.outbox == nil || e.purger == nil {
+	if e.outbox == nil {
 		return nil
 	}
+	return e.driver.markOutboxRestored(ctx)
+}
+
+func (d *embeddedDriver) markOutboxRestored(ctx context.Context) error {
+	e := d.e
 	next := uint64(1)
 	switch r, err := e.outbox.Get(ctx, outboxMetaPart, outboxNextRow); {
 	case err == nil:
@@ -259,15 +268,21 @@ func (e *Engine) CheckResumeToken(tok string) error {
 	if tok == "" {
 		return nil
 	}
-	if e.purger == nil {
-		_, err := parseSealToken(tok)
-		return err
-	}
+	return e.driver.checkResumeToken(tok)
+}
+
+func (d *embeddedDriver) checkResumeToken(tok string) error {
 	if _, err := strconv.ParseUint(tok, 10, 64); err != nil {
 		return fmt.Errorf("%w: %q", ErrBadResumeToken, tok)
 	}
 	return nil
 }
+
+// jobKeepsOutbox is false: the sections write the outbox in their
+// batches, with no outbox of each job's to seal.
+func (d *embeddedDriver) jobKeepsOutbox(bool) bool { return false }
+
+func (d *embeddedDriver) sealJobOutbox(context.Context, string) error { return nil }
 
 // deletedImage reads an outbox row of either design.
 func deletedImage(r store.Entity) DeletedImage {
@@ -288,9 +303,11 @@ func (e *Engine) retireOutbox(ctx context.Context, cutoff time.Time) (int, error
 	if e.outbox == nil {
 		return 0, nil
 	}
-	if e.purger == nil {
-		return e.retireSeals(ctx, cutoff)
-	}
+	return e.driver.retireOutbox(ctx, cutoff)
+}
+
+func (d *embeddedDriver) retireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
+	e := d.e
 	n := 0
 	for {
 		page, err := e.outbox.Query(ctx, store.Query{PartitionKey: outboxPart, Limit: store.MaxBatchOps})

@@ -170,7 +170,7 @@ func (e *Engine) closeJobOutbox(ctx context.Context, j *Job) error {
 // and seals it; each step is idempotent, so an end retried after a crash
 // does them again.
 func (e *Engine) sealJobOutbox(ctx context.Context, id string) error {
-	if e.outbox == nil || e.purger != nil {
+	if e.outbox == nil {
 		return nil
 	}
 	j, _, err := e.jobs.get(ctx, id)

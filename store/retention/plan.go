@@ -69,19 +69,6 @@ func (s *cameraSet) full() bool { return s.bytes > s.limit }
 // again at the start, since their first message may never have left.
 func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	p := j.progress(kind)
-	if p.PlannedAt.IsZero() {
-		// Before the first task: an engine that adopts the job
-		// (embedded.go) knows from it that tasks may have run.
-		planned := e.opts.Now().UTC()
-		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-			if q := j.progress(kind); q.PlannedAt.IsZero() {
-				q.PlannedAt = planned
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
 	seq := 0
 	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		seq++
@@ -93,8 +80,8 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 		return err
 	}
 	pl := &planner{e: e, job: j, kind: kind, seq: seq}
-	buckets, bucket := max(p.Buckets, 1), p.Bucket
-	before, started := p.BucketsSeq, p.BucketSeq
+	buckets, bucket := max(p.queue.Buckets, 1), p.queue.Bucket
+	before, started := p.queue.BucketsSeq, p.queue.BucketSeq
 	for bucket < buckets {
 		fits, err := pl.planBucket(ctx, bucket, buckets, before, started)
 		if err != nil {
@@ -110,7 +97,7 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 		started = pl.seq
 		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
 			q := j.progress(kind)
-			q.Buckets, q.Bucket, q.BucketsSeq, q.BucketSeq = buckets, bucket, before, started
+			q.queue.Buckets, q.queue.Bucket, q.queue.BucketsSeq, q.queue.BucketSeq = buckets, bucket, before, started
 			return nil
 		}); err != nil {
 			return err
@@ -130,7 +117,7 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	}
 	_, err := e.updateJob(ctx, j.ID, func(j *Job) error {
 		q := j.progress(kind)
-		q.Tasks, q.Counts.DevicesTotal = tasks, devices
+		q.queue.Tasks, q.Counts.DevicesTotal = tasks, devices
 		return nil
 	})
 	return err

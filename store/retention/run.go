@@ -10,6 +10,12 @@ import (
 	"github.com/metadatad/metadatad/store"
 )
 
+// errForeignJob stops a job this engine's driver did not record: one of
+// an earlier release (whose record had no Driver) or of the other design.
+// Its progress means nothing here, so it ends failed and is started again;
+// what it deleted stays deleted, and what it left the next purge takes.
+var errForeignJob = errors.New("retention: the job was recorded by an earlier release or another purge design")
+
 // runJob takes a job through every kind's phases to its end, holding its
 // lease throughout.
 func (e *Engine) runJob(ctx context.Context, id string) {
@@ -21,11 +27,9 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	// lease; the tasks' guard goes in before any of them.
 	held := lease{job: id, owner: e.opts.ReplicaID, epoch: j.LeaseEpoch}
 	ctx = withLease(ctx, held)
-	if e.purger == nil { // the embedded purge has no tasks
-		if err := e.tasks.takeTasks(ctx, held); err != nil {
-			e.leaseEnded(ctx, id, err)
-			return
-		}
+	if err := e.driver.beginJob(ctx, held); err != nil {
+		e.leaseEnded(ctx, id, err)
+		return
 	}
 	// The renewal writes to the store: it ends and is waited for before the
 	// job returns, so nothing of it outlives Run and meets a closed store.
@@ -44,6 +48,11 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		<-renewing
 	}()
 
+	if j.Driver != e.driver.name() {
+		failure = fmt.Errorf("%w: %q", errForeignJob, j.Driver)
+		e.finish(ctx, id, failure)
+		return
+	}
 	if !j.DryRun {
 		// A job resumed after a crash may have been recorded without its locks.
 		if err := e.jobs.lock(ctx, j); err != nil {
@@ -58,7 +67,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
 	}
 	for _, kind := range j.ImageKinds() {
-		err := e.runKind(ctx, id, kind)
+		err := e.driver.purgeKind(ctx, id, kind)
 		if errors.Is(err, errCancelled) {
 			err = e.cancelled(ctx, j)
 		}

@@ -42,8 +42,8 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			return err
 		}
 		p := j.progress(r.kind)
-		if !p.IndexBefore.IsZero() {
-			indexBefore = p.IndexBefore // a resumed job keeps the first run's
+		if !p.embedded.IndexBefore.IsZero() {
+			indexBefore = p.embedded.IndexBefore // a resumed job keeps the first run's
 		}
 		// Sized for the section's cameras: growing the map was a tenth of a
 		// section's time at 4,000 cameras.
@@ -56,8 +56,8 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		if r.e.outbox != nil {
 			s.outbox = &outboxWriter{table: r.e.outbox, b: b, job: j.ID, kind: r.kind, at: r.e.opts.Now().UTC()}
 		}
-		if !p.KeptBefore.IsZero() {
-			s.keptBefore = minTime(s.keptBefore, p.KeptBefore)
+		if !p.embedded.KeptBefore.IsZero() {
+			s.keptBefore = minTime(s.keptBefore, p.embedded.KeptBefore)
 		}
 		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
@@ -69,11 +69,11 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			}
 		}
 		p.Counts.add(s.c)
-		p.IndexPending += s.pending
+		p.embedded.IndexPending += s.pending
 		deleted = s.c
-		p.IndexBefore, p.KeptBefore = indexBefore, s.keptBefore
-		if !last && to > p.SectionedTo {
-			p.SectionedTo = to
+		p.embedded.IndexBefore, p.embedded.KeptBefore = indexBefore, s.keptBefore
+		if !last && to > p.embedded.SectionedTo {
+			p.embedded.SectionedTo = to
 		}
 		if last {
 			credited, err := r.endSections(b, j, p)
@@ -114,7 +114,7 @@ type sectionScan struct {
 	seen        map[string]sectionCamera
 	c           Counts // what the section deletes
 	// pending are the index rows of the rows it deletes that the last
-	// section's range deletion takes (KindProgress.IndexPending).
+	// section's range deletion takes (embeddedProgress.IndexPending).
 	pending int64
 	// counted are the cameras it counts in c, devices purged or held.
 	counted map[string]struct{}
@@ -265,10 +265,10 @@ func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.
 
 // endSections is the last section's own work, in its batch: the index
 // partitions before the sections' minute go by range, the index rows that
-// range takes are counted (KindProgress.IndexPending, credited is how
+// range takes are counted (embeddedProgress.IndexPending, credited is how
 // many), and the job ends unless orphaned index rows are left to delete.
 func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (credited int64, err error) {
-	if p.KeptBefore.Before(p.IndexBefore) {
+	if p.embedded.KeptBefore.Before(p.embedded.IndexBefore) {
 		// A camera kept since the survey has rows before the minute the
 		// sections left to the range deletion: the index rows there whose
 		// primary rows went are deleted by the orphans pass instead, and
@@ -276,10 +276,10 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 		toOrphans(p, false)
 		return 0, nil
 	}
-	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(p.IndexBefore)); err != nil {
+	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(p.embedded.IndexBefore)); err != nil {
 		return 0, err
 	}
-	credited, p.Counts.IndexRows, p.IndexPending = p.IndexPending, p.Counts.IndexRows+p.IndexPending, 0
+	credited, p.Counts.IndexRows, p.embedded.IndexPending = p.embedded.IndexPending, p.Counts.IndexRows+p.embedded.IndexPending, 0
 	p.Phase = phaseDone
 	if r.endsJob(j) {
 		// The job's end and its marker's drop ride in this batch: two synced

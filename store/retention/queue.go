@@ -1,0 +1,180 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/metadatad/metadatad/store/images"
+)
+
+// queueDriver is the queue design (plan.go, work.go, janitor.go,
+// outboxseal.go): the seeds' design, for a backend with no transaction
+// across partitions (Azure). Its tasks go through Engine.queue to the
+// workers of every replica.
+type queueDriver struct{ e *Engine }
+
+// queueProgress is a kind's progress in the queue design, kept in the
+// job's record (KindProgress.queue).
+type queueProgress struct {
+	// Buckets is how many buckets the plan splits cameras into (0 for
+	// one), Bucket the next one to plan; BucketsSeq is the first task made
+	// with that many buckets, BucketSeq the first made by the pass of
+	// Bucket. See plan.
+	Buckets    int `json:"buckets,omitempty"`
+	Bucket     int `json:"bucket,omitempty"`
+	BucketsSeq int `json:"bucketsSeq,omitempty"`
+	BucketSeq  int `json:"bucketSeq,omitempty"`
+	// Tasks is how many tasks the plan made, once it has ended.
+	Tasks int `json:"tasks,omitempty"`
+	// Tallied is how many tasks, from the first, are done and in Counts.
+	Tallied int `json:"tallied,omitempty"`
+}
+
+func (d *queueDriver) name() string { return "queue" }
+
+// serve runs Options.Workers workers, which take tasks of any job.
+func (d *queueDriver) serve(ctx context.Context, wg *sync.WaitGroup) {
+	for range d.e.opts.Workers {
+		wg.Go(func() { d.e.work(ctx) })
+	}
+}
+
+// beginJob guards the job's tasks with its lease: from here a task's write
+// holds only under it (owner.go).
+func (d *queueDriver) beginJob(ctx context.Context, held lease) error {
+	return d.e.tasks.takeTasks(ctx, held)
+}
+
+func (d *queueDriver) jobKeepsOutbox(dryRun bool) bool { return !dryRun }
+
+func (d *queueDriver) sealJobOutbox(ctx context.Context, id string) error {
+	return d.e.sealJobOutbox(ctx, id)
+}
+
+func (d *queueDriver) deletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
+	return d.e.sealedImages(ctx, after, limit)
+}
+
+func (d *queueDriver) checkResumeToken(tok string) error {
+	_, err := parseSealToken(tok)
+	return err
+}
+
+func (d *queueDriver) retireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
+	return d.e.retireSeals(ctx, cutoff)
+}
+
+// markOutboxRestored does nothing: the queue design's store (Azure) is
+// restored by no command of this service.
+func (d *queueDriver) markOutboxRestored(context.Context) error { return nil }
+
+func (d *queueDriver) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
+	return d.e.settleCancelled(ctx, id, kind)
+}
+
+// purgeKind takes one kind through plan, work and janitor, from wherever
+// a previous run left it.
+func (d *queueDriver) purgeKind(ctx context.Context, id string, kind images.Kind) error {
+	e := d.e
+	for {
+		j, _, err := e.jobs.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		phase := j.progress(kind).Phase
+		if phase == phaseDone {
+			return nil
+		}
+		if j.CancelRequested {
+			return errCancelled
+		}
+		spanName := "purge." + phase
+		if j.DryRun {
+			spanName = "purge.dry_run"
+		}
+		phaseCtx, endSpan := e.startSpan(ctx, spanName, attribute.String("purge.job_id", id), attribute.String("purge.kind", kind.String()))
+		var next string
+		switch {
+		case j.DryRun:
+			err, next = e.dryRun(phaseCtx, j, kind), phaseDone
+		case phase == phasePlan:
+			err, next = e.plan(phaseCtx, j, kind), phaseWork
+		case phase == phaseWork:
+			err, next = e.awaitTasks(phaseCtx, j, kind), phaseJanitor
+		case phase == phaseJanitor:
+			err, next = e.janitor(phaseCtx, j, kind), phaseDone
+		default:
+			err = fmt.Errorf("%w: phase %q", errForeignJob, phase)
+		}
+		endSpan(err)
+		if err != nil {
+			return err
+		}
+		if _, err := e.updateJob(ctx, id, func(j *Job) error {
+			j.progress(kind).Phase = next
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitTasks waits until every task of the kind is done, adding each done
+// task's counts to the job's so watchers see progress. The sum is exact:
+// each task fixed its counts before deleting. Tasks are tallied in order,
+// from the first not yet tallied, so each wake reads the tasks that ended
+// since and one more: the wait's reads grow with the tasks, not with their
+// square.
+func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error {
+	p := j.progress(kind)
+	tallied, counts, tasks := p.queue.Tallied, p.Counts, p.queue.Tasks
+	if tallied == 0 {
+		counts = Counts{DevicesTotal: counts.DevicesTotal}
+	}
+	for {
+		if cur, _, err := e.jobs.get(ctx, j.ID); err != nil {
+			return err
+		} else if cur.CancelRequested {
+			return errCancelled
+		} else if cur.LostTask != "" {
+			return fmt.Errorf("%w: %s", errTaskLost, cur.LostTask)
+		}
+		next, sum := tallied, counts
+		err := e.tasks.from(ctx, j.ID, kind, tallied, func(t *task) (bool, error) {
+			if !t.Done {
+				return false, nil
+			}
+			c := t.counts()
+			c.DevicesTotal = 0 // the plan counted them
+			sum.add(c)
+			next++
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		// Write only what changed: this loop polls, and every job write is
+		// a synced write that wakes every watcher.
+		if next != tallied {
+			if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+				q := j.progress(kind)
+				q.Counts, q.queue.Tallied = sum, next
+				return nil
+			}); err != nil {
+				return err
+			}
+			tallied, counts = next, sum
+		}
+		if tallied >= tasks {
+			return nil
+		}
+		e.wait(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
