@@ -211,7 +211,7 @@ func (e *Engine) oldestPurgeable(ctx context.Context, floor time.Time) (time.Tim
 			if !any || !first.Before(floor) {
 				return nil
 			}
-			if holds.has(t.PartitionKey) {
+			if holds.Has(t.PartitionKey) {
 				sawHeld = true
 				return nil
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // deleteExpired deletes a camera's primary rows in a row range, a batch of
@@ -116,7 +117,7 @@ func deleteRead(ctx context.Context, t store.Table, rows []store.Entity) (map[st
 // set, deletes the others a batch of up to 100 at a time, each batch's
 // index rows right after it by derived key (and its outbox rows around
 // it), as deleteExpired does. It returns how many rows it deletes, or would.
-func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []thinWindow, ob *jobOutbox, del bool) (int64, error) {
+func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []policy.Window, ob *jobOutbox, del bool) (int64, error) {
 	primary, index := repo.Tables()
 	ix := &indexDeleter{index: index, repo: repo, camera: camera}
 	var pending []store.Entity
