@@ -232,10 +232,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 // It returns the primary and index rows it deleted, one index row per
 // primary row, as every create writes them (in either form).
 func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
-	var prefer func(store.Entity) bool
-	if r.kind == images.Pano {
-		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
-	}
+	prefer := policy.Prefer(r.kind)
 	for _, span := range policy.Spans(t, windows) {
 		deleted, err := b.ThinRows(ctx, r.primary, t.PartitionKey, span.From, span.To, span.Every, prefer)
 		if err != nil {
