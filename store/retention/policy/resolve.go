@@ -6,8 +6,8 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 )
 
-// Rule is what one policy says of one kind: its retention days (0: kept
-// by age) and its thinning tiers.
+// Rule is what one policy says of one kind: its retention days (0: no
+// purge by age) and its thinning tiers.
 type Rule struct {
 	Days  int
 	Tiers []Tier
@@ -36,7 +36,7 @@ func NewRules(k images.Kind) *Rules {
 func (r *Rules) Add(p Policy) {
 	rule, ok := p.Rule(r.kind)
 	switch {
-	case !ok:
+	case !ok: // silent on the kind: a less specific policy decides
 	case p.Scope == ScopeDefault:
 		r.def = rule
 	case p.Scope == ScopePrefix:
