@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/internal/testwait"
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // purgeSingles creates four single images of cam-0 and purges them with a
@@ -45,7 +46,7 @@ func purgeSingles(t *testing.T, h *harness) {
 func TestAFilteredWatchOfDeletedImagesMovesItsToken(t *testing.T) {
 	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) {
-		now := minute(0).Add(retention.Days(2))
+		now := minute(0).Add(policy.Days(2))
 		tables := b.open(t)
 		h := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
 		purgeSingles(t, h)
@@ -65,7 +66,7 @@ func TestAFilteredWatchOfDeletedImagesMovesItsToken(t *testing.T) {
 
 		// A server a month on retires the purge's outbox as it starts; the
 		// position past it resumes without error.
-		later := now.Add(retention.DefaultJobRetention + retention.Days(1))
+		later := now.Add(retention.DefaultJobRetention + policy.Days(1))
 		next := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return later }})
 		first := map[string]string{"pebble": "1", "azure": "1."}[b.name]
 		testwait.Until(t, watchPatience, func() error {
@@ -96,7 +97,7 @@ func TestAFilteredWatchOfDeletedImagesMovesItsToken(t *testing.T) {
 // -max-deleted-image-watches is RESOURCE_EXHAUSTED at once, while other
 // calls and streams are admitted; once it ends its place is free again.
 func TestDeletedImageWatchCap(t *testing.T) {
-	now := minute(0).Add(retention.Days(2))
+	now := minute(0).Add(policy.Days(2))
 	h := startServerOpts(t, openMemPebble(t), serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now },
 		limits: server.Limits{MaxDeletedImageWatches: 1}})
 	purgeSingles(t, h)
@@ -144,7 +145,7 @@ func TestDeletedImageWatchCap(t *testing.T) {
 func TestWatchDeletedImagesRefusesATokenAheadOfTheOutbox(t *testing.T) {
 	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) {
-		now := minute(0).Add(retention.Days(2))
+		now := minute(0).Add(policy.Days(2))
 		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
 		purgeSingles(t, h)
 		ctx, cancel := context.WithTimeout(t.Context(), watchPatience)

@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // watchPoll is how often WatchPurge looks at a job that another process may
@@ -95,14 +96,14 @@ func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.Start
 		} else if c.RetentionDays > maxRetentionDays {
 			v.add("retention_days", fmt.Sprintf("must be at most %d", maxRetentionDays))
 		} else {
-			cutoff = now.Add(-retention.Days(int(c.RetentionDays)))
+			cutoff = now.Add(-policy.Days(int(c.RetentionDays)))
 		}
 	case *metadatav1.StartPurgeRequest_CutoffTime:
 		// The floor guards a cutoff as it guards retention_days: a typo of
 		// the year, or "now", would purge everything. A dry run is held to
 		// it too, so that it rehearses what the real call would be told.
 		if t := v.checkTime("cutoff_time", c.CutoffTime); t != nil {
-			latest := now.Add(-retention.Days(int(s.minDays)))
+			latest := now.Add(-policy.Days(int(s.minDays)))
 			switch {
 			case t.After(now):
 				v.add("cutoff_time", "must not be in the future")

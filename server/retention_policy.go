@@ -15,6 +15,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // Resource names of policies and holds (see RetentionPolicy.name and
@@ -40,17 +41,17 @@ var policyPaths = []struct {
 	{"pre_stitch_retention_days", "pre_stitch_thinning", images.PreStitch},
 }
 
-func policyName(p retention.Policy) string {
+func policyName(p policy.Policy) string {
 	switch p.Scope {
-	case retention.ScopeCamera:
+	case policy.ScopeCamera:
 		return policyCameraPrefix + p.Target
-	case retention.ScopePrefix:
+	case policy.ScopePrefix:
 		return policyPrefixPrefix + p.Target
 	}
 	return policyDefaultName
 }
 
-func policyMessage(p retention.Policy) *metadatav1.RetentionPolicy {
+func policyMessage(p policy.Policy) *metadatav1.RetentionPolicy {
 	return &metadatav1.RetentionPolicy{
 		Name:                   policyName(p),
 		SingleRetentionDays:    int32(p.Days[images.Single]),
@@ -64,7 +65,7 @@ func policyMessage(p retention.Policy) *metadatav1.RetentionPolicy {
 	}
 }
 
-func tierMessages(tiers []retention.Tier) []*metadatav1.ThinningTier {
+func tierMessages(tiers []policy.Tier) []*metadatav1.ThinningTier {
 	var out []*metadatav1.ThinningTier
 	for _, t := range tiers {
 		out = append(out, &metadatav1.ThinningTier{AfterDays: int32(t.AfterDays),
@@ -79,14 +80,14 @@ func policyTiers(m *metadatav1.RetentionPolicy) [][]*metadatav1.ThinningTier {
 }
 
 // checkTiers reads a kind's tiers from field and checks them with
-// retention.CheckTiers against days, the kind's retention in the request
+// policy.CheckTiers against days, the kind's retention in the request
 // (-1 when the update leaves the stored days: only the tiers' own order
 // is checked here, and the merged policy by the update).
-func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, days, floor int32) []retention.Tier {
-	tiers := make([]retention.Tier, 0, len(msgs))
+func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, days, floor int32) []policy.Tier {
+	tiers := make([]policy.Tier, 0, len(msgs))
 	unread := map[int]bool{} // tiers whose keep_one_per is reported here
 	for i, m := range msgs {
-		t := retention.Tier{AfterDays: int(m.GetAfterDays()), UntilDays: int(m.GetUntilDays())}
+		t := policy.Tier{AfterDays: int(m.GetAfterDays()), UntilDays: int(m.GetUntilDays())}
 		switch d := m.GetKeepOnePer(); {
 		case d == nil:
 			v.add(fmt.Sprintf("%s[%d].keep_one_per", field, i), "required")
@@ -100,7 +101,7 @@ func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, d
 		tiers = append(tiers, t)
 	}
 	against := int(max(days, 0))
-	for _, p := range retention.CheckTiers(against, tiers, int(floor)) {
+	for _, p := range policy.CheckTiers(against, tiers, int(floor)) {
 		if p.Field == "keep_one_per" && unread[p.Tier] {
 			continue // reported above; a "0s" read is CheckTiers' to refuse
 		}
@@ -109,14 +110,14 @@ func (v *violations) checkTiers(field string, msgs []*metadatav1.ThinningTier, d
 	return tiers
 }
 
-func tierField(field string, p retention.TierProblem) string {
+func tierField(field string, p policy.TierProblem) string {
 	if p.Tier < 0 {
 		return field
 	}
 	return fmt.Sprintf("%s[%d].%s", field, p.Tier, p.Field)
 }
 
-func holdMessage(h retention.Hold) *metadatav1.LegalHold {
+func holdMessage(h policy.Hold) *metadatav1.LegalHold {
 	return &metadatav1.LegalHold{
 		Name:       holdNamePrefix + h.CameraID,
 		Reason:     h.Reason,
@@ -127,17 +128,17 @@ func holdMessage(h retention.Hold) *metadatav1.LegalHold {
 }
 
 // checkPolicyName reads a policy's resource name.
-func (v *violations) checkPolicyName(field, name string) (retention.PolicyScope, string) {
+func (v *violations) checkPolicyName(field, name string) (policy.Scope, string) {
 	if name == policyDefaultName {
-		return retention.ScopeDefault, ""
+		return policy.ScopeDefault, ""
 	}
 	if id, ok := strings.CutPrefix(name, policyCameraPrefix); ok {
 		v.checkCameraID(field, id)
-		return retention.ScopeCamera, id
+		return policy.ScopeCamera, id
 	}
 	if prefix, ok := strings.CutPrefix(name, policyPrefixPrefix); ok {
 		v.checkCameraID(field, prefix)
-		return retention.ScopePrefix, prefix
+		return policy.ScopePrefix, prefix
 	}
 	if name == "" {
 		v.add(field, "required")
@@ -173,10 +174,10 @@ func (v *violations) checkDays(field string, days, floor int32) {
 
 // toPolicy checks a policy message and reads it; whole says it is the
 // whole policy (a create), so that its tiers are checked against its days.
-func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor int32, whole bool) retention.Policy {
+func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor int32, whole bool) policy.Policy {
 	scope, target := v.checkPolicyName(field+".name", m.GetName())
 	days := []int32{m.GetSingleRetentionDays(), m.GetPanoRetentionDays(), m.GetPreStitchRetentionDays()}
-	p := retention.Policy{Scope: scope, Target: target, Days: map[images.Kind]int{}, Tiers: map[images.Kind][]retention.Tier{}}
+	p := policy.Policy{Scope: scope, Target: target, Days: map[images.Kind]int{}, Tiers: map[images.Kind][]policy.Tier{}}
 	for i, pp := range policyPaths {
 		v.checkDays(field+"."+pp.path, days[i], floor)
 		if days[i] > 0 {
@@ -196,7 +197,7 @@ func (v *violations) toPolicy(field string, m *metadatav1.RetentionPolicy, floor
 // checkPolicyMask returns the kinds whose days and whose tiers an update
 // changes. An empty mask names the fields m sets (days other than 0, or
 // tiers; AIP-134); "*" alone names all.
-func (v *violations) checkPolicyMask(mask *fieldmaskpb.FieldMask, p retention.Policy) (days, thinning []images.Kind) {
+func (v *violations) checkPolicyMask(mask *fieldmaskpb.FieldMask, p policy.Policy) (days, thinning []images.Kind) {
 	paths := mask.GetPaths()
 	switch {
 	case len(paths) == 0:
@@ -294,7 +295,7 @@ func (s *retentionService) ListRetentionPolicies(ctx context.Context, req *metad
 	resp.RetentionPolicies, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
 		method:   metadatav1.RetentionService_ListRetentionPolicies_FullMethodName,
 		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
-	}, func(limit int, resume *store.Cursor) ([]retention.Policy, *store.Cursor, error) {
+	}, func(limit int, resume *store.Cursor) ([]policy.Policy, *store.Cursor, error) {
 		return s.engine.Policies().ListPolicies(ctx, limit, resume)
 	}, policyMessage)
 	if err != nil {
@@ -318,7 +319,7 @@ func (s *retentionService) UpdateRetentionPolicy(ctx context.Context, req *metad
 	updated, err := s.engine.Policies().UpdatePolicy(ctx, retention.PolicyUpdate{
 		Policy: p, Kinds: kinds, Thinning: thinning, AllowMissing: req.GetAllowMissing(), IfMatch: m.GetEtag(),
 	})
-	if perr := (*retention.PolicyError)(nil); errors.As(err, &perr) {
+	if perr := (*policy.Error)(nil); errors.As(err, &perr) {
 		// The update's fields and the stored ones disagree (tiers past the
 		// days kept): name the field of the kind's tiers.
 		for _, pp := range policyPaths {
@@ -349,8 +350,8 @@ func (s *retentionService) DeleteRetentionPolicy(ctx context.Context, req *metad
 }
 
 // toHold checks a hold message and reads it.
-func (v *violations) toHold(m *metadatav1.LegalHold) retention.Hold {
-	h := retention.Hold{CameraID: v.checkHoldName("legal_hold.name", m.GetName()), Reason: m.GetReason()}
+func (v *violations) toHold(m *metadatav1.LegalHold) policy.Hold {
+	h := policy.Hold{CameraID: v.checkHoldName("legal_hold.name", m.GetName()), Reason: m.GetReason()}
 	if len(h.Reason) > maxHoldReasonBytes {
 		v.add("legal_hold.reason", fmt.Sprintf("must be at most %d bytes, is %d", maxHoldReasonBytes, len(h.Reason)))
 	}
@@ -402,7 +403,7 @@ func (s *retentionService) ListLegalHolds(ctx context.Context, req *metadatav1.L
 	resp.LegalHolds, resp.NextPageToken, err = readPage(ctx, s.log, &v, pageQuery{
 		method:   metadatav1.RetentionService_ListLegalHolds_FullMethodName,
 		pageSize: req.GetPageSize(), pageToken: req.GetPageToken(),
-	}, func(limit int, resume *store.Cursor) ([]retention.Hold, *store.Cursor, error) {
+	}, func(limit int, resume *store.Cursor) ([]policy.Hold, *store.Cursor, error) {
 		return s.engine.Policies().ListHolds(ctx, limit, resume)
 	}, holdMessage)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // TestRetentionPolicyLifecycle: create, get, list, update by field mask and
@@ -450,7 +451,7 @@ func TestMalformedTiersOnBothRPCs(t *testing.T) {
 func TestPurgeWithPoliciesOverGRPC(t *testing.T) {
 	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) {
-		now := minute(0).Add(retention.Days(2))
+		now := minute(0).Add(policy.Days(2))
 		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, now: func() time.Time { return now }})
 		ctx, rs := t.Context(), h.retention
 		seedMinutes(t, h, 3)
@@ -474,7 +475,7 @@ func TestPurgeWithPoliciesOverGRPC(t *testing.T) {
 		if types := j.GetImageTypes(); len(types) != 1 || types[0] != metadatav1.ImageType_IMAGE_TYPE_SINGLE {
 			t.Errorf("image types %v, want single only: no policy sets the others", types)
 		}
-		if !j.GetCutoffTime().AsTime().Equal(now.Add(-retention.Days(1))) {
+		if !j.GetCutoffTime().AsTime().Equal(now.Add(-policy.Days(1))) {
 			t.Errorf("cutoff %v, want the default's, the newest in force", j.GetCutoffTime().AsTime())
 		}
 		if j.GetDevicesDone() != 1 || j.GetMetadataRowsDeleted() != 4 || j.GetIndexRowsDeleted() != 4 {
@@ -494,7 +495,7 @@ func TestPurgeWithPoliciesOverGRPC(t *testing.T) {
 func TestThinningOverGRPC(t *testing.T) {
 	t.Parallel() // independent: servers and tables of its own
 	forEachBackend(t, func(t *testing.T, b backend) {
-		now := minute(0).Add(retention.Days(3))
+		now := minute(0).Add(policy.Days(3))
 		h := startServerOpts(t, b.open(t), serverOpts{runPurges: true, now: func() time.Time { return now }})
 		ctx, rs := t.Context(), h.retention
 		tiers := []*metadatav1.ThinningTier{{AfterDays: 1, KeepOnePer: durationpb.New(time.Hour)}}
@@ -549,7 +550,7 @@ func TestWatchDeletedImagesOverGRPC(t *testing.T) {
 }
 
 func testWatchDeletedImages(t *testing.T, b backend) {
-	now := minute(0).Add(retention.Days(2))
+	now := minute(0).Add(policy.Days(2))
 	tables := b.open(t)
 	h := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return now }})
 	ctx, rs := t.Context(), h.retention
@@ -605,7 +606,7 @@ func testWatchDeletedImages(t *testing.T, b backend) {
 
 	// A server a month on retires the job, and its outbox with it, as its
 	// engine starts.
-	later := now.Add(retention.DefaultJobRetention + retention.Days(1))
+	later := now.Add(retention.DefaultJobRetention + policy.Days(1))
 	next := startServerOpts(t, tables, serverOpts{runPurges: true, outbox: true, now: func() time.Time { return later }})
 	// The token of a position within the retired deletions, as a client
 	// that read the first of them holds: the embedded outbox's first

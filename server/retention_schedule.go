@@ -8,6 +8,7 @@ import (
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 func (s *retentionService) PauseRetentionSchedule(ctx context.Context, _ *metadatav1.PauseRetentionScheduleRequest) (*metadatav1.PauseRetentionScheduleResponse, error) {
@@ -41,7 +42,7 @@ func (s *retentionService) retentionSchedule(state retention.ScheduleState) *met
 	out := &metadatav1.RetentionSchedule{Paused: state.Paused}
 	if s.schedule.Interval > 0 {
 		out.Configured, out.UsePolicies = true, s.schedule.UsePolicies
-		out.RetentionDays = int32(s.schedule.Retention / retention.Days(1))
+		out.RetentionDays = int32(s.schedule.Retention / policy.Days(1))
 		out.Interval = durationpb.New(s.schedule.Interval)
 	}
 	if !state.Changed.IsZero() {

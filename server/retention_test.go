@@ -17,6 +17,7 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // seedMinutes creates, through the image services, one image per camera per
@@ -423,7 +424,7 @@ func TestRetentionScheduleOverGRPC(t *testing.T) {
 }
 
 func testRetentionSchedule(t *testing.T, backend store.Backend) {
-	scheduled := startServerOpts(t, backend, serverOpts{schedule: retention.Schedule{Retention: retention.Days(30), Interval: time.Hour}})
+	scheduled := startServerOpts(t, backend, serverOpts{schedule: retention.Schedule{Retention: policy.Days(30), Interval: time.Hour}})
 	plain := startServerWith(t, backend, false)
 	got, err := scheduled.retention.GetRetentionSchedule(t.Context(), &metadatav1.GetRetentionScheduleRequest{})
 	requireOK(t, err, "GetRetentionSchedule")

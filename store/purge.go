@@ -78,7 +78,8 @@ type PurgeBatch interface {
 	// ThinRows keeps, of the table's partition's rows captured in [from, to), one
 	// per interval of every (intervals aligned on multiples of every since
 	// the first instant): the earliest for which prefer is true, else the
-	// earliest (prefer nil: the earliest). It deletes the others, by range,
+	// earliest (prefer nil: the earliest), the keeper rule of package
+	// store/retention/policy, which an implementation applies. It deletes the others, by range,
 	// updates their tallies and returns their row keys, newest first, for
 	// their index rows. every is whole minutes and divides a day; from and
 	// to lie on its boundaries. Reads are of the committed store: the batch

@@ -20,6 +20,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 	"github.com/metadatad/metadatad/store/video"
 )
 
@@ -182,14 +183,14 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 		return nil, err
 	}
 	if cfg.retentionInterval > 0 {
-		svc.schedule = retention.Schedule{Retention: retention.Days(cfg.retentionDays), Interval: cfg.retentionInterval, UsePolicies: cfg.usePolicies}
+		svc.schedule = retention.Schedule{Retention: policy.Days(cfg.retentionDays), Interval: cfg.retentionInterval, UsePolicies: cfg.usePolicies}
 	}
 	if cfg.retentionMaxBytes.set() && store.embedded != nil {
 		total, err := diskspace.Total(cfg.dataDir)
 		if err != nil && cfg.retentionMaxBytes.percent > 0 {
 			return nil, fmt.Errorf("-retention-max-bytes %s: the data directory's filesystem: %w", &cfg.retentionMaxBytes, err)
 		}
-		svc.budget = retention.Budget{MaxBytes: cfg.retentionMaxBytes.resolve(total), Floor: retention.Days(cfg.minRetentionDays),
+		svc.budget = retention.Budget{MaxBytes: cfg.retentionMaxBytes.resolve(total), Floor: policy.Days(cfg.minRetentionDays),
 			Interval: budgetInterval, Sizer: store.embedded}
 		log.Info("storage budget", "max_bytes", svc.budget.MaxBytes, "floor", svc.budget.Floor.String())
 	}

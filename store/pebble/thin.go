@@ -9,16 +9,18 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // ThinRows stages the thinning of a tallied table's partition over
-// [from, to): of each interval of every, it keeps one row and deletes the
-// others by range, their tallies following with a removal record each. Row
-// keys are inverted ticks, newest first, so an interval's rows are one key
-// range, read once for its keys (values only when prefer is given, to
-// choose by them), and cost one range deletion, or two around a keeper
-// prefer chose from their middle. It returns the deleted row keys, newest
-// first, for their index rows.
+// [from, to): of each interval of every, it keeps the row the keeper rule
+// (store/retention/policy's Intervals) keeps and deletes the others by
+// range, their tallies following with a removal record each. Row keys are
+// inverted ticks, newest first, so an interval's rows are one key range,
+// read once for its keys (values only when prefer is given, to choose by
+// them), and cost one range deletion, or two around a keeper prefer chose
+// from their middle. It returns the deleted row keys, newest first, for
+// their index rows.
 func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition string, from, to time.Time, every time.Duration, prefer func(store.Entity) bool) ([]string, error) {
 	own, err := b.tallied(table, "thin rows")
 	if err != nil {
@@ -41,6 +43,7 @@ func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition strin
 	}
 	defer iter.Close()
 	th := thinner{b: b, own: own, partition: partition, tallies: map[string][]byte{}}
+	intervals := policy.NewIntervals(every, th.thin)
 	read := 0
 	for valid := iter.First(); valid; valid = iter.Next() {
 		if read++; read%ctxCheckEvery == 0 {
@@ -69,14 +72,14 @@ func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition strin
 			}
 			preferred = prefer(e)
 		}
-		if err := th.add(thinRow{key: key, rowKey: rowKey, interval: at.Truncate(every), preferred: preferred}); err != nil {
+		if err := intervals.Add(at, thinRow{key: key, rowKey: rowKey}, preferred); err != nil {
 			return nil, err
 		}
 	}
 	if err := iter.Error(); err != nil {
 		return nil, engineError("iterate", err)
 	}
-	if err := th.flush(); err != nil {
+	if err := intervals.Close(); err != nil {
 		return nil, err
 	}
 	for key, records := range th.tallies {
@@ -95,9 +98,9 @@ func checkThinning(partition string, from, to time.Time, every time.Duration) er
 		return err
 	}
 	switch {
-	case every < time.Minute || every%time.Minute != 0 || (24*time.Hour)%every != 0:
+	case !policy.ValidInterval(every):
 		return fmt.Errorf("interval %s is not whole minutes dividing a day", every)
-	case !from.Truncate(every).Equal(from) || !to.Truncate(every).Equal(to):
+	case !policy.Interval(from, every).Equal(from) || !policy.Interval(to, every).Equal(to):
 		return fmt.Errorf("[%s, %s) does not start and end on %s boundaries", from.Format(time.RFC3339), to.Format(time.RFC3339), every)
 	case !from.Before(to):
 		return fmt.Errorf("[%s, %s) is empty", from.Format(time.RFC3339), to.Format(time.RFC3339))
@@ -107,49 +110,24 @@ func checkThinning(partition string, from, to time.Time, every time.Duration) er
 
 // thinRow is one row ThinRows read.
 type thinRow struct {
-	key       []byte
-	rowKey    string
-	interval  time.Time
-	preferred bool
+	key    []byte
+	rowKey string
 }
 
-// thinner gathers an interval's rows, newest first, and stages the
-// deletion of all but its keeper once the interval's last row is read.
+// thinner stages the deletion of all but the keeper of each interval the
+// keeper rule (policy.Intervals) hands it.
 type thinner struct {
 	b         *purgeBatch
 	own       *table
 	partition string
-	group     []thinRow
 	deleted   []string
 	// tallies are the removal records staged per tally key.
 	tallies map[string][]byte
 }
 
-func (th *thinner) add(r thinRow) error {
-	if len(th.group) > 0 && !th.group[0].interval.Equal(r.interval) {
-		if err := th.flush(); err != nil {
-			return err
-		}
-	}
-	th.group = append(th.group, r)
-	return nil
-}
-
-// flush stages the thinning of the gathered interval: the keeper is its
-// earliest row (the last read) that is preferred, else its earliest.
-func (th *thinner) flush() error {
-	g := th.group
-	th.group = th.group[:0]
-	if len(g) < 2 {
-		return nil
-	}
-	keeper := len(g) - 1
-	for i := len(g) - 1; i >= 0; i-- {
-		if g[i].preferred {
-			keeper = i
-			break
-		}
-	}
+// thin stages the thinning of an interval's rows, newest first: one range
+// deletion on each side of the keeper, since its rows are one key range.
+func (th *thinner) thin(g []thinRow, keeper int) error {
 	if keeper > 0 {
 		if err := th.deleteRange(g[0].key, g[keeper].key); err != nil {
 			return err

@@ -212,7 +212,7 @@ func (e *Engine) oldestPurgeable(ctx context.Context, purger store.Purger, floor
 			if !any || !first.Before(floor) {
 				return nil
 			}
-			if holds.has(t.PartitionKey) {
+			if holds.Has(t.PartitionKey) {
 				sawHeld = true
 				return nil
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // BenchmarkBudget loads one image a minute of 100 cameras over 7 days
@@ -22,8 +23,8 @@ func BenchmarkBudget(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		s := openBenchStore(b, nil)
-		first := time.Now().UTC().Truncate(time.Hour).Add(-retention.Days(days))
-		s.seedEveryMinute(b, cameras, first, int(retention.Days(days)/time.Minute))
+		first := time.Now().UTC().Truncate(time.Hour).Add(-policy.Days(days))
+		s.seedEveryMinute(b, cameras, first, int(policy.Days(days)/time.Minute))
 		if err := s.db.Compact(b.Context()); err != nil {
 			b.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // budgetStore is a small store on disk (the budget measures Pebble's own
@@ -142,7 +143,7 @@ func cameraIDs(prefix string, n int) []string {
 func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 	s := openBudgetStore(t)
 	cameras := cameraIDs("cam-", 10)
-	if _, err := s.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: "held-0"}); err != nil {
+	if _, err := s.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: "held-0"}); err != nil {
 		t.Fatal(err)
 	}
 	writers := append(cameras, "held-0")
@@ -219,7 +220,7 @@ func TestBudgetReportsWhatKeepsTheStoreOver(t *testing.T) {
 		t.Errorf("every image younger than the floor: %+v, want over, blocked by the floor", st)
 	}
 	for _, c := range cameras {
-		if _, err := s.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: c}); err != nil {
+		if _, err := s.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: c}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,7 +38,7 @@
 // rows in the expired minutes: the range deletion stops at the oldest minute
 // a kept camera has, and the index rows of the purged rows after it go by
 // their derived keys (images.Repository.IndexKeys) in their section's batch.
-// A policy's thinning tiers (thinning.go) ride the same sections: a day
+// A policy's thinning tiers (package policy) ride the same sections: a day
 // whose tally shows an interval with more than one row has that interval's
 // rows but its keeper deleted by range (store.PurgeBatch.ThinRows), their
 // index rows by derived key, in the section's batch with the counts.
@@ -93,11 +93,14 @@
 // # Both
 //
 // Jobs, policies, legal holds and the kinds' locks are tables of the same
-// backend, so every process sees the same ones (jobstore.go, policy.go). A
-// purge with policies gives each camera, per kind, the days of its own
-// policy, else of its longest prefix policy, else of the default. A camera
-// on legal hold keeps everything, on every path: one resolver
-// (policy_purge.go) gives every camera its rule, hold included, for the
+// backend, so every process sees the same ones (jobstore.go,
+// policystore.go). What policies, holds and tiers are, which rule a camera
+// gets and which image of a thinned interval is kept are the pure package
+// policy's, which every path asks: a purge with policies gives each
+// camera, per kind, the days of its own policy, else of its longest prefix
+// policy, else of the default. A camera on legal hold keeps everything, on
+// every path: one resolver (policy_purge.go) reads the policies and holds
+// and has policy.Resolve give every camera its rule, hold included, for the
 // embedded survey and sections, the queue design's plan and dry run, and
 // the budget; holds are read whole (holdset.go) at a purge's start and
 // again before each section or task (spareHeld). Deletes can be paced (pace.go): a purge

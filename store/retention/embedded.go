@@ -12,6 +12,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // The embedded purge (a backend that is a store.Purger) deletes with the
@@ -103,7 +104,7 @@ type surveyed struct {
 	// its rows are kept.
 	boundary time.Time
 	// thin are the windows its tiers thin.
-	thin []thinWindow
+	thin []policy.Window
 	// held says a legal hold keeps the rows it would otherwise lose.
 	held bool
 	// rows it would lose, thinned the thinned ones of them.
@@ -350,19 +351,19 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 			}
 			i = len(out)
 			at[t.PartitionKey] = i
-			out = append(out, surveyed{id: t.PartitionKey, boundary: c.boundary, thin: c.thin, held: c.held})
-			if c.boundary.IsZero() {
+			out = append(out, surveyed{id: t.PartitionKey, boundary: c.Boundary, thin: c.Thin, held: c.Held})
+			if c.Boundary.IsZero() {
 				indexBefore = minTime(indexBefore, oldest)
 			} else {
-				indexBefore = minTime(indexBefore, c.boundary)
+				indexBefore = minTime(indexBefore, c.Boundary)
 			}
 		}
 		s := &out[i]
 		if !s.boundary.IsZero() {
 			s.rows += t.RowsBefore(s.boundary)
 		}
-		for _, span := range thinSpans(t, s.thin) {
-			s.rows, s.thinned = s.rows+span.extra, s.thinned+span.extra
+		for _, span := range policy.Spans(t, s.thin) {
+			s.rows, s.thinned = s.rows+span.Extra, s.thinned+span.Extra
 		}
 		return nil
 	})
@@ -372,10 +373,10 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 
 // rule is a camera's (see resolver.resolve), its boundary zero if its
 // rows are kept by age (no retention, or a legal hold).
-func (r *embeddedRun) rule(ctx context.Context, camera string, oldest time.Time) (cameraRule, error) {
+func (r *embeddedRun) rule(ctx context.Context, camera string, oldest time.Time) (policy.CameraRule, error) {
 	c, err := r.rules.resolve(ctx, camera, oldest)
-	if !c.purge {
-		c.boundary = time.Time{}
+	if !c.Purge {
+		c.Boundary = time.Time{}
 	}
 	return c, err
 }

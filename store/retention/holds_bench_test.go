@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // BenchmarkPurgeWithAHold purges BenchmarkPurgeAgainstPostgres's 200,000
@@ -27,7 +28,7 @@ func BenchmarkPurgeWithAHold(b *testing.B) {
 					if _, err := s.repo.Create(b.Context(), upload("held-0", now.Add(-benchAge-time.Hour))); err != nil {
 						b.Fatal(err)
 					}
-					if _, err := s.engine.Policies().CreateHold(b.Context(), retention.Hold{CameraID: "held-0"}); err != nil {
+					if _, err := s.engine.Policies().CreateHold(b.Context(), policy.Hold{CameraID: "held-0"}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // TestAHoldHoldsAgainstEveryPurge: a legal hold keeps its camera whole
@@ -25,13 +26,13 @@ func TestAHoldHoldsAgainstEveryPurge(t *testing.T) {
 		opts, now := policyOptions()
 		opts.Outbox = true
 		f := open(t, opts)
-		if _, err := f.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
+		if _, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
 			t.Fatal(err)
 		}
 		f.seedDays(t, now, single, cameraNames(cameras)...)
 		f.run(t)
 		want := retention.Counts{DevicesTotal: 3, DevicesDone: 2, DevicesHeld: 1, MetadataRows: expired(cameras), IndexRows: expired(cameras)}
-		cutoff := now.Add(-retention.Days(3))
+		cutoff := now.Add(-policy.Days(3))
 
 		dry := f.purge(t, retention.StartRequest{Kinds: single, Cutoff: cutoff, DryRun: true})
 		checkHeldCounts(t, "dry run", dry, want)
@@ -43,7 +44,7 @@ func TestAHoldHoldsAgainstEveryPurge(t *testing.T) {
 		f.checkOutboxSpares(t, "held-1")
 
 		// A policy that would purge it all keeps nothing of a held camera either.
-		if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeCamera, Target: "held-1",
+		if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeCamera, Target: "held-1",
 			Days: map[images.Kind]int{images.Single: 1}}); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestTheScheduleSparesAHold(t *testing.T) {
 	single := []images.Kind{images.Single}
 	opts, now := policyOptions()
 	f := newFixture(t, opts)
-	if _, err := f.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: "held-1"}); err != nil {
+	if _, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: "held-1"}); err != nil {
 		t.Fatal(err)
 	}
 	f.seedDays(t, now, single, "cam-a", "held-1")
@@ -76,7 +77,7 @@ func TestTheScheduleSparesAHold(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.engine.RunSchedule(ctx, retention.Schedule{Retention: retention.Days(3), Interval: time.Hour})
+		f.engine.RunSchedule(ctx, retention.Schedule{Retention: policy.Days(3), Interval: time.Hour})
 	}()
 	defer func() {
 		cancel()
@@ -120,13 +121,13 @@ func TestAHoldPlacedDuringAPurgeSparesTheCamerasNotBegun(t *testing.T) {
 			// job has found its cameras, and cam-c's deletes are to come.
 			first := op == "exclusive" || (strings.EqualFold(table, retention.DefaultTasksTable) && op == "update")
 			if first && placed.CompareAndSwap(false, true) {
-				_, err := f.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: "cam-c"})
+				_, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: "cam-c"})
 				return err
 			}
 			return nil
 		}})
 		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: single, Cutoff: now.Add(-retention.Days(3))})
+		j := f.purge(t, retention.StartRequest{Kinds: single, Cutoff: now.Add(-policy.Days(3))})
 		if !placed.Load() {
 			t.Fatal("the hold was never placed")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // deleteExpired deletes a camera's primary rows in a row range, a batch of
@@ -111,101 +112,98 @@ func deleteRead(ctx context.Context, t store.Table, rows []store.Entity) (map[st
 }
 
 // thinQueried thins a camera's rows in its windows, on a backend without
-// range deletions: it reads each window's rows, newest first, keeps each interval's keeper (its earliest
-// row, a pano's earliest clear-day one when it has one), and, when del is
-// set, deletes the others a batch of up to 100 at a time, each batch's
-// index rows right after it by derived key (and its outbox rows around
-// it), as deleteExpired does. It returns how many rows it deletes, or would.
-func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []thinWindow, ob *jobOutbox, del bool) (int64, error) {
+// range deletions: it reads each window's rows, newest first, keeps each
+// interval's keeper (policy.Intervals: its earliest row, a pano's earliest
+// clear-day one when it has one), and, when del is set, deletes the others
+// a batch of up to 100 at a time, each batch's index rows right after it
+// by derived key (and its outbox rows around it), as deleteExpired does.
+// It returns how many rows it deletes, or would.
+func thinQueried(ctx context.Context, repo *images.Repository, camera string, windows []policy.Window, ob *jobOutbox, del bool) (int64, error) {
 	primary, index := repo.Tables()
-	ix := &indexDeleter{index: index, repo: repo, camera: camera}
-	var pending []store.Entity
-	var n int64
-	size := ob.batchRows()
-	flush := func(all bool) error {
-		for len(pending) >= size || (all && len(pending) > 0) {
-			batch := pending[:min(len(pending), size)]
-			deleted, err := deleteRecorded(ctx, primary, ix, ob, batch)
-			n += deleted
-			if err != nil {
-				return err
-			}
-			pending = pending[len(batch):]
-		}
-		return nil
-	}
-	pano := repo.Kind() == images.Pano
+	th := &queriedThinner{primary: primary, ix: &indexDeleter{index: index, repo: repo, camera: camera},
+		ob: ob, del: del, size: ob.batchRows(), prefer: policy.Prefer(repo.Kind())}
 	for _, w := range windows {
-		var from *time.Time
-		if !w.From.IsZero() {
-			from = &w.From
-		}
-		q := store.Query{PartitionKey: camera, Rows: store.InvertedTicksRows(from, &w.To)}
-		// The interval being read, newest row first: its keeper is its
-		// last preferred row, else its last.
-		var group []store.Entity
-		var preferred []bool
-		interval := time.Time{}
-		closeInterval := func() error {
-			if len(group) < 2 {
-				group, preferred = group[:0], preferred[:0]
-				return nil
-			}
-			keeper := len(group) - 1
-			for i := len(group) - 1; i >= 0; i-- {
-				if preferred[i] {
-					keeper = i
-					break
-				}
-			}
-			for i, k := range group {
-				if i != keeper {
-					pending = append(pending, k)
-				}
-			}
-			group, preferred = group[:0], preferred[:0]
-			if !del { // a count: what would go
-				n += int64(len(pending))
-				pending = pending[:0]
-				return nil
-			}
-			return flush(false)
-		}
-		for {
-			page, err := primary.Query(ctx, q)
-			if err != nil {
-				return n, err
-			}
-			for _, e := range page.Entities {
-				at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
-				if err != nil {
-					continue // not an image's key: not this thinning's
-				}
-				if iv := at.UTC().Truncate(w.Every); !iv.Equal(interval) {
-					if err := closeInterval(); err != nil {
-						return n, err
-					}
-					interval = iv
-				}
-				clear, _ := e.Properties[images.PropIsClearDay].(bool)
-				blob, _ := e.Properties[images.PropBlobURI].(string)
-				group = append(group, store.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, ETag: e.ETag,
-					Properties: store.Properties{images.PropBlobURI: blob}})
-				preferred = append(preferred, pano && clear)
-			}
-			if page.Next == nil {
-				break
-			}
-			q.Resume = page.Next
-		}
-		if err := closeInterval(); err != nil {
-			return n, err
+		if err := th.window(ctx, camera, w); err != nil {
+			return th.n, err
 		}
 	}
 	if !del {
-		return n, nil
+		return th.n, nil
 	}
-	return n, flush(true)
+	return th.n, th.flush(ctx, true)
+}
+
+// queriedThinner is one thinQueried call: the rows it has still to delete
+// and how many it deleted, or would.
+type queriedThinner struct {
+	primary store.Table
+	ix      *indexDeleter
+	ob      *jobOutbox
+	del     bool
+	size    int
+	prefer  func(store.Entity) bool
+	pending []store.Entity
+	n       int64
+}
+
+// window reads one window's rows, newest first, through the keeper rule,
+// and deletes (or counts) the rows it does not keep.
+func (th *queriedThinner) window(ctx context.Context, camera string, w policy.Window) error {
+	var from *time.Time
+	if !w.From.IsZero() {
+		from = &w.From
+	}
+	q := store.Query{PartitionKey: camera, Rows: store.InvertedTicksRows(from, &w.To)}
+	intervals := policy.NewIntervals(w.Every, func(rows []store.Entity, keeper int) error {
+		for i, e := range rows {
+			if i != keeper {
+				th.pending = append(th.pending, e)
+			}
+		}
+		if !th.del { // a count: what would go
+			th.n += int64(len(th.pending))
+			th.pending = th.pending[:0]
+			return nil
+		}
+		return th.flush(ctx, false)
+	})
+	for {
+		page, err := th.primary.Query(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, e := range page.Entities {
+			at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+			if err != nil {
+				continue // not an image's key: not this thinning's
+			}
+			blob, _ := e.Properties[images.PropBlobURI].(string)
+			row := store.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, ETag: e.ETag,
+				Properties: store.Properties{images.PropBlobURI: blob}}
+			if err := intervals.Add(at, row, th.prefer != nil && th.prefer(e)); err != nil {
+				return err
+			}
+		}
+		if page.Next == nil {
+			return intervals.Close()
+		}
+		q.Resume = page.Next
+	}
+}
+
+// flush deletes the pending rows in batches of the outbox's size, all of
+// them or only whole batches.
+func (th *queriedThinner) flush(ctx context.Context, all bool) error {
+	for len(th.pending) >= th.size || (all && len(th.pending) > 0) {
+		batch := th.pending[:min(len(th.pending), th.size)]
+		deleted, err := deleteRecorded(ctx, th.primary, th.ix, th.ob, batch)
+		th.n += deleted
+		if err != nil {
+			return err
+		}
+		th.pending = th.pending[len(batch):]
+	}
+	return nil
 }
 
 // indexDeleter deletes the index rows of one camera's deleted primary rows

@@ -178,12 +178,12 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		}
 		d := &taskDevice{ID: device}
 		if p.job.UsePolicies {
-			d.Boundary, d.NoAge, d.Thin = c.boundary, !c.purge, c.thin
+			d.Boundary, d.NoAge, d.Thin = c.Boundary, !c.Purge, c.Thin
 		}
-		if c.held {
+		if c.Held {
 			d.State = deviceHeld
 		}
-		if c.purge || len(c.thin) > 0 || c.held {
+		if c.Purge || len(c.Thin) > 0 || c.Held {
 			group = append(group, d)
 			if groupBytes += len(device); len(group) >= p.e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
 				if err := flush(); err != nil {
@@ -325,13 +325,13 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			}
 			d := &taskDevice{ID: device}
 			if j.UsePolicies {
-				d.Boundary, d.NoAge, d.Thin = rule.boundary, !rule.purge, rule.thin
+				d.Boundary, d.NoAge, d.Thin = rule.Boundary, !rule.Purge, rule.Thin
 			}
 			seen.put(device, d.janitorBound())
 			if seen.full() {
 				return errOutgrown
 			}
-			if rule.held {
+			if rule.Held {
 				c.DevicesTotal++
 				c.DevicesHeld++
 				return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // faultBackend wraps every table of a backend to fail chosen reads and
@@ -116,7 +117,7 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 				f := open(t, opts)
 				f.seed(t, cameras)
 				if c.usePolicies {
-					if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeDefault,
+					if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
 						Days: map[images.Kind]int{images.Single: 1}}); err != nil {
 						t.Fatal(err)
 					}

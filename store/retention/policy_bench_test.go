@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // Sizes of BenchmarkPurgeWithPolicies: the expired volume is the same in
@@ -79,8 +80,8 @@ func policyPurge(b *testing.B, spared int, mixed bool) (time.Duration, int64) {
 	defer s.close()
 	now := time.Now().UTC()
 	policies := s.engine.Policies()
-	if _, err := policies.CreatePolicy(b.Context(), retention.Policy{Scope: retention.ScopeDefault,
-		Days: map[images.Kind]int{images.Single: int(benchRetention / retention.Days(1))}}); err != nil {
+	if _, err := policies.CreatePolicy(b.Context(), policy.Policy{Scope: policy.ScopeDefault,
+		Days: map[images.Kind]int{images.Single: int(benchRetention / policy.Days(1))}}); err != nil {
 		b.Fatal(err)
 	}
 	keep := func(c int) string { return fmt.Sprintf("%s%05d", sparedPrefix, c) }
@@ -96,7 +97,7 @@ func policyPurge(b *testing.B, spared int, mixed bool) (time.Duration, int64) {
 	}
 	for c := range spared {
 		g.Go(func() error {
-			if _, err := policies.CreatePolicy(ctx, retention.Policy{Scope: retention.ScopeCamera, Target: keep(c),
+			if _, err := policies.CreatePolicy(ctx, policy.Policy{Scope: policy.ScopeCamera, Target: keep(c),
 				Days: map[images.Kind]int{images.Single: 60}}); err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // TestPrefixPolicyCapHoldsUnderConcurrentCreates: more creators of
@@ -33,7 +34,7 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 				return nil
 			}
 			for _, k := range keys {
-				if k.PartitionKey != string(retention.ScopePrefix) || !strings.HasPrefix(k.RowKey, "site-") {
+				if k.PartitionKey != string(policy.ScopePrefix) || !strings.HasPrefix(k.RowKey, "site-") {
 					continue
 				}
 				mu.Lock()
@@ -60,7 +61,7 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range creators {
 			wg.Go(func() {
-				_, errs[i] = policies.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopePrefix,
+				_, errs[i] = policies.CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopePrefix,
 					Target: fmt.Sprintf("site-%02d", i), Days: map[images.Kind]int{images.Single: 1}})
 			})
 		}
@@ -79,14 +80,14 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 			t.Fatalf("%d creates succeeded, %d prefix policies stored (%v); want exactly the cap, %d", created, len(stored), stored, limit)
 		}
 
-		if err := policies.DeletePolicy(t.Context(), retention.ScopePrefix, stored[0], ""); err != nil {
+		if err := policies.DeletePolicy(t.Context(), policy.ScopePrefix, stored[0], ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := policies.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopePrefix, Target: "site-late",
+		if _, err := policies.CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopePrefix, Target: "site-late",
 			Days: map[images.Kind]int{images.Single: 1}}); err != nil {
 			t.Fatalf("create after a delete freed a place: %v", err)
 		}
-		if _, err := policies.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopePrefix, Target: "site-later",
+		if _, err := policies.CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopePrefix, Target: "site-later",
 			Days: map[images.Kind]int{images.Single: 1}}); !errors.Is(err, retention.ErrTooManyPrefixes) {
 			t.Fatalf("create beyond the cap: %v; want ErrTooManyPrefixes", err)
 		}
@@ -107,7 +108,7 @@ func prefixPolicies(t *testing.T, p *retention.Policies) []string {
 			t.Fatal(err)
 		}
 		for _, pol := range page {
-			if pol.Scope == retention.ScopePrefix {
+			if pol.Scope == policy.ScopePrefix {
 				out = append(out, pol.Target)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // TestPolicyChangesDuringPurge: a purge applies each camera's policy as it
@@ -39,9 +40,9 @@ func TestPolicyChangesDuringPurge(t *testing.T) {
 				var err error
 				switch camera {
 				case "cam-long":
-					err = f.engine.Policies().DeletePolicy(t.Context(), retention.ScopeCamera, "cam-long", "")
+					err = f.engine.Policies().DeletePolicy(t.Context(), policy.ScopeCamera, "cam-long", "")
 				case "site-a-cam1":
-					_, err = f.engine.Policies().CreateHold(t.Context(), retention.Hold{CameraID: camera})
+					_, err = f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: camera})
 				}
 				if err != nil {
 					return fmt.Errorf("test: %w", err)
@@ -81,13 +82,13 @@ func TestPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T) {
 		name string
 		// scope and target name the policy removed; camera is the one it
 		// governs, which sorts after the plan's first task.
-		scope          retention.PolicyScope
+		scope          policy.Scope
 		target, camera string
 		// now and next are the camera's retention in this purge and the next.
 		now, next int
 	}{
-		{"own policy", retention.ScopeCamera, "cam-long", "cam-long", 3, 3},
-		{"prefix policy", retention.ScopePrefix, "acme-x-", "acme-x-1", 4, 2},
+		{"own policy", policy.ScopeCamera, "cam-long", "cam-long", 3, 3},
+		{"prefix policy", policy.ScopePrefix, "acme-x-", "acme-x-1", 4, 2},
 	}
 	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // TestSparedCamerasCostNoPrimaryWork: a purge with policies, real or dry,
@@ -18,15 +19,15 @@ func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
 		opts, now := policyOptions()
 		f := open(t, opts)
 		p := f.engine.Policies()
-		for _, pol := range []retention.Policy{
-			{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
-			{Scope: retention.ScopeCamera, Target: sparedPrefix + "own", Days: map[images.Kind]int{images.Single: policyDays + 5}},
+		for _, pol := range []policy.Policy{
+			{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
+			{Scope: policy.ScopeCamera, Target: sparedPrefix + "own", Days: map[images.Kind]int{images.Single: policyDays + 5}},
 		} {
 			if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: sparedPrefix + "held"}); err != nil {
+		if _, err := p.CreateHold(t.Context(), policy.Hold{CameraID: sparedPrefix + "held"}); err != nil {
 			t.Fatal(err)
 		}
 		days := map[string]int{"cam-a": 3, "cam-b": 3, sparedPrefix + "own": 0, sparedPrefix + "held": 0}

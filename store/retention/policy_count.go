@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // The cap on prefix policies holds however many processes create them at
@@ -38,26 +39,26 @@ const propCount = "Count"
 var errReservedPrefix = fmt.Errorf("%w: the prefix %q is reserved", store.ErrInvalidKey, prefixCountRow)
 
 // checkTarget refuses the policy whose row would be the count's.
-func checkTarget(scope PolicyScope, target string) error {
-	if scope == ScopePrefix && target == prefixCountRow {
+func checkTarget(scope policy.Scope, target string) error {
+	if scope == policy.ScopePrefix && target == prefixCountRow {
 		return errReservedPrefix
 	}
 	return nil
 }
 
 func isPrefixCount(e store.Entity) bool {
-	return e.PartitionKey == string(ScopePrefix) && e.RowKey == prefixCountRow
+	return e.PartitionKey == string(policy.ScopePrefix) && e.RowKey == prefixCountRow
 }
 
 // prefixCount reads the count of prefix policies and returns the batch
 // operation that moves it by delta, conditional on the version read.
 func (p *Policies) prefixCount(ctx context.Context, delta int64) (int64, store.Op, error) {
 	count := func(n int64) store.Entity {
-		return store.Entity{PartitionKey: string(ScopePrefix), RowKey: prefixCountRow, Properties: store.Properties{propCount: n}}
+		return store.Entity{PartitionKey: string(policy.ScopePrefix), RowKey: prefixCountRow, Properties: store.Properties{propCount: n}}
 	}
-	e, err := p.policies.Get(ctx, string(ScopePrefix), prefixCountRow)
+	e, err := p.policies.Get(ctx, string(policy.ScopePrefix), prefixCountRow)
 	if errors.Is(err, store.ErrNotFound) {
-		n, err := countRows(ctx, p.policies, string(ScopePrefix), store.Range{})
+		n, err := countRows(ctx, p.policies, string(policy.ScopePrefix), store.Range{})
 		if err != nil {
 			return 0, store.Op{}, err
 		}
@@ -114,7 +115,7 @@ func (p *Policies) deletePrefix(ctx context.Context, prefix, ifMatch string) err
 		if err != nil {
 			return err
 		}
-		del := store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: string(ScopePrefix), RowKey: prefix}, IfMatch: ifMatch}
+		del := store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: string(policy.ScopePrefix), RowKey: prefix}, IfMatch: ifMatch}
 		err = p.policies.Batch(ctx, []store.Op{count, del})
 		var be *store.BatchError
 		switch {

@@ -9,29 +9,17 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // ErrNoPolicies reports a purge with policies while no policy sets a
 // retention for any of its kinds.
 var ErrNoPolicies = errors.New("retention: no retention policy is in force")
 
-// reach is how far the policies in force reach into a kind's images: the
-// fewest days any keeps it (0: none sets its days), and the fewest days
-// after which any tier thins it (0: none thins it).
-type reach struct {
-	days, thinAfter int
-}
-
-// reaches returns each kind's reach, for the kinds some policy sets. It
-// reads the policies one page at a time.
-func (p *Policies) reaches(ctx context.Context) (map[images.Kind]reach, error) {
-	out := map[images.Kind]reach{}
-	low := func(cur, d int) int {
-		if d > 0 && (cur == 0 || d < cur) {
-			return d
-		}
-		return cur
-	}
+// reaches returns each kind's reach (policy.Reach), for the kinds some
+// policy sets. It reads the policies one page at a time.
+func (p *Policies) reaches(ctx context.Context) (policy.Reaches, error) {
+	out := policy.Reaches{}
 	s := store.Scan{}
 	for {
 		page, err := p.policies.Scan(ctx, s)
@@ -39,18 +27,7 @@ func (p *Policies) reaches(ctx context.Context) (map[images.Kind]reach, error) {
 			return nil, err
 		}
 		for _, e := range page.Entities {
-			pol := policyFromEntity(e)
-			for _, k := range images.Kinds {
-				if !pol.sets(k) {
-					continue
-				}
-				r := out[k]
-				r.days = low(r.days, pol.Days[k])
-				for _, t := range pol.Tiers[k] {
-					r.thinAfter = low(r.thinAfter, t.AfterDays)
-				}
-				out[k] = r
-			}
+			out.Add(policyFromEntity(e))
 		}
 		if page.Next == nil {
 			return out, nil
@@ -59,27 +36,16 @@ func (p *Policies) reaches(ctx context.Context) (map[images.Kind]reach, error) {
 	}
 }
 
-// kindRule is what one policy says of one kind.
-type kindRule struct {
-	days  int
-	tiers []Tier
-}
-
-func ruleOf(p Policy, k images.Kind) (kindRule, bool) {
-	return kindRule{days: p.Days[k], tiers: p.Tiers[k]}, p.sets(k)
-}
-
 // resolver gives each camera its rule of one kind of one job: in a purge
-// by cutoff the job's boundary; in a purge with policies the camera's own
-// policy, else the longest prefix policy, else the default, the first that
-// sets the kind (its days or its tiers). In both, a camera on legal hold
-// keeps everything (holdset.go). It is the one rule every path that
-// deletes asks: the embedded survey and sections, the queue design's plan
-// and dry run; the queue design's workers check the holds again before
-// each task (spareHeld). With policies it holds the default and the
-// prefix policies that set the kind (at most MaxPrefixPolicies) as they
-// stood when it was made; each camera costs a read of its own policy as it
-// stands when asked.
+// by cutoff the job's boundary; in a purge with policies the rule
+// policy.Rules resolves. In both, a camera on legal hold keeps everything
+// (policy.Resolve). It is the one rule every path that deletes asks: the
+// embedded survey and sections, the queue design's plan and dry run; the
+// queue design's workers check the holds again before each task
+// (spareHeld). The decisions are package policy's; the resolver does the
+// reads: with policies it holds the default and the prefix policies that
+// set the kind (at most MaxPrefixPolicies) as they stood when it was made,
+// and each camera costs a read of its own policy as it stands when asked.
 type resolver struct {
 	p    *Policies
 	kind images.Kind
@@ -87,19 +53,17 @@ type resolver struct {
 	now time.Time
 	// fixed, in a purge by cutoff, is every camera's boundary.
 	fixed time.Time
-	// policies says the job uses them: def and prefixes are read.
-	policies bool
-	def      kindRule
-	prefixes map[string]kindRule
-	longest  int
+	// rules, in a purge with policies, are the default and the prefix
+	// policies; nil in a purge by cutoff.
+	rules *policy.Rules
 	// holds are the cameras on legal hold as last read (refreshHolds).
-	holds holdSet
+	holds policy.HoldSet
 }
 
 // rules returns the resolver of one kind of j, with the holds as they
 // stand now.
 func (e *Engine) rules(ctx context.Context, j *Job, kind images.Kind) (*resolver, error) {
-	r := &resolver{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary(), policies: j.UsePolicies}
+	r := &resolver{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary()}
 	if j.UsePolicies {
 		if err := r.readPolicies(ctx); err != nil {
 			return nil, err
@@ -119,27 +83,23 @@ func (r *resolver) refreshHolds(ctx context.Context) error {
 }
 
 func (r *resolver) readPolicies(ctx context.Context) error {
-	r.prefixes = map[string]kindRule{}
-	def, err := r.p.GetPolicy(ctx, ScopeDefault, "")
+	r.rules = policy.NewRules(r.kind)
+	def, err := r.p.GetPolicy(ctx, policy.ScopeDefault, "")
 	switch {
 	case err == nil:
-		r.def, _ = ruleOf(def, r.kind)
+		r.rules.Add(def)
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	q := store.Query{PartitionKey: string(ScopePrefix)}
+	q := store.Query{PartitionKey: string(policy.ScopePrefix)}
 	for {
 		page, err := r.p.policies.Query(ctx, q)
 		if err != nil {
 			return err
 		}
 		for _, e := range page.Entities {
-			if rule, ok := ruleOf(policyFromEntity(e), r.kind); ok {
-				if len(r.prefixes) >= MaxPrefixPolicies {
-					return fmt.Errorf("%w: more than %d", ErrTooManyPrefixes, MaxPrefixPolicies)
-				}
-				r.prefixes[e.RowKey] = rule
-				r.longest = max(r.longest, len(e.RowKey))
+			if r.rules.Add(policyFromEntity(e)); r.rules.Prefixes() > MaxPrefixPolicies {
+				return fmt.Errorf("%w: more than %d", ErrTooManyPrefixes, MaxPrefixPolicies)
 			}
 		}
 		if page.Next == nil {
@@ -150,73 +110,29 @@ func (r *resolver) readPolicies(ctx context.Context) error {
 }
 
 // plan resolves a camera met first at its oldest index row (see resolve).
-func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (cameraRule, error) {
+func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (policy.CameraRule, error) {
 	minute, err := time.Parse("200601021504", oldest.PartitionKey[:min(len(oldest.PartitionKey), 12)])
 	if err != nil {
-		return cameraRule{}, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
+		return policy.CameraRule{}, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
 	}
 	return r.resolve(ctx, camera, minute)
 }
 
-// cameraRule is one camera's rule of a kind, resolved at the job's
-// instant.
-type cameraRule struct {
-	// boundary is the start of the minute of the camera's cutoff; zero
-	// when its policy keeps the kind by age.
-	boundary time.Time
-	// purge says the camera's oldest row lies before boundary and it has
-	// no hold.
-	purge bool
-	// thin are its tiers' windows, unless it has a hold or no row in them.
-	thin []thinWindow
-	// held says a legal hold keeps the camera whole that its rule would
-	// otherwise purge or thin: such a camera counts in Counts.DevicesHeld.
-	held bool
-}
-
 // resolve gives a camera whose oldest row lies in the minute that starts
-// at oldest its boundary, whether to purge it (its oldest row is before
-// the boundary and it has no legal hold), and the windows its tiers thin.
-func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (cameraRule, error) {
-	var c cameraRule
-	if r.policies {
-		rule, err := r.ruleOf(ctx, camera)
-		if err != nil {
-			return cameraRule{}, err
+// at oldest its rule at the job's instant (policy.Resolve).
+func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (policy.CameraRule, error) {
+	boundary, thin := r.fixed, []policy.Window(nil)
+	if r.rules != nil {
+		var own *policy.Policy
+		switch p, err := r.p.GetPolicy(ctx, policy.ScopeCamera, camera); {
+		case err == nil:
+			own = &p
+		case !errors.Is(err, store.ErrNotFound):
+			return policy.CameraRule{}, err
 		}
-		if rule.days > 0 {
-			c.boundary = r.now.Add(-Days(rule.days)).UTC().Truncate(time.Minute)
-		}
-		if c.thin = thinWindows(r.now, rule.days, rule.tiers); !oldest.Before(newestThinned(c.thin)) {
-			c.thin = nil
-		}
-	} else {
-		c.boundary = r.fixed
+		boundary, thin = r.rules.For(camera, own).At(r.now)
 	}
-	c.purge = !c.boundary.IsZero() && oldest.Before(c.boundary)
-	if (c.purge || len(c.thin) > 0) && r.holds.has(camera) {
-		return cameraRule{boundary: c.boundary, held: true}, nil
-	}
-	return c, nil
-}
-
-// ruleOf is the kind's rule of the policy that covers the camera.
-func (r *resolver) ruleOf(ctx context.Context, camera string) (kindRule, error) {
-	own, err := r.p.GetPolicy(ctx, ScopeCamera, camera)
-	switch {
-	case err == nil:
-		if rule, found := ruleOf(own, r.kind); found {
-			return rule, nil
-		}
-	case !errors.Is(err, store.ErrNotFound):
-		return kindRule{}, err
-	}
-	for i := min(len(camera), r.longest); i > 0; i-- {
-		if rule, found := r.prefixes[camera[:i]]; found {
-			return rule, nil
-		}
-	}
-	return r.def, nil
+	return policy.Resolve(boundary, thin, oldest, r.holds.Has(camera)), nil
 }
 
 // expiredFor reports whether an index row lies before a camera's boundary.

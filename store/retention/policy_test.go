@@ -15,6 +15,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // The policy fixture: every camera has an image at 30 minutes past the
@@ -37,14 +38,14 @@ func policyOptions() (retention.Options, time.Time) {
 
 func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cameras ...string) {
 	t.Helper()
-	first := now.Add(-retention.Days(policyDays))
+	first := now.Add(-policy.Days(policyDays))
 	for _, r := range f.seeders(t) {
 		if !slices.Contains(kinds, r.Kind()) {
 			continue
 		}
 		for _, c := range cameras {
 			for d := range policyDays {
-				img := images.Image{CameraID: c, CapturedAt: first.Add(retention.Days(d) + 30*time.Minute)}
+				img := images.Image{CameraID: c, CapturedAt: first.Add(policy.Days(d) + 30*time.Minute)}
 				if _, err := r.Create(t.Context(), img); err != nil {
 					t.Fatal(err)
 				}
@@ -76,7 +77,7 @@ func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days 
 		if got := len(have[camera]); got != want {
 			t.Errorf("%s %s: %d primary rows, want %d (retention %d days)", kind, camera, got, want, d)
 		}
-		cutoff := now.Add(-retention.Days(want))
+		cutoff := now.Add(-policy.Days(want))
 		for _, rk := range have[camera] {
 			c, err := store.TimeFromInvertedTicksRowKey(rk)
 			if err != nil {
@@ -124,19 +125,19 @@ func (f *fixture) indexedRowKeys(t *testing.T, kind images.Kind) map[string][]st
 func setPolicies(t *testing.T, e *retention.Engine) map[string]int {
 	t.Helper()
 	p := e.Policies()
-	for _, pol := range []retention.Policy{
-		{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Single: 3, images.Pano: 3}},
-		{Scope: retention.ScopePrefix, Target: "acme-", Days: map[images.Kind]int{images.Single: 2}},
-		{Scope: retention.ScopePrefix, Target: "acme-x-", Days: map[images.Kind]int{images.Single: 4}},
-		{Scope: retention.ScopeCamera, Target: "acme-own", Days: map[images.Kind]int{images.Single: 1}},
-		{Scope: retention.ScopeCamera, Target: "cam-own", Days: map[images.Kind]int{images.Single: 1}},
-		{Scope: retention.ScopeCamera, Target: "cam-long", Days: map[images.Kind]int{images.Single: 4}},
+	for _, pol := range []policy.Policy{
+		{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Single: 3, images.Pano: 3}},
+		{Scope: policy.ScopePrefix, Target: "acme-", Days: map[images.Kind]int{images.Single: 2}},
+		{Scope: policy.ScopePrefix, Target: "acme-x-", Days: map[images.Kind]int{images.Single: 4}},
+		{Scope: policy.ScopeCamera, Target: "acme-own", Days: map[images.Kind]int{images.Single: 1}},
+		{Scope: policy.ScopeCamera, Target: "cam-own", Days: map[images.Kind]int{images.Single: 1}},
+		{Scope: policy.ScopeCamera, Target: "cam-long", Days: map[images.Kind]int{images.Single: 4}},
 	} {
 		if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "held-1", Reason: "case 42"}); err != nil {
+	if _, err := p.CreateHold(t.Context(), policy.Hold{CameraID: "held-1", Reason: "case 42"}); err != nil {
 		t.Fatal(err)
 	}
 	return map[string]int{
@@ -212,7 +213,7 @@ func purgeWithPolicies(t *testing.T, f *fixture, now time.Time) {
 	if got := j.ImageKinds(); !slices.Equal(got, []images.Kind{images.Single, images.Pano}) {
 		t.Errorf("purged kinds %v, want single and pano: no policy sets pre-stitch", got)
 	}
-	if want := j.Created.Add(-retention.Days(1)); !j.Cutoff.Equal(want) {
+	if want := j.Created.Add(-policy.Days(1)); !j.Cutoff.Equal(want) {
 		t.Errorf("job cutoff %s, want the newest in force %s", j.Cutoff, want)
 	}
 	want := expired(single) + expired(pano)
@@ -273,11 +274,11 @@ func TestScheduleWithPolicies(t *testing.T) {
 	if jobs, _, err := f.engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs %v (%v) without a policy, want none", jobs, err)
 	}
-	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeDefault,
+	if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
 		Days: map[images.Kind]int{images.Single: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeCamera, Target: "cam-b",
+	if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeCamera, Target: "cam-b",
 		Days: map[images.Kind]int{images.Single: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -313,27 +314,27 @@ func TestPrefixPolicyBound(t *testing.T) {
 	g.SetLimit(16)
 	for i := range retention.MaxPrefixPolicies {
 		g.Go(func() error {
-			_, err := p.CreatePolicy(ctx, retention.Policy{Scope: retention.ScopePrefix, Target: fmt.Sprintf("site-%05d-", i), Days: days})
+			_, err := p.CreatePolicy(ctx, policy.Policy{Scope: policy.ScopePrefix, Target: fmt.Sprintf("site-%05d-", i), Days: days})
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := p.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopePrefix, Target: "one-more-", Days: days})
+	_, err := p.CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopePrefix, Target: "one-more-", Days: days})
 	if !errors.Is(err, retention.ErrTooManyPrefixes) {
 		t.Errorf("create of prefix %d: %v, want ErrTooManyPrefixes", retention.MaxPrefixPolicies+1, err)
 	}
-	_, err = p.UpdatePolicy(t.Context(), retention.PolicyUpdate{Policy: retention.Policy{Scope: retention.ScopePrefix, Target: "one-more-", Days: days},
+	_, err = p.UpdatePolicy(t.Context(), retention.PolicyUpdate{Policy: policy.Policy{Scope: policy.ScopePrefix, Target: "one-more-", Days: days},
 		Kinds: []images.Kind{images.Single}, AllowMissing: true})
 	if !errors.Is(err, retention.ErrTooManyPrefixes) {
 		t.Errorf("update creating prefix %d: %v, want ErrTooManyPrefixes", retention.MaxPrefixPolicies+1, err)
 	}
-	if _, err := p.UpdatePolicy(t.Context(), retention.PolicyUpdate{Policy: retention.Policy{Scope: retention.ScopePrefix, Target: "site-00001-",
+	if _, err := p.UpdatePolicy(t.Context(), retention.PolicyUpdate{Policy: policy.Policy{Scope: policy.ScopePrefix, Target: "site-00001-",
 		Days: map[images.Kind]int{images.Single: 40}}, Kinds: []images.Kind{images.Single}}); err != nil {
 		t.Errorf("update of an existing prefix at the bound: %v", err)
 	}
-	if _, err := p.CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeCamera, Target: "cam-1", Days: days}); err != nil {
+	if _, err := p.CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeCamera, Target: "cam-1", Days: days}); err != nil {
 		t.Errorf("camera policy at the prefix bound: %v", err)
 	}
 }
@@ -354,16 +355,16 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 	opts.GroupSize = 1 // a task per camera: more writes to crash at
 	f := newFixture(t, opts)
 	p := f.engine.Policies()
-	for _, pol := range []retention.Policy{
-		{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
-		{Scope: retention.ScopePrefix, Target: "cam-", Days: map[images.Kind]int{images.Single: 2}},
-		{Scope: retention.ScopeCamera, Target: "cam-own", Days: map[images.Kind]int{images.Single: 1}},
+	for _, pol := range []policy.Policy{
+		{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
+		{Scope: policy.ScopePrefix, Target: "cam-", Days: map[images.Kind]int{images.Single: 2}},
+		{Scope: policy.ScopeCamera, Target: "cam-own", Days: map[images.Kind]int{images.Single: 1}},
 	} {
 		if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "cam-held"}); err != nil {
+	if _, err := p.CreateHold(t.Context(), policy.Hold{CameraID: "cam-held"}); err != nil {
 		t.Fatal(err)
 	}
 	days := map[string]int{"site-1": 3, "cam-own": 1, "cam-held": 0}

@@ -8,17 +8,11 @@ import (
 	"github.com/metadatad/metadatad/store"
 )
 
-// Days is the one meaning of "n days" in retention, for StartPurge's
-// retention_days and the built-in schedule alike: n times 24 hours, on no
-// calendar, so that "30 days ago" is the same instant whatever the time zone
-// and across a daylight-saving change.
-func Days(n int) time.Duration { return time.Duration(n) * 24 * time.Hour }
-
 // Schedule starts a purge of every kind every Interval, retiring what is
 // older than Retention, or with UsePolicies what each camera's retention
 // policy retires, for deployments without an outside scheduler.
 type Schedule struct {
-	// Retention is how old a row must be to go: Days(n) for n days.
+	// Retention is how old a row must be to go: policy.Days(n) for n days.
 	Retention time.Duration
 	Interval  time.Duration
 	// UsePolicies purges with the retention policies instead of Retention.

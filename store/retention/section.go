@@ -7,6 +7,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // section purges the cameras with ids in [from, to) (all of them when
@@ -127,7 +128,7 @@ type sectionCamera struct {
 	boundary time.Time // its rows before it go; zero: it keeps them
 	// thin are the windows its tiers thin in this section: none for a
 	// camera an earlier section thinned.
-	thin   []thinWindow
+	thin   []policy.Window
 	purged bool
 	// counted says the camera is in the job's counts already.
 	counted bool
@@ -150,7 +151,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		// its section did, and a hold placed since must stand. What lands
 		// in its windows meanwhile waits for the next pass.
 		bnd, known := r.surveyed[t.PartitionKey]
-		var thin []thinWindow
+		var thin []policy.Window
 		switch {
 		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
 			// Kept when surveyed; an earlier section saw it so too.
@@ -163,13 +164,13 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 			if err != nil {
 				return err
 			}
-			bnd, thin = c.boundary, c.thin
+			bnd, thin = c.Boundary, c.Thin
 			if bnd.IsZero() {
 				s.keptBefore = minTime(s.keptBefore, oldest)
 			} else {
 				s.keptBefore = minTime(s.keptBefore, bnd)
 			}
-			if c.held && s.count(t.PartitionKey) {
+			if c.Held && s.count(t.PartitionKey) {
 				s.c.DevicesTotal++
 				s.c.DevicesHeld++
 			}
@@ -230,13 +231,10 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 // batch, unread: a key read per row was two thirds of a thinning's time.
 // It returns the primary and index rows it deleted, one index row per
 // primary row, as every create writes them (in either form).
-func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []thinWindow, outbox *outboxWriter) (rows, indexRows int64, err error) {
-	var prefer func(store.Entity) bool
-	if r.kind == images.Pano {
-		prefer = func(e store.Entity) bool { clear, _ := e.Properties[images.PropIsClearDay].(bool); return clear }
-	}
-	for _, span := range thinSpans(t, windows) {
-		deleted, err := b.ThinRows(ctx, r.primary.Name(), t.PartitionKey, span.from, span.to, span.every, prefer)
+func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
+	prefer := policy.Prefer(r.kind)
+	for _, span := range policy.Spans(t, windows) {
+		deleted, err := b.ThinRows(ctx, r.primary.Name(), t.PartitionKey, span.From, span.To, span.Every, prefer)
 		if err != nil {
 			return 0, 0, err
 		}

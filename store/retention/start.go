@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // Errors of Start.
@@ -52,7 +53,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
 		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies,
 		Outbox: e.outbox != nil && e.driver.jobKeepsOutbox(req.DryRun), Driver: e.driver.name()}
-	var reaches map[images.Kind]reach
+	var reaches policy.Reaches
 	if req.UsePolicies {
 		var err error
 		if reaches, err = e.policies.reaches(ctx); err != nil {
@@ -73,14 +74,14 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 			if !ok {
 				continue
 			}
-			if rch.days > 0 {
-				p.Cutoff = now.Add(-Days(rch.days))
+			if rch.Days > 0 {
+				p.Cutoff = now.Add(-policy.Days(rch.Days))
 				if p.Cutoff.After(j.Cutoff) {
 					j.Cutoff = p.Cutoff
 				}
 			}
-			if rch.thinAfter > 0 {
-				p.ThinThrough = now.Add(-Days(rch.thinAfter))
+			if rch.ThinAfter > 0 {
+				p.ThinThrough = now.Add(-policy.Days(rch.ThinAfter))
 			}
 		}
 		j.Kinds = append(j.Kinds, p)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // Device states within a task.
@@ -41,10 +42,10 @@ type taskDevice struct {
 	// NoAge, in a purge with policies, says the camera keeps its rows by
 	// age and is only thinned.
 	NoAge bool `json:"noAge,omitempty"`
-	// Thin are the windows its policy's tiers thin (thinning.go), and
+	// Thin are the windows its policy's tiers thin (policy.Windows), and
 	// Thinned the rows of Rows they delete.
-	Thin    []thinWindow `json:"thin,omitempty"`
-	Thinned int64        `json:"thinned,omitempty"`
+	Thin    []policy.Window `json:"thin,omitempty"`
+	Thinned int64           `json:"thinned,omitempty"`
 }
 
 // expiredRows is the row range of the camera's expired primary rows; false
@@ -67,7 +68,7 @@ func (d *taskDevice) janitorBound() time.Time {
 	if d.NoAge {
 		b = time.Time{}
 	}
-	return maxTime(b, newestThinned(d.Thin))
+	return maxTime(b, policy.NewestThinned(d.Thin))
 }
 
 // task is a group of cameras whose expired primary rows one worker deletes.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // BenchmarkThinning thins one image a minute of THIN_CAMERAS cameras (100)
@@ -29,14 +30,14 @@ func BenchmarkThinning(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		s := openBenchStore(b, nil)
-		first := time.Now().UTC().Truncate(every).Add(-retention.Days(days))
-		perCamera := int(retention.Days(days) / time.Minute)
+		first := time.Now().UTC().Truncate(every).Add(-policy.Days(days))
+		perCamera := int(policy.Days(days) / time.Minute)
 		s.seedEveryMinute(b, cameras, first, perCamera)
 		if err := s.db.Compact(b.Context()); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.engine.Policies().CreatePolicy(b.Context(), retention.Policy{Scope: retention.ScopeDefault,
-			Tiers: map[images.Kind][]retention.Tier{images.Single: {{AfterDays: 1, KeepOnePer: every}}}}); err != nil {
+		if _, err := s.engine.Policies().CreatePolicy(b.Context(), policy.Policy{Scope: policy.ScopeDefault,
+			Tiers: map[images.Kind][]policy.Tier{images.Single: {{AfterDays: 1, KeepOnePer: every}}}}); err != nil {
 			b.Fatal(err)
 		}
 		s.run(b)
@@ -50,7 +51,7 @@ func BenchmarkThinning(b *testing.B) {
 		// The window is [first, the job's instant less a day, floored to 15
 		// minutes): a camera keeps one image of each of its intervals there
 		// and every image after it.
-		thinned := int(j.Created.Add(-retention.Days(1)).Truncate(every).Sub(first) / time.Minute)
+		thinned := int(j.Created.Add(-policy.Days(1)).Truncate(every).Sub(first) / time.Minute)
 		want := int64(cameras * (thinned - thinned/int(every/time.Minute)))
 		if got := j.Totals(); j.State != retention.Succeeded || got.MetadataRows != want || got.ThinnedRows != want || got.IndexRows != want {
 			b.Fatalf("job %s %s: %+v, want %d rows thinned, each with its index row", j.ID, j.State, got, want)

@@ -15,6 +15,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // The thinning fixture: cameras with an image every 20 minutes from 6 days
@@ -41,7 +42,7 @@ func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, ca
 	t.Helper()
 	r := f.seeders(t)[kind-1]
 	for _, c := range cameras {
-		for at := now.Add(-retention.Days(6)).Truncate(thinEvery); at.Before(now.Add(-retention.Days(1))); at = at.Add(thinEvery) {
+		for at := now.Add(-policy.Days(6)).Truncate(thinEvery); at.Before(now.Add(-policy.Days(1))); at = at.Add(thinEvery) {
 			img := images.Image{CameraID: c, CapturedAt: at, IsClearDay: kind == images.Pano && at.Minute() == 20, BlobURI: thinBlob(kind, c, at)}
 			if _, err := r.Create(t.Context(), img); err != nil {
 				t.Fatal(err)
@@ -61,7 +62,7 @@ func thinBlob(kind images.Kind, camera string, at time.Time) string {
 // older than days goes; an image in an interval of a tier that lies wholly
 // inside the tier's ages is kept only if it is its interval's keeper (the
 // earliest, or the earliest that prefer picks when one does).
-func wantThinned(now time.Time, days int, tiers []retention.Tier, captured []time.Time, prefer func(time.Time) bool) []time.Time {
+func wantThinned(now time.Time, days int, tiers []policy.Tier, captured []time.Time, prefer func(time.Time) bool) []time.Time {
 	var out []time.Time
 	keeper := map[string]time.Time{}
 	tierOf := func(c time.Time) (string, bool) {
@@ -71,10 +72,10 @@ func wantThinned(now time.Time, days int, tiers []retention.Tier, captured []tim
 				until = days
 			}
 			start := c.Truncate(t.KeepOnePer)
-			if start.Add(t.KeepOnePer).After(now.Add(-retention.Days(t.AfterDays))) {
+			if start.Add(t.KeepOnePer).After(now.Add(-policy.Days(t.AfterDays))) {
 				continue
 			}
-			if until > 0 && start.Before(now.Add(-retention.Days(until))) {
+			if until > 0 && start.Before(now.Add(-policy.Days(until))) {
 				continue
 			}
 			return fmt.Sprint(i, start), true
@@ -91,7 +92,7 @@ func wantThinned(now time.Time, days int, tiers []retention.Tier, captured []tim
 		}
 	}
 	for _, c := range sorted {
-		if days > 0 && c.Before(now.Add(-retention.Days(days)).Truncate(time.Minute)) {
+		if days > 0 && c.Before(now.Add(-policy.Days(days)).Truncate(time.Minute)) {
 			continue
 		}
 		if k, ok := tierOf(c); ok && !keeper[k].Equal(c) {
@@ -153,7 +154,7 @@ type thinScenario struct {
 
 type thinRule struct {
 	days   int
-	tiers  []retention.Tier
+	tiers  []policy.Tier
 	prefer func(time.Time) bool
 }
 
@@ -165,19 +166,19 @@ var thinKinds = []images.Kind{images.Single, images.Pano}
 // held camera, and their images.
 func setUpThinning(t *testing.T, f *fixture, now time.Time) *thinScenario {
 	t.Helper()
-	singleTiers := []retention.Tier{{AfterDays: 2, KeepOnePer: 30 * time.Minute, UntilDays: 4}, {AfterDays: 4, KeepOnePer: 2 * time.Hour}}
-	panoTiers := []retention.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
+	singleTiers := []policy.Tier{{AfterDays: 2, KeepOnePer: 30 * time.Minute, UntilDays: 4}, {AfterDays: 4, KeepOnePer: 2 * time.Hour}}
+	panoTiers := []policy.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
 	p := f.engine.Policies()
-	for _, pol := range []retention.Policy{
-		{Scope: retention.ScopeDefault, Days: map[images.Kind]int{images.Pano: 5},
-			Tiers: map[images.Kind][]retention.Tier{images.Single: singleTiers, images.Pano: panoTiers}},
-		{Scope: retention.ScopeCamera, Target: "cam-plain", Days: map[images.Kind]int{images.Single: 3}},
+	for _, pol := range []policy.Policy{
+		{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Pano: 5},
+			Tiers: map[images.Kind][]policy.Tier{images.Single: singleTiers, images.Pano: panoTiers}},
+		{Scope: policy.ScopeCamera, Target: "cam-plain", Days: map[images.Kind]int{images.Single: 3}},
 	} {
 		if _, err := p.CreatePolicy(t.Context(), pol); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.CreateHold(t.Context(), retention.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
+	if _, err := p.CreateHold(t.Context(), policy.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
 		t.Fatal(err)
 	}
 	f.seedThinning(t, now, images.Single, "cam-a", "cam-b", "cam-plain", "held-1")
@@ -427,9 +428,9 @@ func testThinningTakesALateImage(t *testing.T, open func(*testing.T, retention.O
 	o, now := thinOptions()
 	f := open(t, o)
 	f.run(t)
-	tiers := []retention.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
-	if _, err := f.engine.Policies().CreatePolicy(t.Context(), retention.Policy{Scope: retention.ScopeDefault,
-		Tiers: map[images.Kind][]retention.Tier{images.Single: tiers}}); err != nil {
+	tiers := []policy.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
+	if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
+		Tiers: map[images.Kind][]policy.Tier{images.Single: tiers}}); err != nil {
 		t.Fatal(err)
 	}
 	f.seedThinning(t, now, images.Single, "cam-a")
@@ -438,7 +439,7 @@ func testThinningTakesALateImage(t *testing.T, open func(*testing.T, retention.O
 		t.Fatalf("the first pass thinned nothing: %+v", first.Totals())
 	}
 	thinned := f.capturedOf(t, images.Single)["cam-a"]
-	hour := now.Add(-retention.Days(3)).Truncate(time.Hour)
+	hour := now.Add(-policy.Days(3)).Truncate(time.Hour)
 	if !slices.ContainsFunc(thinned, hour.Equal) {
 		t.Fatalf("the hour %s kept no image at its start: %v", hour, thinned)
 	}

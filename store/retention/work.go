@@ -439,7 +439,7 @@ func (e *Engine) spareHeld(ctx context.Context, t *task, lastAttempt bool) error
 			e.giveUp(t, d, err)
 			continue
 		}
-		if holds.has(d.ID) {
+		if holds.Has(d.ID) {
 			d.State = deviceHeld
 			e.log.Info("purge: camera on legal hold spared", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID)
 		}

@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
+
+// This file is the store of the retention policies and legal holds: their
+// tables, rows and reads and writes. What a policy or a hold is, and what
+// it decides, is package policy's, which does no I/O.
 
 // Default tables of the retention policies and legal holds.
 const (
@@ -26,52 +32,6 @@ const MaxPrefixPolicies = 10_000
 
 // ErrTooManyPrefixes reports a prefix policy beyond MaxPrefixPolicies.
 var ErrTooManyPrefixes = errors.New("retention: too many prefix policies")
-
-// PolicyScope says which cameras a policy covers.
-type PolicyScope string
-
-// The policy scopes, from the least to the most specific.
-const (
-	// ScopeDefault covers every camera.
-	ScopeDefault PolicyScope = "default"
-	// ScopePrefix covers the cameras whose id starts with the target; the
-	// longest matching prefix wins.
-	ScopePrefix PolicyScope = "prefix"
-	// ScopeCamera covers the camera whose id is the target.
-	ScopeCamera PolicyScope = "camera"
-)
-
-// Policy is how long the images of some cameras are kept.
-type Policy struct {
-	Scope PolicyScope
-	// Target is the camera id (ScopeCamera) or the id prefix (ScopePrefix);
-	// empty for ScopeDefault.
-	Target string
-	// Days is the retention of each kind, in days (see Days); a kind
-	// missing or 0 is left to the next less specific policy, and with none
-	// the kind's images are kept by purges with policies.
-	Days map[images.Kind]int
-	// Tiers thin each kind's images past their full retention (see Tier);
-	// a kind's days and tiers always come from the same policy, the most
-	// specific that sets either.
-	Tiers map[images.Kind][]Tier
-	// Updated is when the policy was last written.
-	Updated time.Time
-	// ETag is the stored version, for conditional updates and deletes.
-	ETag string
-}
-
-// Hold is a legal hold: nothing of its camera is deleted while it stands,
-// by any purge, thinning pass or storage budget (see holdSet).
-type Hold struct {
-	CameraID string
-	// Reason says why, for operators.
-	Reason  string
-	Created time.Time
-	// Updated is when the hold was last written.
-	Updated time.Time
-	ETag    string
-}
 
 // Property names of policy and hold rows. Days are kept per kind as
 // Int32 properties, so the table reads well in a storage browser.
@@ -101,39 +61,14 @@ func tiersProperty(k images.Kind) string {
 	return ""
 }
 
-// sets reports whether the policy sets kind k: days or tiers.
-func (p Policy) sets(k images.Kind) bool { return p.Days[k] > 0 || len(p.Tiers[k]) > 0 }
-
-// PolicyError is a policy whose tiers do not fit together or with its
-// days, found where an update's fields meet the stored ones.
-type PolicyError struct {
-	Kind images.Kind
-	TierProblem
-}
-
-func (e *PolicyError) Error() string {
-	return fmt.Sprintf("retention: %s thinning tier %d %s: %s", e.Kind, e.Tier, e.Field, e.Problem)
-}
-
-// check applies CheckTiers to every kind, with the floor of one day (the
-// server applies its own floor to what a request sends).
-func (p Policy) check() error {
-	for _, k := range images.Kinds {
-		if probs := CheckTiers(p.Days[k], p.Tiers[k], 1); len(probs) > 0 {
-			return &PolicyError{Kind: k, TierProblem: probs[0]}
-		}
-	}
-	return nil
-}
-
-func policyKey(scope PolicyScope, target string) (string, string) {
-	if scope == ScopeDefault {
-		return string(ScopeDefault), string(ScopeDefault)
+func policyKey(scope policy.Scope, target string) (string, string) {
+	if scope == policy.ScopeDefault {
+		return string(policy.ScopeDefault), string(policy.ScopeDefault)
 	}
 	return string(scope), target
 }
 
-func policyEntity(p Policy) store.Entity {
+func policyEntity(p policy.Policy) store.Entity {
 	pk, rk := policyKey(p.Scope, p.Target)
 	props := store.Properties{propUpdated: p.Updated}
 	for _, k := range images.Kinds {
@@ -147,9 +82,9 @@ func policyEntity(p Policy) store.Entity {
 	return store.Entity{PartitionKey: pk, RowKey: rk, Properties: props}
 }
 
-func policyFromEntity(e store.Entity) Policy {
-	p := Policy{Scope: PolicyScope(e.PartitionKey), Days: map[images.Kind]int{}, Tiers: map[images.Kind][]Tier{}, ETag: e.ETag}
-	if p.Scope != ScopeDefault {
+func policyFromEntity(e store.Entity) policy.Policy {
+	p := policy.Policy{Scope: policy.Scope(e.PartitionKey), Days: map[images.Kind]int{}, Tiers: map[images.Kind][]policy.Tier{}, ETag: e.ETag}
+	if p.Scope != policy.ScopeDefault {
 		p.Target = e.RowKey
 	}
 	for _, k := range images.Kinds {
@@ -168,13 +103,13 @@ func policyFromEntity(e store.Entity) Policy {
 	return p
 }
 
-func holdEntity(h Hold) store.Entity {
+func holdEntity(h policy.Hold) store.Entity {
 	return store.Entity{PartitionKey: holdsPart, RowKey: h.CameraID, Properties: store.Properties{
 		propReason: h.Reason, propHeldAt: h.Created, propUpdated: h.Updated}}
 }
 
-func holdFromEntity(e store.Entity) Hold {
-	h := Hold{CameraID: e.RowKey, ETag: e.ETag}
+func holdFromEntity(e store.Entity) policy.Hold {
+	h := policy.Hold{CameraID: e.RowKey, ETag: e.ETag}
 	h.Reason, _ = e.Properties[propReason].(string)
 	h.Created, _ = e.Properties[propHeldAt].(time.Time)
 	h.Updated, _ = e.Properties[propUpdated].(time.Time)
@@ -202,17 +137,17 @@ func (p *Policies) stamp() time.Time { return store.TruncateToTicks(p.now().UTC(
 
 // CreatePolicy stores a new policy; store.ErrAlreadyExists if its scope
 // and target have one, ErrTooManyPrefixes beyond MaxPrefixPolicies.
-func (p *Policies) CreatePolicy(ctx context.Context, pol Policy) (Policy, error) {
+func (p *Policies) CreatePolicy(ctx context.Context, pol policy.Policy) (policy.Policy, error) {
 	if err := checkTarget(pol.Scope, pol.Target); err != nil {
-		return Policy{}, err
+		return policy.Policy{}, err
 	}
-	if err := pol.check(); err != nil {
-		return Policy{}, err
+	if err := pol.Check(); err != nil {
+		return policy.Policy{}, err
 	}
 	pol.Updated = p.stamp()
 	written, err := p.insert(ctx, policyEntity(pol))
 	if err != nil {
-		return Policy{}, err
+		return policy.Policy{}, err
 	}
 	pol.ETag = written.ETag
 	return pol, nil
@@ -221,28 +156,28 @@ func (p *Policies) CreatePolicy(ctx context.Context, pol Policy) (Policy, error)
 // insert adds a policy's row: a prefix policy's with its count (see
 // insertPrefix).
 func (p *Policies) insert(ctx context.Context, e store.Entity) (store.Entity, error) {
-	if e.PartitionKey == string(ScopePrefix) {
+	if e.PartitionKey == string(policy.ScopePrefix) {
 		return p.insertPrefix(ctx, e)
 	}
 	return p.policies.Insert(ctx, e)
 }
 
 // GetPolicy reads one policy; store.ErrNotFound if there is none.
-func (p *Policies) GetPolicy(ctx context.Context, scope PolicyScope, target string) (Policy, error) {
+func (p *Policies) GetPolicy(ctx context.Context, scope policy.Scope, target string) (policy.Policy, error) {
 	if err := checkTarget(scope, target); err != nil {
-		return Policy{}, fmt.Errorf("retention: no %s policy %q: %w", scope, target, store.ErrNotFound)
+		return policy.Policy{}, fmt.Errorf("retention: no %s policy %q: %w", scope, target, store.ErrNotFound)
 	}
 	pk, rk := policyKey(scope, target)
 	e, err := p.policies.Get(ctx, pk, rk)
 	if err != nil {
-		return Policy{}, err
+		return policy.Policy{}, err
 	}
 	return policyFromEntity(e), nil
 }
 
 // ListPolicies returns a page of up to limit policies: the camera
 // policies by camera id, the default, then the prefix policies by prefix.
-func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cursor) ([]Policy, *store.Cursor, error) {
+func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cursor) ([]policy.Policy, *store.Cursor, error) {
 	return store.ReadPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		page, err := p.policies.Scan(ctx, store.Scan{Limit: want, Resume: resume})
 		page.Entities = slices.DeleteFunc(page.Entities, isPrefixCount)
@@ -254,11 +189,11 @@ func (p *Policies) ListPolicies(ctx context.Context, limit int, resume *store.Cu
 type PolicyUpdate struct {
 	// Policy names the policy and holds the new days of Kinds and tiers
 	// of Thinning.
-	Policy Policy
+	Policy policy.Policy
 	// Kinds are the kinds whose days change; 0 or missing clears them.
 	Kinds []images.Kind
 	// Thinning are the kinds whose tiers change; none clears them. The
-	// policy as updated must pass CheckTiers (else a *PolicyError).
+	// policy as updated must pass policy.CheckTiers (else a *policy.Error).
 	Thinning []images.Kind
 	// AllowMissing creates the policy if there is none.
 	AllowMissing bool
@@ -268,20 +203,20 @@ type PolicyUpdate struct {
 }
 
 // UpdatePolicy applies u and returns the policy as stored.
-func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, error) {
+func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (policy.Policy, error) {
 	if err := checkTarget(u.Policy.Scope, u.Policy.Target); err != nil {
-		return Policy{}, err
+		return policy.Policy{}, err
 	}
 	pk, rk := policyKey(u.Policy.Scope, u.Policy.Target)
-	var out Policy
+	var out policy.Policy
 	err := p.update(ctx, p.policies, pk, rk, u.IfMatch, u.AllowMissing, func(stored *store.Entity) (store.Entity, error) {
-		pol := Policy{Scope: u.Policy.Scope, Target: u.Policy.Target, Days: map[images.Kind]int{}}
+		pol := policy.Policy{Scope: u.Policy.Scope, Target: u.Policy.Target, Days: map[images.Kind]int{}}
 		if stored != nil {
 			pol = policyFromEntity(*stored)
 		}
 		pol.Days, pol.Tiers = maps.Clone(pol.Days), maps.Clone(pol.Tiers)
 		if pol.Tiers == nil {
-			pol.Tiers = map[images.Kind][]Tier{}
+			pol.Tiers = map[images.Kind][]policy.Tier{}
 		}
 		for _, k := range u.Kinds {
 			pol.Days[k] = u.Policy.Days[k]
@@ -289,7 +224,7 @@ func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, er
 		for _, k := range u.Thinning {
 			pol.Tiers[k] = u.Policy.Tiers[k]
 		}
-		if err := pol.check(); err != nil {
+		if err := pol.Check(); err != nil {
 			return store.Entity{}, err
 		}
 		pol.Updated = p.stamp()
@@ -301,12 +236,12 @@ func (p *Policies) UpdatePolicy(ctx context.Context, u PolicyUpdate) (Policy, er
 
 // DeletePolicy deletes one policy; store.ErrNotFound if there is none,
 // store.ErrConflict if ifMatch is set and stale.
-func (p *Policies) DeletePolicy(ctx context.Context, scope PolicyScope, target, ifMatch string) error {
+func (p *Policies) DeletePolicy(ctx context.Context, scope policy.Scope, target, ifMatch string) error {
 	if err := checkTarget(scope, target); err != nil {
 		return err
 	}
 	pk, rk := policyKey(scope, target)
-	if scope == ScopePrefix {
+	if scope == policy.ScopePrefix {
 		return p.deletePrefix(ctx, rk, ifMatch)
 	}
 	return p.policies.Delete(ctx, pk, rk, ifMatch)
@@ -314,28 +249,28 @@ func (p *Policies) DeletePolicy(ctx context.Context, scope PolicyScope, target, 
 
 // CreateHold places a legal hold on a camera; store.ErrAlreadyExists if it
 // has one.
-func (p *Policies) CreateHold(ctx context.Context, h Hold) (Hold, error) {
+func (p *Policies) CreateHold(ctx context.Context, h policy.Hold) (policy.Hold, error) {
 	h.Created = p.stamp()
 	h.Updated = h.Created
 	written, err := p.holds.Insert(ctx, holdEntity(h))
 	if err != nil {
-		return Hold{}, err
+		return policy.Hold{}, err
 	}
 	h.ETag = written.ETag
 	return h, nil
 }
 
 // GetHold reads a camera's legal hold; store.ErrNotFound if it has none.
-func (p *Policies) GetHold(ctx context.Context, cameraID string) (Hold, error) {
+func (p *Policies) GetHold(ctx context.Context, cameraID string) (policy.Hold, error) {
 	e, err := p.holds.Get(ctx, holdsPart, cameraID)
 	if err != nil {
-		return Hold{}, err
+		return policy.Hold{}, err
 	}
 	return holdFromEntity(e), nil
 }
 
 // ListHolds returns a page of up to limit holds, by camera id.
-func (p *Policies) ListHolds(ctx context.Context, limit int, resume *store.Cursor) ([]Hold, *store.Cursor, error) {
+func (p *Policies) ListHolds(ctx context.Context, limit int, resume *store.Cursor) ([]policy.Hold, *store.Cursor, error) {
 	return store.ReadPage(limit, resume, func(resume *store.Cursor, want int) (store.Page, error) {
 		return p.holds.Query(ctx, store.Query{PartitionKey: holdsPart, Limit: want, Resume: resume})
 	}, store.Decoded(holdFromEntity))
@@ -343,8 +278,8 @@ func (p *Policies) ListHolds(ctx context.Context, limit int, resume *store.Curso
 
 // UpdateHold changes a hold's reason; store.ErrNotFound if the camera has
 // no hold, store.ErrConflict if ifMatch is set and stale.
-func (p *Policies) UpdateHold(ctx context.Context, h Hold, ifMatch string) (Hold, error) {
-	var out Hold
+func (p *Policies) UpdateHold(ctx context.Context, h policy.Hold, ifMatch string) (policy.Hold, error) {
+	var out policy.Hold
 	err := p.update(ctx, p.holds, holdsPart, h.CameraID, ifMatch, false, func(stored *store.Entity) (store.Entity, error) {
 		out = holdFromEntity(*stored)
 		out.Reason, out.Updated = h.Reason, p.stamp()
@@ -403,4 +338,38 @@ func (p *Policies) update(ctx context.Context, t store.Table, pk, rk, ifMatch st
 			return err
 		}
 	}
+}
+
+// encodeTiers writes tiers as a policy row's property: "after:minutes:until"
+// per tier, comma-separated, readable in a storage browser.
+func encodeTiers(tiers []policy.Tier) string {
+	parts := make([]string, len(tiers))
+	for i, t := range tiers {
+		parts[i] = fmt.Sprintf("%d:%d:%d", t.AfterDays, t.KeepOnePer/time.Minute, t.UntilDays)
+	}
+	return strings.Join(parts, ",")
+}
+
+// decodeTiers reads encodeTiers' form.
+func decodeTiers(s string) ([]policy.Tier, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []policy.Tier
+	for part := range strings.SplitSeq(s, ",") {
+		f := strings.Split(part, ":")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("retention: tier %q is not after:minutes:until", part)
+		}
+		var n [3]int
+		for i := range f {
+			v, err := strconv.Atoi(f[i])
+			if err != nil {
+				return nil, fmt.Errorf("retention: tier %q: %w", part, err)
+			}
+			n[i] = v
+		}
+		out = append(out, policy.Tier{AfterDays: n[0], KeepOnePer: time.Duration(n[1]) * time.Minute, UntilDays: n[2]})
+	}
+	return out, nil
 }
