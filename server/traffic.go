@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 )
@@ -20,10 +19,14 @@ const LiveWindow = time.Second
 
 // Traffic records when the server last began a call of the data plane, so
 // that background work (a purge) can yield to the requests it would slow.
-// Health probes and RetentionService calls are not traffic: a probe comes
-// every few seconds whether or not anyone is served, and a purge is started
-// and watched through RetentionService itself. The zero value is ready; its
-// clock is time.Now unless Now is set.
+// The data plane is the services of the fleet's images, videos, device
+// states and acquisition runs (dataPlane), and nothing else: a health probe
+// comes every few seconds whether or not anyone is served, a purge is
+// started and watched through RetentionService itself, an operator's
+// grpcurl asks the reflection service before every call, and a backup
+// streams through AdminService; none of them should slow the purge that
+// keeps the store in bounds. The zero value is ready; its clock is time.Now
+// unless Now is set.
 type Traffic struct {
 	// Now is the clock; nil means time.Now.
 	Now  func() time.Time
@@ -43,13 +46,22 @@ func (t *Traffic) now() time.Time {
 	return time.Now()
 }
 
-// mark records a call of method, unless it is not traffic (see Traffic).
+// dataPlane are the services whose calls are traffic (see Traffic).
+var dataPlane = map[string]bool{
+	metadatav1.SingleImageMetadataService_ServiceDesc.ServiceName:    true,
+	metadatav1.PanoImageMetadataService_ServiceDesc.ServiceName:      true,
+	metadatav1.PreStitchImageMetadataService_ServiceDesc.ServiceName: true,
+	metadatav1.VideoMetadataService_ServiceDesc.ServiceName:          true,
+	metadatav1.DeviceStateService_ServiceDesc.ServiceName:            true,
+	metadatav1.AcquisitionInstanceService_ServiceDesc.ServiceName:    true,
+}
+
+// mark records a call of method ("/service/method") if it is traffic.
 func (t *Traffic) mark(method string) {
-	if strings.HasPrefix(method, "/"+healthpb.Health_ServiceDesc.ServiceName+"/") ||
-		strings.HasPrefix(method, "/"+metadatav1.RetentionService_ServiceDesc.ServiceName+"/") {
-		return
+	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if dataPlane[service] {
+		t.last.Store(t.now().UnixNano())
 	}
-	t.last.Store(t.now().UnixNano())
 }
 
 func (t *Traffic) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

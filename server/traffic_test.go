@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/testwait"
@@ -15,10 +16,12 @@ import (
 
 // TestTrafficIsTheDataPlane: a purge yields to the calls Traffic records,
 // so it must record the data plane's calls, unary and streaming, and not
-// the health probes that come whether anyone is served or not, nor the
-// RetentionService calls that start and watch the purge itself; and it
-// must forget them after LiveWindow, so a purge on a store gone quiet
-// runs at full speed again.
+// the health probes that come whether anyone is served or not, the
+// RetentionService calls that start and watch the purge itself, the
+// reflection calls grpcurl makes before each of its own, nor an
+// AdminService backup; and it must forget them after LiveWindow, so a
+// purge on a store gone quiet runs at full speed again. The calls go
+// through the server's real interceptor chain.
 func TestTrafficIsTheDataPlane(t *testing.T) {
 	now := base
 	traffic := &server.Traffic{Now: func() time.Time { return now }}
@@ -33,10 +36,27 @@ func TestTrafficIsTheDataPlane(t *testing.T) {
 	if _, err := h.retention.ListPurges(ctx, &metadatav1.ListPurgesRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if traffic.Live() {
-		t.Fatal("a health check or a RetentionService call counted as traffic")
+	// What grpcurl does before each call: list the services over the
+	// reflection stream.
+	refl, err := reflectionpb.NewServerReflectionClient(h.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err := h.single.GetLatestSingleImageMetadata(ctx, &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"})
+	if err := refl.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refl.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	_ = refl.CloseSend()
+	// A backup through AdminService: refused or not, it is no traffic.
+	if backup, err := metadatav1.NewAdminServiceClient(h.conn).Backup(ctx, &metadatav1.BackupRequest{}); err == nil {
+		_, _ = backup.Recv()
+	}
+	if traffic.Live() {
+		t.Fatal("a health check, a RetentionService, reflection or AdminService call counted as traffic")
+	}
+	_, err = h.single.GetLatestSingleImageMetadata(ctx, &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"})
 	requireCode(t, err, codes.NotFound) // a refused call is traffic all the same
 	if !traffic.Live() {
 		t.Fatal("a GetLatest is not traffic")
