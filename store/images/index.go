@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -106,6 +107,26 @@ type IndexScan struct {
 	// withProperties is whether the next page reads indexProperties.
 	withProperties bool
 	done           bool
+}
+
+// Orphaned reports whether an index row has lost its primary row, the one
+// test both purge designs' orphan passes make before deleting an index
+// row: a row that names no camera is never judged one (it cannot be told
+// from a row of another writer), one that names a camera but no primary
+// row key is one (it cannot have a primary row), and any other is one when
+// its primary row is not there. A read that fails is returned, not judged.
+func (r *Repository) Orphaned(ctx context.Context, row IndexRow) (bool, error) {
+	if row.CameraID == "" {
+		return false, nil
+	}
+	if row.RowKey == "" {
+		return true, nil
+	}
+	_, err := r.primary.Get(ctx, row.CameraID, row.RowKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	return false, err
 }
 
 // ScanIndex starts a scan of the index partitions in partitions, pages of

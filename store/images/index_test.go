@@ -149,3 +149,43 @@ func insertIndexRow(t *testing.T, index store.Table, k store.Key, camera, rowKey
 		t.Fatal(err)
 	}
 }
+
+// TestOrphaned: the one test of both purge designs' orphan passes. An
+// index row whose primary row is there is kept, one whose primary row is
+// gone is an orphan, as is one naming a camera but no primary row; one
+// naming no camera is never judged one.
+func TestOrphaned(t *testing.T) {
+	ctx := t.Context()
+	repo, err := images.Open(ctx, openDB(t), images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := repo.Create(ctx, images.Image{CameraID: "cam-1", CapturedAt: capture})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := repo.Create(ctx, images.Image{CameraID: "cam-1", CapturedAt: capture.Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, _ := repo.Tables()
+	if err := primary.Delete(ctx, "cam-1", gone.RowKey, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		row  images.IndexRow
+		want bool
+	}{
+		{"primary row there", images.IndexRow{CameraID: "cam-1", RowKey: kept.RowKey}, false},
+		{"primary row gone", images.IndexRow{CameraID: "cam-1", RowKey: gone.RowKey}, true},
+		{"another camera's row key", images.IndexRow{CameraID: "cam-2", RowKey: kept.RowKey}, true},
+		{"no primary row key", images.IndexRow{CameraID: "cam-1"}, true},
+		{"no camera", images.IndexRow{RowKey: gone.RowKey}, false},
+	} {
+		got, err := repo.Orphaned(ctx, tc.row)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Orphaned = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}

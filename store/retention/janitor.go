@@ -2,7 +2,6 @@ package retention
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -30,7 +29,7 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 		e.janitorHook(j.ID, kind)
 	}
 	repo := e.repos[kind]
-	primary, index := repo.Tables()
+	_, index := repo.Tables()
 	kept := newCameraSet(e.opts.CameraMemory)
 	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		for _, d := range t.Devices {
@@ -49,7 +48,7 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 	if err != nil {
 		return err
 	}
-	jn := &janitorRun{e: e, job: j, primary: primary, index: index, kept: kept, settled: now.Add(-repo.IndexLag())}
+	jn := &janitorRun{e: e, job: j, repo: repo, index: index, kept: kept, settled: now.Add(-repo.IndexLag())}
 	if j.UsePolicies {
 		jn.bounds = &boundaryCache{tasks: &e.tasks, job: j.ID, kind: kind, known: newCameraBounds(e.opts.CameraMemory)}
 	}
@@ -65,9 +64,10 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 
 // janitorRun is one janitor pass over one kind's expired index partitions.
 type janitorRun struct {
-	e              *Engine
-	job            *Job
-	primary, index store.Table
+	e     *Engine
+	job   *Job
+	repo  *images.Repository
+	index store.Table
 	// kept are cameras the work did not delete (failed, held), up to
 	// Options.CameraMemory of them; a kept camera beyond it costs a read
 	// per row, which finds its primary row.
@@ -145,16 +145,10 @@ func (jn *janitorRun) orphan(ctx context.Context, row images.IndexRow) (bool, er
 			return false, err
 		}
 	}
-	if row.RowKey == "" {
-		return true, nil // names no primary row it could have
-	}
-	_, err := jn.primary.Get(ctx, camera, row.RowKey)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return true, nil
-	case err != nil && ctx.Err() == nil:
+	orphaned, err := jn.repo.Orphaned(ctx, row)
+	if err != nil && ctx.Err() == nil {
 		jn.unjudged++
 		return false, nil
 	}
-	return false, err
+	return orphaned, err
 }

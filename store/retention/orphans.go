@@ -43,14 +43,11 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 				return err
 			}
 			for _, row := range rows {
-				if row.CameraID == "" {
-					continue
+				orphaned, err := r.repo.Orphaned(ctx, row)
+				if err != nil {
+					return err
 				}
-				_, err := r.primary.Get(ctx, row.CameraID, row.RowKey)
-				if !errors.Is(err, store.ErrNotFound) {
-					if err != nil {
-						return err
-					}
+				if !orphaned {
 					continue
 				}
 				found, err := b.Delete(r.index.Name(), row.Key)
