@@ -12,8 +12,8 @@ import (
 // ErrJobEnded reports a cancellation of a job that has already ended.
 var ErrJobEnded = errors.New("retention: the purge has ended")
 
-// errCancelled stops a phase of a job whose cancellation was requested.
-var errCancelled = errors.New("retention: purge cancelled")
+// ErrCancelled stops a phase of a job whose cancellation was requested.
+var ErrCancelled = errors.New("retention: purge cancelled")
 
 // Cancel asks a job to stop before its next delete and returns it as
 // recorded. The request lives on the job in the store, so it works from
@@ -62,8 +62,8 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 		if j.LostTask != "" {
 			return fmt.Errorf("%w: %s", errTaskLost, j.LostTask) // it never ends
 		}
-		p := j.progress(kind)
-		if p.Phase != phasePlan && p.Phase != phaseWork {
+		p := j.Progress(kind)
+		if p.Phase != PhasePlan && p.Phase != phaseWork {
 			return nil
 		}
 		// A pass settles the kind only if every task it read had ended:
@@ -99,8 +99,8 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 		}
 		if !again {
 			_, err := e.updateJob(ctx, id, func(j *Job) error {
-				q := j.progress(kind)
-				q.Counts, q.queue.Tallied = sum, tasks
+				q := j.Progress(kind)
+				q.Counts, queueState(q).Tallied = sum, tasks
 				return nil
 			})
 			return err

@@ -19,7 +19,7 @@ type driver interface {
 	// name is recorded on every job the engine starts (Job.Driver). A job
 	// recorded under another name, by an earlier release or by the other
 	// design, is not resumed but ends failed, to be started again: its
-	// progress means nothing to this driver (see errForeignJob).
+	// progress means nothing to this driver (see ErrForeignJob).
 	name() string
 	// serve starts on wg what the design runs beside its jobs while Run
 	// runs, until ctx ends: the queue design's workers.
@@ -29,7 +29,7 @@ type driver interface {
 	beginJob(ctx context.Context, held lease) error
 	// purgeKind takes one kind of a job from wherever a previous run left
 	// it to its end, with what it deletes counted in the job's record by
-	// then, whatever the ending. It returns errCancelled once the job is
+	// then, whatever the ending. It returns ErrCancelled once the job is
 	// cancelled.
 	purgeKind(ctx context.Context, id string, kind images.Kind) error
 	// settleCancelled brings a cancelled job's kind's counts to all that

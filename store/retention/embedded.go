@@ -78,6 +78,14 @@ type embeddedProgress struct {
 	SectionedTo string `json:"sectionedTo,omitempty"`
 }
 
+// phaseOrphans is the embedded purge's phase between PhasePlan and
+// PhaseDone in which the index rows left in embeddedProgress.Orphans by a
+// purge cut short are deleted (orphans.go).
+const phaseOrphans = "orphans"
+
+// embeddedState is the kind's embeddedProgress in the job's record.
+func embeddedState(p *KindProgress) *embeddedProgress { return DriverState[embeddedProgress](p) }
+
 func (d *embeddedDriver) name() string { return "embedded" }
 
 // serve runs nothing: the embedded purge needs no queue and no workers.
@@ -145,18 +153,18 @@ func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.K
 	if err != nil {
 		return err
 	}
-	p := j.progress(kind)
-	if p.Phase == phaseDone {
+	p := j.Progress(kind)
+	if p.Phase == PhaseDone {
 		return nil
 	}
-	if j.CancelRequested && p.Phase != phaseOrphans && p.embedded.IndexPending == 0 {
-		return errCancelled // no index row waits for its range deletion
+	if j.CancelRequested && p.Phase != phaseOrphans && embeddedState(p).IndexPending == 0 {
+		return ErrCancelled // no index row waits for its range deletion
 	}
-	if p.Phase != phasePlan && p.Phase != phaseOrphans {
-		return fmt.Errorf("%w: phase %q", errForeignJob, p.Phase)
+	if p.Phase != PhasePlan && p.Phase != phaseOrphans {
+		return fmt.Errorf("%w: phase %q", ErrForeignJob, p.Phase)
 	}
-	r := &embeddedRun{e: e, purger: d.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.boundary(kind), through: j.reach(kind),
-		countedBefore: p.embedded.SectionedTo, counted: map[string]struct{}{}}
+	r := &embeddedRun{e: e, purger: d.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.KindBoundary(kind), through: j.Reach(kind),
+		countedBefore: embeddedState(p).SectionedTo, counted: map[string]struct{}{}}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
 	if j.DryRun {
@@ -167,10 +175,10 @@ func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.K
 	case p.Phase == phaseOrphans:
 		// Resumed in its orphans pass; sections may be left after it.
 		if err = r.dropOrphans(ctx); err == nil && j.CancelRequested {
-			err = errCancelled
+			err = ErrCancelled
 		}
 		if err == nil {
-			if j, _, err = e.jobs.get(ctx, id); err == nil && j.progress(kind).Phase == phasePlan {
+			if j, _, err = e.jobs.get(ctx, id); err == nil && j.Progress(kind).Phase == PhasePlan {
 				if err = r.run(ctx, j); err != nil {
 					err = r.stopped(ctx, err)
 				}
@@ -179,7 +187,7 @@ func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.K
 	case j.CancelRequested:
 		// Cancelled after some sections, and stopped (a restart) before
 		// their orphans went.
-		err = r.stopped(ctx, errCancelled)
+		err = r.stopped(ctx, ErrCancelled)
 	default:
 		if err = r.run(ctx, j); err != nil {
 			err = r.stopped(ctx, err)
@@ -229,8 +237,8 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 		}
 		c.IndexRows = c.MetadataRows
 		_, err := r.e.updateJob(ctx, r.id, func(j *Job) error {
-			p := j.progress(r.kind)
-			p.Counts, p.Phase = c, phaseDone
+			p := j.Progress(r.kind)
+			p.Counts, p.Phase = c, PhaseDone
 			return nil
 		})
 		return err
@@ -295,18 +303,18 @@ var errSectionFull = errors.New("retention: more cameras than one section holds"
 // err, with the counts of what it deleted. A run stopped by its process
 // going away or its lease lost leaves them to the run that resumes it.
 func (r *embeddedRun) stopped(ctx context.Context, err error) error {
-	if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
+	if ctx.Err() != nil || errors.Is(err, ErrLeaseLost) {
 		return err
 	}
 	j, _, gerr := r.e.jobs.get(ctx, r.id)
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
-	if p := j.progress(r.kind); p.Phase != phaseOrphans && p.embedded.IndexPending == 0 {
+	if p := j.Progress(r.kind); p.Phase != phaseOrphans && embeddedState(p).IndexPending == 0 {
 		return err
 	}
 	if _, uerr := r.e.updateJob(ctx, r.id, func(j *Job) error {
-		if p := j.progress(r.kind); p.Phase != phaseOrphans {
+		if p := j.Progress(r.kind); p.Phase != phaseOrphans {
 			toOrphans(p, true)
 		}
 		return nil
@@ -323,8 +331,8 @@ func (r *embeddedRun) stopped(ctx context.Context, err error) error {
 // are gone to the orphans pass, which counts them as it deletes them; the
 // kind's sections resume after it if sectionsLeft.
 func toOrphans(p *KindProgress, sectionsLeft bool) {
-	p.Phase, p.embedded.Orphans, p.embedded.OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(p.embedded.IndexBefore)}, nil
-	p.embedded.IndexPending, p.embedded.SectionsLeft = 0, sectionsLeft
+	p.Phase, embeddedState(p).Orphans, embeddedState(p).OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(embeddedState(p).IndexBefore)}, nil
+	embeddedState(p).IndexPending, embeddedState(p).SectionsLeft = 0, sectionsLeft
 }
 
 // survey reads the tallies up to the newest boundary or thinning window,

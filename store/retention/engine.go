@@ -292,11 +292,11 @@ func (e *Engine) end(j *Job, cause error) {
 	totals := j.Totals()
 	var running *RunningError
 	switch {
-	case errors.Is(cause, errCancelled):
+	case errors.Is(cause, ErrCancelled):
 		j.State, j.Error = Cancelled, "cancelled on request; the next purge deletes what it left"
 	case errors.As(cause, &running):
 		j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
-	case errors.Is(cause, errForeignJob):
+	case errors.Is(cause, ErrForeignJob):
 		j.State, j.Error = Failed, "recorded by an earlier release or by the other backend's purge, which this engine does not resume; start the purge again"
 	case errors.Is(cause, errTaskLost):
 		j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
@@ -332,7 +332,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	if endedBefore { // by its last section, with its marker
 		j, _, err = e.jobs.get(ctx, id)
 	}
-	if errors.Is(err, errLeaseLost) {
+	if errors.Is(err, ErrLeaseLost) {
 		e.leaseEnded(ctx, id, err)
 		return
 	}

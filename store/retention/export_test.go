@@ -83,4 +83,4 @@ func EndOutbox(ctx context.Context, e *Engine, id string) error {
 
 // PlanBuckets is how many buckets the queue design's plan split the kind's
 // cameras into (0 for one).
-func PlanBuckets(p *KindProgress) int { return p.queue.Buckets }
+func PlanBuckets(p *KindProgress) int { return queueState(p).Buckets }

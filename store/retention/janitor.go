@@ -52,7 +52,7 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 	if j.UsePolicies {
 		jn.bounds = &boundaryCache{tasks: &e.tasks, job: j.ID, kind: kind, known: newCameraBounds(e.opts.CameraMemory)}
 	}
-	if err := jn.run(ctx, repo.ScanIndex(images.ExpiredIndex(j.reach(kind)), 0)); err != nil {
+	if err := jn.run(ctx, repo.ScanIndex(images.ExpiredIndex(j.Reach(kind)), 0)); err != nil {
 		return err
 	}
 	if jn.deleted > 0 || jn.unjudged > 0 {

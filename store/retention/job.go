@@ -71,26 +71,20 @@ func (c *Counts) add(o Counts) {
 	c.MetadataRowsLowerBound = c.MetadataRowsLowerBound || o.MetadataRowsLowerBound
 }
 
-// Phases of one kind's purge.
+// Phases of one kind's purge that the engine knows: the first and the
+// last. A driver names the others (queue.go: work, janitor; the embedded
+// driver: orphans).
 const (
-	phasePlan = "plan"
-	phaseWork = "work"
-	// phaseJanitor: the kind's tasks are done; its orphaned index rows go
-	// (see janitor.go).
-	phaseJanitor = "janitor"
-	// phaseOrphans, on the embedded store: the index rows left in
-	// embeddedProgress.Orphans by a purge cut short, or by a camera kept since
-	// the survey, are being deleted (see embedded.go).
-	phaseOrphans = "orphans"
-	phaseDone    = "done"
+	PhasePlan = "plan"
+	PhaseDone = "done"
 )
 
 // KindProgress is one kind's part of a job.
 type KindProgress struct {
 	Kind   images.Kind `json:"kind"`
 	Counts Counts      `json:"counts"`
-	// Phase is where the kind's purge is: plan, work, janitor and done on
-	// the queue design (see embedded.go for the embedded store's).
+	// Phase is where the kind's purge is: PhasePlan, a phase of the
+	// driver's, or PhaseDone.
 	Phase string `json:"phase"`
 	// Cutoff, in a purge with policies, is the kind's newest cutoff in
 	// force (of its shortest retention): the index is scanned up to it.
@@ -99,19 +93,36 @@ type KindProgress struct {
 	// policy's tiers thin the kind at (now less their fewest after_days);
 	// zero when none does. The embedded purge reads tallies up to it.
 	ThinThrough time.Time `json:"thinThrough,omitzero"`
-	// queue and embedded are the drivers' own progress (queue.go,
-	// embedded.go), kept in the job's record with the rest but no part of
-	// what the engine or its callers read.
-	queue    queueProgress
-	embedded embeddedProgress
+	// driverRaw and driverState are the driver's own progress
+	// (DriverState), kept in the job's record with the rest but no part of
+	// what the engine or its callers read: as recorded, and as decoded.
+	driverRaw   json.RawMessage
+	driverState any
+}
+
+// DriverState is the driver's own progress of a kind, of the driver's type
+// T, kept in the job's record: decoded from the record at its first call,
+// then the same *T, changed in place, until the record is written. A
+// record decodes into the T that wrote it, since a job is only ever run by
+// the driver that recorded it (Job.Driver); were it to fail, the state
+// would start afresh.
+func DriverState[T any](p *KindProgress) *T {
+	if s, ok := p.driverState.(*T); ok {
+		return s
+	}
+	s := new(T)
+	if len(p.driverRaw) > 0 {
+		_ = json.Unmarshal(p.driverRaw, s)
+	}
+	p.driverState = s
+	return s
 }
 
 // kindRecord is a KindProgress as the job's record holds it, its
-// drivers' progress included.
+// driver's progress included.
 type kindRecord struct {
 	kindPublic
-	Queue    *queueProgress    `json:"queue,omitempty"`
-	Embedded *embeddedProgress `json:"embedded,omitempty"`
+	Driver json.RawMessage `json:"driver,omitempty"`
 }
 
 // kindPublic is KindProgress without its methods, for kindRecord.
@@ -119,12 +130,16 @@ type kindPublic KindProgress
 
 // MarshalJSON writes the kind's progress with its driver's.
 func (p KindProgress) MarshalJSON() ([]byte, error) {
-	r := kindRecord{kindPublic: kindPublic(p)}
-	if p.queue != (queueProgress{}) {
-		r.Queue = &p.queue
+	r := kindRecord{kindPublic: kindPublic(p), Driver: p.driverRaw}
+	if p.driverState != nil {
+		b, err := json.Marshal(p.driverState)
+		if err != nil {
+			return nil, err
+		}
+		r.Driver = b
 	}
-	if p.embedded != (embeddedProgress{}) {
-		r.Embedded = &p.embedded
+	if string(r.Driver) == "{}" {
+		r.Driver = nil
 	}
 	return json.Marshal(r)
 }
@@ -136,12 +151,7 @@ func (p *KindProgress) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*p = KindProgress(r.kindPublic)
-	if r.Queue != nil {
-		p.queue = *r.Queue
-	}
-	if r.Embedded != nil {
-		p.embedded = *r.Embedded
-	}
+	p.driverRaw = r.Driver
 	return nil
 }
 
@@ -195,21 +205,21 @@ type Job struct {
 // it is expired, and the index partitions before its minute hold only such rows.
 func (j *Job) Boundary() time.Time { return j.Cutoff.UTC().Truncate(time.Minute) }
 
-// boundary is the start of the minute of the kind's cutoff, the newest in
+// KindBoundary is the start of the minute of the kind's cutoff, the newest in
 // force in a purge with policies: the index partitions before it are the
 // ones the purge scans.
-func (j *Job) boundary(kind images.Kind) time.Time {
+func (j *Job) KindBoundary(kind images.Kind) time.Time {
 	if j.UsePolicies {
-		return j.progress(kind).Cutoff.UTC().Truncate(time.Minute)
+		return j.Progress(kind).Cutoff.UTC().Truncate(time.Minute)
 	}
 	return j.Boundary()
 }
 
-// reach is the newest instant before which the kind's rows may go: its
+// Reach is the newest instant before which the kind's rows may go: its
 // boundary, or the end of the newest window its policies' tiers thin. The
 // index is scanned up to it.
-func (j *Job) reach(kind images.Kind) time.Time {
-	return maxTime(j.boundary(kind), j.progress(kind).ThinThrough)
+func (j *Job) Reach(kind images.Kind) time.Time {
+	return maxTime(j.KindBoundary(kind), j.Progress(kind).ThinThrough)
 }
 
 // Totals are the counts summed over the job's kinds.
@@ -230,7 +240,8 @@ func (j *Job) ImageKinds() []images.Kind {
 	return out
 }
 
-func (j *Job) progress(kind images.Kind) *KindProgress {
+// Progress is the kind's part of the job; nil if the job does not purge it.
+func (j *Job) Progress(kind images.Kind) *KindProgress {
 	i := slices.IndexFunc(j.Kinds, func(p *KindProgress) bool { return p.Kind == kind })
 	if i < 0 {
 		return nil

@@ -137,7 +137,7 @@ func (s *jobStore) update(ctx context.Context, id string, change func(*Job) erro
 // write: the backend's clock, read without trusting this process's.
 //
 // Made by the run of the job (ctx holds its lease), the write holds only
-// if the job is still under that lease: errLeaseLost else. The check and
+// if the job is still under that lease: ErrLeaseLost else. The check and
 // the write are one, as the write is conditional on the version checked.
 func (s *jobStore) updateStamped(ctx context.Context, id string, change func(*Job) error) (*Job, time.Time, error) {
 	for range casAttempts {

@@ -28,7 +28,7 @@ func (e *Engine) abandonStart(j *Job, now time.Time) error {
 // nothing.
 func (e *Engine) leaseEnded(ctx context.Context, id string, err error) {
 	switch {
-	case errors.Is(err, errLeaseLost):
+	case errors.Is(err, ErrLeaseLost):
 		e.log.Warn("purge: lease taken by another engine; stopping here, writing nothing more", "job", id, "err", err)
 	case ctx.Err() == nil:
 		e.log.Error("purge: cannot take the job's tasks; it resumes later", "job", id, "err", err)
@@ -55,7 +55,7 @@ func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id str
 			j.LeaseUntil = e.opts.Now().UTC().Add(e.opts.LeaseDuration)
 			return nil
 		})
-		return errors.Is(err, errLeased) || errors.Is(err, errLeaseLost), err
+		return errors.Is(err, errLeased) || errors.Is(err, ErrLeaseLost), err
 	}, func(err error) { e.log.Warn("purge: lease renewal failed; retrying", "job", id, "err", err) })
 	if taken {
 		e.log.Warn("purge: lease taken by another engine; stopping here", "job", id)
@@ -95,5 +95,5 @@ func (e *Engine) cancelled(ctx context.Context, j *Job) error {
 			return err
 		}
 	}
-	return errCancelled
+	return ErrCancelled
 }

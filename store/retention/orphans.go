@@ -32,12 +32,12 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 			if err := checkLease(ctx, j); err != nil {
 				return err
 			}
-			p := j.progress(r.kind)
-			if p.Phase != phaseOrphans || p.embedded.Orphans == nil {
+			p := j.Progress(r.kind)
+			if p.Phase != phaseOrphans || embeddedState(p).Orphans == nil {
 				done = true
 				return errNoOrphans
 			}
-			scan := r.repo.ScanIndexFrom(*p.embedded.Orphans, p.embedded.OrphansAt, orphansPage)
+			scan := r.repo.ScanIndexFrom(*embeddedState(p).Orphans, embeddedState(p).OrphansAt, orphansPage)
 			rows, more, err := scan.Next(ctx)
 			if err != nil {
 				return err
@@ -59,13 +59,13 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 				}
 			}
 			p.Counts.IndexRows += deleted
-			p.embedded.OrphansAt = scan.Cursor()
-			if !more || p.embedded.OrphansAt == nil { // a last page may come with more
-				p.Phase = phaseDone
-				if p.embedded.SectionsLeft {
-					p.Phase = phasePlan
+			embeddedState(p).OrphansAt = scan.Cursor()
+			if !more || embeddedState(p).OrphansAt == nil { // a last page may come with more
+				p.Phase = PhaseDone
+				if embeddedState(p).SectionsLeft {
+					p.Phase = PhasePlan
 				}
-				p.embedded.Orphans, p.embedded.OrphansAt, p.embedded.SectionsLeft, done = nil, nil, false, true
+				embeddedState(p).Orphans, embeddedState(p).OrphansAt, embeddedState(p).SectionsLeft, done = nil, nil, false, true
 			}
 			e, err := jobEntity(j)
 			if err != nil {

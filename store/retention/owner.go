@@ -27,9 +27,9 @@ import (
 // and reads the tasks only after: every task an older owner wrote landed
 // before, and the new owner sees it.
 
-// errLeaseLost stops an engine whose job another engine took over: it
+// ErrLeaseLost stops an engine whose job another engine took over: it
 // writes nothing more to the job or its tasks.
-var errLeaseLost = errors.New("retention: the job's lease was taken over by another engine; this engine stops working on it")
+var ErrLeaseLost = errors.New("retention: the job's lease was taken over by another engine; this engine stops working on it")
 
 // lease is the lease an engine holds on a job.
 type lease struct {
@@ -55,11 +55,11 @@ func heldLease(ctx context.Context, job string) (lease, bool) {
 // holds reports whether the stored job is still under l.
 func (l lease) holds(j *Job) bool { return j.Owner == l.owner && j.LeaseEpoch == l.epoch }
 
-// checkLease fails with errLeaseLost if ctx runs the job under a lease
+// checkLease fails with ErrLeaseLost if ctx runs the job under a lease
 // the stored job no longer has.
 func checkLease(ctx context.Context, j *Job) error {
 	if l, ok := heldLease(ctx, j.ID); ok && !l.holds(j) {
-		return fmt.Errorf("%w: job %s is with %s (epoch %d), not %s (epoch %d)", errLeaseLost, j.ID, j.Owner, j.LeaseEpoch, l.owner, l.epoch)
+		return fmt.Errorf("%w: job %s is with %s (epoch %d), not %s (epoch %d)", ErrLeaseLost, j.ID, j.Owner, j.LeaseEpoch, l.owner, l.epoch)
 	}
 	return nil
 }
@@ -75,7 +75,7 @@ const propEpoch = "Epoch"
 func ownerRowKey(epoch int64) string { return fmt.Sprintf("%s%020d", ownerRowPrefix, epoch) }
 
 // takeTasks makes l's epoch the one whose task writes the job's task
-// partition accepts: its row goes in, the older epochs' go. errLeaseLost
+// partition accepts: its row goes in, the older epochs' go. ErrLeaseLost
 // if a newer epoch is there already.
 func (s *taskStore) takeTasks(ctx context.Context, l lease) error {
 	mine := ownerRowKey(l.epoch)
@@ -93,7 +93,7 @@ func (s *taskStore) takeTasks(ctx context.Context, l lease) error {
 			switch {
 			case e.RowKey > mine:
 				epoch, _ := strconv.ParseInt(strings.TrimPrefix(e.RowKey, ownerRowPrefix), 10, 64)
-				return fmt.Errorf("%w: job %s is at epoch %d, past %d", errLeaseLost, l.job, epoch, l.epoch)
+				return fmt.Errorf("%w: job %s is at epoch %d, past %d", ErrLeaseLost, l.job, epoch, l.epoch)
 			case e.RowKey < mine:
 				if err := s.table.Delete(ctx, l.job, e.RowKey, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
@@ -124,7 +124,7 @@ func (s *taskStore) ownedBatch(ctx context.Context, job string, ops []store.Op) 
 	}
 	if be.Index == 0 {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: job %s has moved past epoch %d", errLeaseLost, job, l.epoch)
+			return fmt.Errorf("%w: job %s has moved past epoch %d", ErrLeaseLost, job, l.epoch)
 		}
 		return err
 	}

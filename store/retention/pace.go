@@ -88,7 +88,7 @@ func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
 	return nil
 }
 
-// paceUntilCancel is pace that ends with errCancelled as soon as the
+// paceUntilCancel is pace that ends with ErrCancelled as soon as the
 // job's cancel is requested, from any replica: a paced purge may wait
 // long, and a cancel must not. While the pace waits, the job is read at
 // each change this process makes and every PollInterval; a pace that
@@ -106,13 +106,13 @@ func (e *Engine) paceUntilCancel(ctx context.Context, j *Job, rows int64) error 
 	err := e.pace(ctx, j, rows)
 	cancel(nil)
 	<-watching
-	if errors.Is(context.Cause(ctx), errCancelled) {
-		return errCancelled
+	if errors.Is(context.Cause(ctx), ErrCancelled) {
+		return ErrCancelled
 	}
 	return err
 }
 
-// watchCancel cancels ctx with errCancelled once the job's cancel is
+// watchCancel cancels ctx with ErrCancelled once the job's cancel is
 // requested, or returns when ctx ends.
 func (e *Engine) watchCancel(ctx context.Context, cancel context.CancelCauseFunc, id string) {
 	for {
@@ -124,7 +124,7 @@ func (e *Engine) watchCancel(ctx context.Context, cancel context.CancelCauseFunc
 		case <-time.After(e.opts.PollInterval):
 		}
 		if j, _, err := e.jobs.get(ctx, id); err == nil && j.CancelRequested {
-			cancel(errCancelled)
+			cancel(ErrCancelled)
 			return
 		}
 	}

@@ -68,7 +68,7 @@ func (s *cameraSet) full() bool { return s.bytes > s.limit }
 // from its last finished bucket. The recorded tasks not yet done are sent
 // again at the start, since their first message may never have left.
 func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
-	p := j.progress(kind)
+	p := j.Progress(kind)
 	seq := 0
 	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		seq++
@@ -80,8 +80,8 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 		return err
 	}
 	pl := &planner{e: e, job: j, kind: kind, seq: seq}
-	buckets, bucket := max(p.queue.Buckets, 1), p.queue.Bucket
-	before, started := p.queue.BucketsSeq, p.queue.BucketSeq
+	buckets, bucket := max(queueState(p).Buckets, 1), queueState(p).Bucket
+	before, started := queueState(p).BucketsSeq, queueState(p).BucketSeq
 	for bucket < buckets {
 		fits, err := pl.planBucket(ctx, bucket, buckets, before, started)
 		if err != nil {
@@ -96,8 +96,8 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 		}
 		started = pl.seq
 		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-			q := j.progress(kind)
-			q.queue.Buckets, q.queue.Bucket, q.queue.BucketsSeq, q.queue.BucketSeq = buckets, bucket, before, started
+			q := j.Progress(kind)
+			queueState(q).Buckets, queueState(q).Bucket, queueState(q).BucketsSeq, queueState(q).BucketSeq = buckets, bucket, before, started
 			return nil
 		}); err != nil {
 			return err
@@ -116,8 +116,8 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 		return err
 	}
 	_, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-		q := j.progress(kind)
-		q.queue.Tasks, q.Counts.DevicesTotal = tasks, devices
+		q := j.Progress(kind)
+		queueState(q).Tasks, q.Counts.DevicesTotal = tasks, devices
 		return nil
 	})
 	return err
@@ -162,7 +162,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 	if err != nil {
 		return false, err
 	}
-	expired := images.ExpiredIndex(p.job.reach(p.kind))
+	expired := images.ExpiredIndex(p.job.Reach(p.kind))
 	err = p.e.repos[p.kind].EachIndexRow(ctx, expired, func(row images.IndexRow) error {
 		device := row.CameraID
 		if device == "" || bucketOf(device, n) != bucket || !seen.add(device) {
@@ -239,7 +239,7 @@ func (p *planner) plannedCameras(ctx context.Context, bucket, n, before, started
 
 // writeTask writes the next task, of group's cameras (with their
 // boundaries when the job uses policies), queues it and adds its cameras
-// to the job's total; errCancelled when the job was cancelled meanwhile.
+// to the job's total; ErrCancelled when the job was cancelled meanwhile.
 func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 	t := &task{JobID: p.job.ID, Kind: p.kind, Seq: p.seq, Devices: group}
 	if p.job.UsePolicies {
@@ -254,7 +254,7 @@ func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 		return err
 	}
 	j, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
-		j.progress(p.kind).Counts.DevicesTotal += int64(len(group))
+		j.Progress(p.kind).Counts.DevicesTotal += int64(len(group))
 		return nil
 	})
 	if err != nil {
@@ -262,7 +262,7 @@ func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 	}
 	p.seq++
 	if j.CancelRequested {
-		return errCancelled
+		return ErrCancelled
 	}
 	return nil
 }
@@ -293,7 +293,7 @@ func (e *Engine) dryRun(ctx context.Context, j *Job, kind images.Kind) error {
 		}
 		if fits {
 			_, err = e.updateJob(ctx, j.ID, func(j *Job) error {
-				j.progress(kind).Counts = c
+				j.Progress(kind).Counts = c
 				return nil
 			})
 			return err
@@ -314,7 +314,7 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 		// Each camera seen, with its boundary: the job's, or in a purge
 		// with policies its own, zero if its rows are kept.
 		seen := newCameraBounds(e.opts.CameraMemory)
-		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.reach(kind)), func(row images.IndexRow) error {
+		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.Reach(kind)), func(row images.IndexRow) error {
 			device := row.CameraID
 			if _, ok := seen.of[device]; ok || device == "" || bucketOf(device, n) != bucket {
 				return nil

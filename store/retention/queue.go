@@ -34,6 +34,17 @@ type queueProgress struct {
 	Tallied int `json:"tallied,omitempty"`
 }
 
+// Phases of the queue design, between PhasePlan and PhaseDone.
+const (
+	phaseWork = "work"
+	// phaseJanitor: the kind's tasks are done; its orphaned index rows go
+	// (see janitor.go).
+	phaseJanitor = "janitor"
+)
+
+// queueState is the kind's queueProgress in the job's record.
+func queueState(p *KindProgress) *queueProgress { return DriverState[queueProgress](p) }
+
 func (d *queueDriver) name() string { return "queue" }
 
 // serve runs Options.Workers workers, which take tasks of any job.
@@ -85,12 +96,12 @@ func (d *queueDriver) purgeKind(ctx context.Context, id string, kind images.Kind
 		if err != nil {
 			return err
 		}
-		phase := j.progress(kind).Phase
-		if phase == phaseDone {
+		phase := j.Progress(kind).Phase
+		if phase == PhaseDone {
 			return nil
 		}
 		if j.CancelRequested {
-			return errCancelled
+			return ErrCancelled
 		}
 		spanName := "purge." + phase
 		if j.DryRun {
@@ -100,22 +111,22 @@ func (d *queueDriver) purgeKind(ctx context.Context, id string, kind images.Kind
 		var next string
 		switch {
 		case j.DryRun:
-			err, next = e.dryRun(phaseCtx, j, kind), phaseDone
-		case phase == phasePlan:
+			err, next = e.dryRun(phaseCtx, j, kind), PhaseDone
+		case phase == PhasePlan:
 			err, next = e.plan(phaseCtx, j, kind), phaseWork
 		case phase == phaseWork:
 			err, next = e.awaitTasks(phaseCtx, j, kind), phaseJanitor
 		case phase == phaseJanitor:
-			err, next = e.janitor(phaseCtx, j, kind), phaseDone
+			err, next = e.janitor(phaseCtx, j, kind), PhaseDone
 		default:
-			err = fmt.Errorf("%w: phase %q", errForeignJob, phase)
+			err = fmt.Errorf("%w: phase %q", ErrForeignJob, phase)
 		}
 		endSpan(err)
 		if err != nil {
 			return err
 		}
 		if _, err := e.updateJob(ctx, id, func(j *Job) error {
-			j.progress(kind).Phase = next
+			j.Progress(kind).Phase = next
 			return nil
 		}); err != nil {
 			return err
@@ -130,8 +141,8 @@ func (d *queueDriver) purgeKind(ctx context.Context, id string, kind images.Kind
 // since and one more: the wait's reads grow with the tasks, not with their
 // square.
 func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error {
-	p := j.progress(kind)
-	tallied, counts, tasks := p.queue.Tallied, p.Counts, p.queue.Tasks
+	p := j.Progress(kind)
+	tallied, counts, tasks := queueState(p).Tallied, p.Counts, queueState(p).Tasks
 	if tallied == 0 {
 		counts = Counts{DevicesTotal: counts.DevicesTotal}
 	}
@@ -139,7 +150,7 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 		if cur, _, err := e.jobs.get(ctx, j.ID); err != nil {
 			return err
 		} else if cur.CancelRequested {
-			return errCancelled
+			return ErrCancelled
 		} else if cur.LostTask != "" {
 			return fmt.Errorf("%w: %s", errTaskLost, cur.LostTask)
 		}
@@ -161,8 +172,8 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 		// a synced write that wakes every watcher.
 		if next != tallied {
 			if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
-				q := j.progress(kind)
-				q.Counts, q.queue.Tallied = sum, next
+				q := j.Progress(kind)
+				q.Counts, queueState(q).Tallied = sum, next
 				return nil
 			}); err != nil {
 				return err

@@ -10,11 +10,11 @@ import (
 	"github.com/metadatad/metadatad/store"
 )
 
-// errForeignJob stops a job this engine's driver did not record: one of
+// ErrForeignJob stops a job this engine's driver did not record: one of
 // an earlier release (whose record had no Driver) or of the other design.
 // Its progress means nothing here, so it ends failed and is started again;
 // what it deleted stays deleted, and what it left the next purge takes.
-var errForeignJob = errors.New("retention: the job was recorded by an earlier release or another purge design")
+var ErrForeignJob = errors.New("retention: the job was recorded by an earlier release or another purge design")
 
 // runJob takes a job through every kind's phases to its end, holding its
 // lease throughout.
@@ -49,7 +49,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	}()
 
 	if j.Driver != e.driver.name() {
-		failure = fmt.Errorf("%w: %q", errForeignJob, j.Driver)
+		failure = fmt.Errorf("%w: %q", ErrForeignJob, j.Driver)
 		e.finish(ctx, id, failure)
 		return
 	}
@@ -68,12 +68,12 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	}
 	for _, kind := range j.ImageKinds() {
 		err := e.driver.purgeKind(ctx, id, kind)
-		if errors.Is(err, errCancelled) {
+		if errors.Is(err, ErrCancelled) {
 			err = e.cancelled(ctx, j)
 		}
 		if err != nil {
 			failure = err
-			if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
+			if ctx.Err() != nil || errors.Is(err, ErrLeaseLost) {
 				e.leaseEnded(ctx, id, err)
 				return // shutting down or lease lost: the job resumes elsewhere or later
 			}

@@ -37,14 +37,14 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			return err
 		}
 		if j.CancelRequested {
-			return errCancelled
+			return ErrCancelled
 		}
 		if err := r.rules.refreshHolds(ctx); err != nil {
 			return err
 		}
-		p := j.progress(r.kind)
-		if !p.embedded.IndexBefore.IsZero() {
-			indexBefore = p.embedded.IndexBefore // a resumed job keeps the first run's
+		p := j.Progress(r.kind)
+		if !embeddedState(p).IndexBefore.IsZero() {
+			indexBefore = embeddedState(p).IndexBefore // a resumed job keeps the first run's
 		}
 		// Sized for the section's cameras: growing the map was a tenth of a
 		// section's time at 4,000 cameras.
@@ -57,8 +57,8 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		if r.e.outbox != nil {
 			s.outbox = &outboxWriter{table: r.e.outbox, b: b, job: j.ID, kind: r.kind, at: r.e.opts.Now().UTC()}
 		}
-		if !p.embedded.KeptBefore.IsZero() {
-			s.keptBefore = minTime(s.keptBefore, p.embedded.KeptBefore)
+		if !embeddedState(p).KeptBefore.IsZero() {
+			s.keptBefore = minTime(s.keptBefore, embeddedState(p).KeptBefore)
 		}
 		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
@@ -70,11 +70,11 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			}
 		}
 		p.Counts.add(s.c)
-		p.embedded.IndexPending += s.pending
+		embeddedState(p).IndexPending += s.pending
 		deleted = s.c
-		p.embedded.IndexBefore, p.embedded.KeptBefore = indexBefore, s.keptBefore
-		if !last && to > p.embedded.SectionedTo {
-			p.embedded.SectionedTo = to
+		embeddedState(p).IndexBefore, embeddedState(p).KeptBefore = indexBefore, s.keptBefore
+		if !last && to > embeddedState(p).SectionedTo {
+			embeddedState(p).SectionedTo = to
 		}
 		if last {
 			credited, err := r.endSections(b, j, p)
@@ -266,7 +266,7 @@ func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.
 // range takes are counted (embeddedProgress.IndexPending, credited is how
 // many), and the job ends unless orphaned index rows are left to delete.
 func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (credited int64, err error) {
-	if p.embedded.KeptBefore.Before(p.embedded.IndexBefore) {
+	if embeddedState(p).KeptBefore.Before(embeddedState(p).IndexBefore) {
 		// A camera kept since the survey has rows before the minute the
 		// sections left to the range deletion: the index rows there whose
 		// primary rows went are deleted by the orphans pass instead, and
@@ -274,11 +274,11 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 		toOrphans(p, false)
 		return 0, nil
 	}
-	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(p.embedded.IndexBefore)); err != nil {
+	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(embeddedState(p).IndexBefore)); err != nil {
 		return 0, err
 	}
-	credited, p.Counts.IndexRows, p.embedded.IndexPending = p.embedded.IndexPending, p.Counts.IndexRows+p.embedded.IndexPending, 0
-	p.Phase = phaseDone
+	credited, p.Counts.IndexRows, embeddedState(p).IndexPending = embeddedState(p).IndexPending, p.Counts.IndexRows+embeddedState(p).IndexPending, 0
+	p.Phase = PhaseDone
 	if r.endsJob(j) {
 		// The job's end and its marker's drop ride in this batch: two synced
 		// writes fewer (finish sees it ended).
@@ -294,7 +294,7 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 // j: every other kind is done too.
 func (r *embeddedRun) endsJob(j *Job) bool {
 	for _, p := range j.Kinds {
-		if p.Phase != phaseDone {
+		if p.Phase != PhaseDone {
 			return false
 		}
 	}

@@ -65,10 +65,10 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		if _, ok := e.repos[k]; !ok {
 			return nil, fmt.Errorf("retention: no repository for kind %s", k)
 		}
-		if j.progress(k) != nil {
+		if j.Progress(k) != nil {
 			continue
 		}
-		p := &KindProgress{Kind: k, Phase: phasePlan}
+		p := &KindProgress{Kind: k, Phase: PhasePlan}
 		if req.UsePolicies {
 			rch, ok := reaches[k]
 			if !ok {

@@ -171,9 +171,9 @@ func (e *Engine) runTask(ctx context.Context, msg tablequeue.Message) (settlemen
 	// first delete.
 	if !j.CancelRequested {
 		switch err := e.paceUntilCancel(ctx, j, 2*pendingRows(t)); {
-		case errors.Is(err, errCancelled) && !resumed:
+		case errors.Is(err, ErrCancelled) && !resumed:
 			return e.stopTask(ctx, t, etag)
-		case errors.Is(err, errCancelled):
+		case errors.Is(err, ErrCancelled):
 		case err != nil:
 			return 0, err
 		}
