@@ -21,6 +21,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/video"
 )
 
@@ -56,7 +57,7 @@ func exampleServer() (*grpc.ClientConn, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	engine, err := retention.Open(ctx, retention.Options{Backend: db, Logger: quiet,
+	engine, err := retention.Open(ctx, retention.Options{Backend: db, Logger: quiet, Driver: embedded.New,
 		Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]}})
 	if err != nil {
 		log.Fatal(err)

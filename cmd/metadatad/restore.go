@@ -14,6 +14,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // runRestore is `metadatad restore`: a backup, checked file by file, copied
@@ -75,7 +76,7 @@ func settleRestored(ctx context.Context, dataDir string) (_ []*retention.Job, er
 	if err != nil {
 		return nil, err
 	}
-	engine, err := retention.Open(ctx, retention.Options{Backend: db, Repositories: []*images.Repository{repo}, Outbox: true})
+	engine, err := retention.Open(ctx, retention.Options{Backend: db, Repositories: []*images.Repository{repo}, Outbox: true, Driver: embedded.New})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // backend is the store the daemon runs on: its tables, the queue purge
@@ -24,6 +25,9 @@ import (
 type backend struct {
 	tables store.Backend
 	queue  retention.Queue
+	// purges is the backend's purge design: the embedded store's own, or
+	// nil for the queue design (Azure).
+	purges retention.NewDriver
 	close  func() error
 	// writeCheck reports whether writes are accepted (free space, flushes
 	// that succeed); nil when the backend has no such limit.
@@ -60,7 +64,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		// flushes fail or its writes stall behind failing compactions, when
 		// they wait until the engine stops the process.
 		writeCheck := func() error { return errors.Join(guard.Check(), db.WritesBlocked()) }
-		return backend{tables: db, embedded: db, close: db.Close, writeCheck: writeCheck,
+		return backend{tables: db, embedded: db, purges: embedded.New, close: db.Close, writeCheck: writeCheck,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}
 	a := cfg.azure

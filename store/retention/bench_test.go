@@ -22,6 +22,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // Sizes of the benchmarks. Every purge retires the same expired volume, the
@@ -154,6 +155,7 @@ func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune .
 	for _, f := range tune {
 		f(&opts)
 	}
+	opts.Driver = embedded.DriverFor(opts.Backend)
 	if s.engine, err = retention.Open(ctx, opts); err != nil {
 		b.Fatal(err)
 	}

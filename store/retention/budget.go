@@ -89,7 +89,7 @@ func (e *Engine) RunBudget(ctx context.Context, b Budget) {
 // oldest hour of images that may go. A test steps it instead of waiting
 // for RunBudget's ticker.
 func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) {
-	embedded, ok := e.driver.(*embeddedDriver)
+	purger, ok := e.opts.Backend.(store.Purger)
 	if !ok || b.Sizer == nil {
 		return BudgetState{}, errors.New("retention: a storage budget needs the embedded store")
 	}
@@ -133,7 +133,7 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 		return st, nil
 	}
 	floor := e.opts.Now().Add(-b.Floor).UTC().Truncate(time.Minute)
-	oldest, held, err := e.oldestPurgeable(ctx, embedded.purger, floor)
+	oldest, held, err := e.oldestPurgeable(ctx, purger, floor)
 	if err != nil {
 		return st, err
 	}

@@ -79,13 +79,13 @@ func (e *Engine) settleCancelled(ctx context.Context, id string, kind images.Kin
 			case t.Done:
 				c := t.counts()
 				c.DevicesTotal = 0 // the plan counted them
-				sum.add(c)
+				sum.Add(c)
 			case t.Closed:
 				// Closed before any delete (stopTask, closeTask): only the
 				// cameras given up at their count are in its counts.
 				c := t.counts()
 				c.DevicesTotal = 0
-				sum.add(c)
+				sum.Add(c)
 			case t.begun():
 				again, running = true, true
 			default:

@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // blockOnce holds the first write that matches until released, and says
@@ -369,6 +370,7 @@ func (f *fixture) otherReplica(t *testing.T) *retention.Engine {
 	t.Helper()
 	opts := f.opts
 	opts.Backend, opts.Repositories, opts.Queue, opts.ReplicaID = f.backend, f.repos, f.queue, "other"
+	opts.Driver = embedded.DriverFor(f.backend)
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)

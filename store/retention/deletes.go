@@ -2,8 +2,6 @@ package retention
 
 import (
 	"context"
-	"errors"
-	"slices"
 
 	"github.com/metadatad/metadatad/store"
 )
@@ -46,28 +44,5 @@ func deleteBatch(ctx context.Context, t store.Table, keys []store.Key) error {
 	for i, k := range keys {
 		ops[i] = store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey}}
 	}
-	return deleteOps(ctx, t, ops, nil)
-}
-
-// deleteOps runs a batch of deletes (or updates) of one partition, dropping
-// and retrying without each whose row is already gone, and, when kept is
-// set, each whose row no longer has its IfMatch ETag, after telling kept.
-func deleteOps(ctx context.Context, t store.Table, ops []store.Op, kept func() error) error {
-	for len(ops) > 0 {
-		err := t.Batch(ctx, ops)
-		var be *store.BatchError
-		switch {
-		case !errors.As(err, &be):
-			return err
-		case errors.Is(err, store.ErrNotFound):
-		case errors.Is(err, store.ErrConflict) && kept != nil:
-			if err := kept(); err != nil {
-				return err
-			}
-		default:
-			return err
-		}
-		ops = slices.Delete(ops, be.Index, be.Index+1)
-	}
-	return nil
+	return store.BatchDeletes(ctx, t, ops, nil)
 }

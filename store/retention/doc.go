@@ -5,54 +5,20 @@
 // counts what it deleted. Each backend purges with its own tools: the
 // engine keeps what both share (jobs and their store, leases, cancels, the
 // schedule, retirement, pacing, statistics, policies and holds) and asks a
-// driver (driver.go) for the rest, the embedded store's (embedded.go) or
-// the queue design's (queue.go). A job names the driver that recorded it;
+// Driver (driver.go) for the rest, through an Env: the embedded store's
+// (package embedded, which Options.Driver names) or the queue design's
+// (queue.go, the default). A job names the driver that recorded it;
 // one of an earlier release, or of the other design, ends failed rather
 // than resume on progress its driver does not know, and is started again.
 //
-// # On the embedded store (embedded.go)
+// # On the embedded store (package embedded)
 //
-// The store is a store.Purger: it tallies every primary row, per camera,
-// UTC day and minute, in the batch that writes the row, so a tally always
-// equals the rows it counts. A purge
-//
-//  1. surveys the tallies of the expired days (never the rows) for the
-//     cameras with expired rows and, with policies, each one's boundary;
-//  2. deletes in sections of Options.SectionCameras cameras: each section
-//     is one exclusive batch (no write it may touch runs meanwhile) that
-//     reads its cameras' tallies, deletes each one's expired rows with one
-//     range deletion, trims the tallies and writes the job's record with
-//     the counts. The counts are exact by construction: a section is in the
-//     store with its counts or not at all. Exclusivity makes a late old
-//     image wholly before a section (deleted, counted) or wholly after it
-//     (both rows kept). Only writes of rows up to the purge's cutoff day
-//     (and of other tables) wait, for one section at most: a camera's new
-//     images pass (store/pebble's gate.go);
-//  3. deletes the expired minutes of the index by one range deletion, in
-//     the last section, which covers every camera: it first deletes what the
-//     earlier sections' cameras got since, so no index row of a kept row goes
-//     and no primary row is left without its index row. The index rows that
-//     deletion takes are counted when it commits, not before.
-//
-// With policies a kept camera (held, spared, on a longer retention) may have
-// rows in the expired minutes: the range deletion stops at the oldest minute
-// a kept camera has, and the index rows of the purged rows after it go by
-// their derived keys (images.Repository.IndexKeys) in their section's batch.
-// A policy's thinning tiers (package policy) ride the same sections: a day
-// whose tally shows an interval with more than one row has that interval's
-// rows but its keeper deleted by range (store.PurgeBatch.ThinRows), their
-// index rows by derived key, in the section's batch with the counts.
-// With Options.Outbox each section also records every image it deletes in
-// the same batch (outbox.go), so the blob side hears of each deletion once.
-// A storage budget (budget.go) measures the live data with the store's own
-// accounting and, past its bytes, starts purges of the oldest hour across
-// the fleet that spare held cameras, so it needs no mechanism of its own.
-// A purge cut short resumes from its record; one cancelled or failed after
-// some sections (or whose kept cameras changed since the survey) ends with
-// an orphans pass (orphans.go) that deletes the index rows whose primary
-// rows went, in exclusive batches that count them with the job, so every
-// ending reports exactly what it deleted. A store from before the tallies
-// waits for their backfill.
+// The store tallies every primary row in the row's own batch, and a purge
+// deletes in exclusive sections that commit each camera's range deletion
+// with the job's counts: see store/retention/embedded. A storage budget
+// (budget.go) measures the live data with the store's own accounting and,
+// past its bytes, starts purges of the oldest hour across the fleet that
+// spare held cameras, so it needs no mechanism of its own.
 //
 // # On Azure (plan.go, work.go, indexdelete.go, janitor.go)
 //
@@ -99,7 +65,7 @@
 // policy's, which every path asks: a purge with policies gives each
 // camera, per kind, the days of its own policy, else of its longest prefix
 // policy, else of the default. A camera on legal hold keeps everything, on
-// every path: one resolver (policy_purge.go) reads the policies and holds
+// every path: one Rules (policy_purge.go) reads the policies and holds
 // and has policy.Resolve give every camera its rule, hold included, for the
 // embedded survey and sections, the queue design's plan and dry run, and
 // the budget; holds are read whole (holdset.go) at a purge's start and

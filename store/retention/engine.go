@@ -34,7 +34,7 @@ type Engine struct {
 	// without (outbox.go).
 	outbox store.Table
 	// driver is the backend's purge design (driver.go).
-	driver driver
+	driver Driver
 
 	mu      sync.Mutex
 	runCtx  context.Context
@@ -83,27 +83,6 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	for _, r := range opts.Repositories {
 		e.repos[r.Kind()] = r
 	}
-	e.driver = &queueDriver{e: e}
-	if p, ok := opts.Backend.(store.Purger); ok {
-		e.driver = &embeddedDriver{e: e, purger: p}
-		for _, r := range opts.Repositories {
-			primary, index := r.Tables()
-			if err := p.MinuteKeyed(ctx, index.Name()); err != nil {
-				return nil, err
-			}
-			err := p.Tally(ctx, primary.Name())
-			if errors.Is(err, store.ErrCorrupt) {
-				// A damaged file fails only the reads of its keys: the rest
-				// serves, and this kind's purges fail until it is restored.
-				opts.Logger.Error("purge: the tally of a table cannot be read; its purges fail until the damaged file is restored",
-					"table", primary.Name(), "err", err)
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-	}
 	jobs, err := opts.Backend.Table(ctx, DefaultJobsTable)
 	if err != nil {
 		return nil, err
@@ -127,8 +106,15 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
-	e.queue = opts.Queue
-	if _, queued := e.driver.(*queueDriver); queued && e.queue == nil {
+	if opts.Driver != nil {
+		e.driver, err = opts.Driver(ctx, &Env{e: e})
+		return e, err
+	}
+	if _, ok := opts.Backend.(store.Purger); ok {
+		return nil, errors.New("retention: the embedded store purges with its own driver: set Options.Driver to embedded.New")
+	}
+	e.driver = &queueDriver{e: e}
+	if e.queue = opts.Queue; e.queue == nil {
 		q, err := opts.Backend.Table(ctx, DefaultQueueTable)
 		if err != nil {
 			return nil, err
@@ -185,7 +171,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.runCtx = ctx
 	e.mu.Unlock()
-	e.driver.serve(ctx, &e.wg)
+	e.driver.Serve(ctx, &e.wg)
 	if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
 		e.log.Warn("purge: looking for unfinished jobs failed; retrying", "err", err)
 	}
@@ -314,7 +300,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	// The outbox is sealed before the end is recorded: a job that ends
 	// has a sealed outbox, and one whose seal failed is resumed, to try
 	// again.
-	if err := e.driver.sealJobOutbox(ctx, id); err != nil {
+	if err := e.driver.SealJobOutbox(ctx, id); err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("purge: cannot seal the outbox of deleted images of an ending job; it is retried", "job", id, "err", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // Capture times of the fixture: four minutes of images around a cutoff
@@ -256,6 +257,7 @@ func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 		opts.Now = f.clock.now
 	}
 	opts.Backend, opts.Repositories, opts.Queue = backend, f.repos, f.queue
+	opts.Driver = embedded.DriverFor(backend)
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func (jn *janitorRun) run(ctx context.Context, scan *images.IndexScan) error {
 			return err
 		}
 		n := int64(len(batch))
-		err := deleteOps(ctx, jn.index, batch, func() error { n--; return nil })
+		err := store.BatchDeletes(ctx, jn.index, batch, func() error { n--; return nil })
 		batch = batch[:0]
 		jn.deleted += n
 		return err

@@ -60,7 +60,8 @@ type Counts struct {
 	ThinnedRows int64 `json:"thinnedRows,omitempty"`
 }
 
-func (c *Counts) add(o Counts) {
+// Add adds o to c.
+func (c *Counts) Add(o Counts) {
 	c.DevicesTotal += o.DevicesTotal
 	c.DevicesDone += o.DevicesDone
 	c.DevicesFailed += o.DevicesFailed
@@ -226,7 +227,7 @@ func (j *Job) Reach(kind images.Kind) time.Time {
 func (j *Job) Totals() Counts {
 	var c Counts
 	for _, k := range j.Kinds {
-		c.add(k.Counts)
+		c.Add(k.Counts)
 	}
 	return c
 }

@@ -91,7 +91,7 @@ func keepAlive(ctx context.Context, period time.Duration, renew func(context.Con
 // ends it Cancelled.
 func (e *Engine) cancelled(ctx context.Context, j *Job) error {
 	for _, kind := range j.ImageKinds() {
-		if err := e.driver.settleCancelled(ctx, j.ID, kind); err != nil {
+		if err := e.driver.SettleCancelled(ctx, j.ID, kind); err != nil {
 			return err
 		}
 	}

@@ -40,7 +40,11 @@ type Options struct {
 	Backend store.Backend
 	// Repositories are the image repositories the engine purges, one per kind. Required.
 	Repositories []*images.Repository
-	// Queue carries tasks to workers; nil means a queue in the table DefaultQueueTable.
+	// Driver makes the backend's purge design (see Driver): embedded.New
+	// for the embedded store, which needs it; nil means the queue design.
+	Driver NewDriver
+	// Queue carries the queue design's tasks to workers; nil means a queue
+	// in the table DefaultQueueTable.
 	Queue Queue
 	// Now is the clock for cutoffs and job times; nil means time.Now.
 	Now func() time.Time
@@ -147,10 +151,15 @@ func (o Options) withDefaults() Options {
 		o.TracerProvider = noop.NewTracerProvider()
 	}
 	if o.SectionCameras <= 0 {
-		o.SectionCameras = sectionCameras
+		o.SectionCameras = defaultSectionCameras
 	}
 	if o.JobRetention <= 0 {
 		o.JobRetention = DefaultJobRetention
 	}
 	return o
 }
+
+// defaultSectionCameras is how many cameras one exclusive section purges by
+// default: creates wait for a section, so it bounds their wait; a section
+// of a thousand cameras takes a few milliseconds.
+const defaultSectionCameras = 10_000

@@ -142,7 +142,7 @@ func (o *jobOutbox) ready(ctx context.Context, camera string, gone map[string]bo
 		ops = append(ops, store.Op{Kind: store.OpUpdate, Mode: store.Merge,
 			Entity: store.Entity{PartitionKey: o.job, RowKey: outboxRowKey(o.kind, camera, row), Properties: store.Properties{propReady: true}}})
 	}
-	return deleteOps(ctx, o.table, ops, nil)
+	return store.BatchDeletes(ctx, o.table, ops, nil)
 }
 
 // openJobOutbox writes the open row of a job that keeps an outbox.
@@ -410,7 +410,7 @@ func (e *Engine) readSealed(ctx context.Context, job string, pos sealToken, out 
 			if len(out) == limit {
 				return out, nil
 			}
-			d := deletedImage(r)
+			d := DeletedImageFrom(r)
 			d.JobID, d.Token = job, sealToken{seq: pos.seq, row: r.RowKey}.String()
 			out = append(out, d)
 		}
@@ -450,7 +450,7 @@ func (e *Engine) retireSeals(ctx context.Context, cutoff time.Time) (int, error)
 			if err != nil {
 				return n, err
 			}
-			if err := deleteOps(ctx, e.outbox, []store.Op{
+			if err := store.BatchDeletes(ctx, e.outbox, []store.Op{
 				{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: sealPart, RowKey: s.RowKey}},
 				{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: sealPart, RowKey: sealJobPrefix + job}},
 			}, nil); err != nil {

@@ -26,7 +26,7 @@ import (
 // create or delete, from a count of the rows, inserted in that batch: any
 // other create or delete in between inserted it too, so the batch fails
 // and the next attempt reads it. The row has no days, so the purges'
-// readers of every policy (shortest, resolver) pass it by; the listing
+// readers of every policy (shortest, Rules) pass it by; the listing
 // leaves it out and its key is no prefix a caller may use.
 
 // prefixCountRow is the row key of the count, in the prefix policies'

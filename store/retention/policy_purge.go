@@ -36,17 +36,17 @@ func (p *Policies) reaches(ctx context.Context) (policy.Reaches, error) {
 	}
 }
 
-// resolver gives each camera its rule of one kind of one job: in a purge
+// Rules gives each camera its rule of one kind of one job: in a purge
 // by cutoff the job's boundary; in a purge with policies the rule
 // policy.Rules resolves. In both, a camera on legal hold keeps everything
 // (policy.Resolve). It is the one rule every path that deletes asks: the
 // embedded survey and sections, the queue design's plan and dry run; the
 // queue design's workers check the holds again before each task
-// (spareHeld). The decisions are package policy's; the resolver does the
+// (spareHeld). The decisions are package policy's; the Rules does the
 // reads: with policies it holds the default and the prefix policies that
 // set the kind (at most MaxPrefixPolicies) as they stood when it was made,
 // and each camera costs a read of its own policy as it stands when asked.
-type resolver struct {
+type Rules struct {
 	p    *Policies
 	kind images.Kind
 	// now is the job's instant, from which days are counted.
@@ -60,10 +60,10 @@ type resolver struct {
 	holds policy.HoldSet
 }
 
-// rules returns the resolver of one kind of j, with the holds as they
+// rules returns the Rules of one kind of j, with the holds as they
 // stand now.
-func (e *Engine) rules(ctx context.Context, j *Job, kind images.Kind) (*resolver, error) {
-	r := &resolver{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary()}
+func (e *Engine) rules(ctx context.Context, j *Job, kind images.Kind) (*Rules, error) {
+	r := &Rules{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary()}
 	if j.UsePolicies {
 		if err := r.readPolicies(ctx); err != nil {
 			return nil, err
@@ -74,7 +74,7 @@ func (e *Engine) rules(ctx context.Context, j *Job, kind images.Kind) (*resolver
 
 // refreshHolds reads the holds again: a hold placed since spares every
 // camera resolved from now on.
-func (r *resolver) refreshHolds(ctx context.Context) error {
+func (r *Rules) refreshHolds(ctx context.Context) error {
 	holds, err := r.p.holdSet(ctx)
 	if err == nil {
 		r.holds = holds
@@ -82,7 +82,7 @@ func (r *resolver) refreshHolds(ctx context.Context) error {
 	return err
 }
 
-func (r *resolver) readPolicies(ctx context.Context) error {
+func (r *Rules) readPolicies(ctx context.Context) error {
 	r.rules = policy.NewRules(r.kind)
 	def, err := r.p.GetPolicy(ctx, policy.ScopeDefault, "")
 	switch {
@@ -110,7 +110,7 @@ func (r *resolver) readPolicies(ctx context.Context) error {
 }
 
 // plan resolves a camera met first at its oldest index row (see resolve).
-func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexRow) (policy.CameraRule, error) {
+func (r *Rules) plan(ctx context.Context, camera string, oldest images.IndexRow) (policy.CameraRule, error) {
 	minute, err := time.Parse("200601021504", oldest.PartitionKey[:min(len(oldest.PartitionKey), 12)])
 	if err != nil {
 		return policy.CameraRule{}, fmt.Errorf("retention: index partition %q: %w", oldest.PartitionKey, err)
@@ -120,7 +120,7 @@ func (r *resolver) plan(ctx context.Context, camera string, oldest images.IndexR
 
 // resolve gives a camera whose oldest row lies in the minute that starts
 // at oldest its rule at the job's instant (policy.Resolve).
-func (r *resolver) resolve(ctx context.Context, camera string, oldest time.Time) (policy.CameraRule, error) {
+func (r *Rules) resolve(ctx context.Context, camera string, oldest time.Time) (policy.CameraRule, error) {
 	boundary, thin := r.fixed, []policy.Window(nil)
 	if r.rules != nil {
 		var own *policy.Policy

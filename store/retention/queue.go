@@ -45,51 +45,55 @@ const (
 // queueState is the kind's queueProgress in the job's record.
 func queueState(p *KindProgress) *queueProgress { return DriverState[queueProgress](p) }
 
-func (d *queueDriver) name() string { return "queue" }
+func (d *queueDriver) Name() string { return "queue" }
 
-// serve runs Options.Workers workers, which take tasks of any job.
-func (d *queueDriver) serve(ctx context.Context, wg *sync.WaitGroup) {
+// Serve runs Options.Workers workers, which take tasks of any job.
+func (d *queueDriver) Serve(ctx context.Context, wg *sync.WaitGroup) {
 	for range d.e.opts.Workers {
 		wg.Go(func() { d.e.work(ctx) })
 	}
 }
 
-// beginJob guards the job's tasks with its lease: from here a task's write
+// BeginJob guards the job's tasks with its lease: from here a task's write
 // holds only under it (owner.go).
-func (d *queueDriver) beginJob(ctx context.Context, held lease) error {
+func (d *queueDriver) BeginJob(ctx context.Context, id string) error {
+	held, ok := heldLease(ctx, id)
+	if !ok {
+		return fmt.Errorf("%w: job %s begins without its lease", ErrLeaseLost, id)
+	}
 	return d.e.tasks.takeTasks(ctx, held)
 }
 
-func (d *queueDriver) jobKeepsOutbox(dryRun bool) bool { return !dryRun }
+func (d *queueDriver) JobKeepsOutbox(dryRun bool) bool { return !dryRun }
 
-func (d *queueDriver) sealJobOutbox(ctx context.Context, id string) error {
+func (d *queueDriver) SealJobOutbox(ctx context.Context, id string) error {
 	return d.e.sealJobOutbox(ctx, id)
 }
 
-func (d *queueDriver) deletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
+func (d *queueDriver) DeletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
 	return d.e.sealedImages(ctx, after, limit)
 }
 
-func (d *queueDriver) checkResumeToken(tok string) error {
+func (d *queueDriver) CheckResumeToken(tok string) error {
 	_, err := parseSealToken(tok)
 	return err
 }
 
-func (d *queueDriver) retireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
+func (d *queueDriver) RetireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
 	return d.e.retireSeals(ctx, cutoff)
 }
 
-// markOutboxRestored does nothing: the queue design's store (Azure) is
+// MarkOutboxRestored does nothing: the queue design's store (Azure) is
 // restored by no command of this service.
-func (d *queueDriver) markOutboxRestored(context.Context) error { return nil }
+func (d *queueDriver) MarkOutboxRestored(context.Context) error { return nil }
 
-func (d *queueDriver) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
+func (d *queueDriver) SettleCancelled(ctx context.Context, id string, kind images.Kind) error {
 	return d.e.settleCancelled(ctx, id, kind)
 }
 
-// purgeKind takes one kind through plan, work and janitor, from wherever
+// PurgeKind takes one kind through plan, work and janitor, from wherever
 // a previous run left it.
-func (d *queueDriver) purgeKind(ctx context.Context, id string, kind images.Kind) error {
+func (d *queueDriver) PurgeKind(ctx context.Context, id string, kind images.Kind) error {
 	e := d.e
 	for {
 		j, _, err := e.jobs.get(ctx, id)
@@ -161,7 +165,7 @@ func (e *Engine) awaitTasks(ctx context.Context, j *Job, kind images.Kind) error
 			}
 			c := t.counts()
 			c.DevicesTotal = 0 // the plan counted them
-			sum.add(c)
+			sum.Add(c)
 			next++
 			return true, nil
 		})

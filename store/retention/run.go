@@ -27,7 +27,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	// lease; the tasks' guard goes in before any of them.
 	held := lease{job: id, owner: e.opts.ReplicaID, epoch: j.LeaseEpoch}
 	ctx = withLease(ctx, held)
-	if err := e.driver.beginJob(ctx, held); err != nil {
+	if err := e.driver.BeginJob(ctx, id); err != nil {
 		e.leaseEnded(ctx, id, err)
 		return
 	}
@@ -48,7 +48,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		<-renewing
 	}()
 
-	if j.Driver != e.driver.name() {
+	if j.Driver != e.driver.Name() {
 		failure = fmt.Errorf("%w: %q", ErrForeignJob, j.Driver)
 		e.finish(ctx, id, failure)
 		return
@@ -67,7 +67,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 		e.log.Info("purge started", "job", id, "kinds", fmt.Sprint(j.ImageKinds()), "cutoff", j.Cutoff, "dry_run", j.DryRun)
 	}
 	for _, kind := range j.ImageKinds() {
-		err := e.driver.purgeKind(ctx, id, kind)
+		err := e.driver.PurgeKind(ctx, id, kind)
 		if errors.Is(err, ErrCancelled) {
 			err = e.cancelled(ctx, j)
 		}

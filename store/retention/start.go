@@ -52,7 +52,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
 		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies,
-		Outbox: e.outbox != nil && e.driver.jobKeepsOutbox(req.DryRun), Driver: e.driver.name()}
+		Outbox: e.outbox != nil && e.driver.JobKeepsOutbox(req.DryRun), Driver: e.driver.Name()}
 	var reaches policy.Reaches
 	if req.UsePolicies {
 		var err error

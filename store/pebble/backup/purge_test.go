@@ -14,6 +14,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // pausingBackend is the embedded store whose purge batches (Exclusive)
@@ -47,6 +48,7 @@ func openEngine(t *testing.T, backend store.Backend) *retention.Engine {
 	e, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: repos, Logger: slog.New(slog.DiscardHandler),
 		Workers: 1, GroupSize: 2, SectionCameras: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded",
+		Driver: embedded.New,
 	})
 	if err != nil {
 		t.Fatal(err)

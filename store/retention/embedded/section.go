@@ -1,4 +1,4 @@
-package retention
+package embedded
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
@@ -24,27 +25,24 @@ import (
 //
 // A section with a limit above 0 fails with errSectionFull, committing
 // nothing, once it meets more cameras than that.
-func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
+func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
 	ended := false
-	var deleted Counts // what the committed batch deleted
+	var deleted retention.Counts // what the committed batch deleted
 	var counted map[string]struct{}
 	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
-		j, _, err := r.e.jobs.get(ctx, r.id)
+		j, err := r.env.Job(ctx, r.id)
 		if err != nil {
 			return err
 		}
-		if err := checkLease(ctx, j); err != nil {
-			return err
-		}
 		if j.CancelRequested {
-			return ErrCancelled
+			return retention.ErrCancelled
 		}
-		if err := r.rules.refreshHolds(ctx); err != nil {
+		if err := r.rules.RefreshHolds(ctx); err != nil {
 			return err
 		}
 		p := j.Progress(r.kind)
-		if !embeddedState(p).IndexBefore.IsZero() {
-			indexBefore = embeddedState(p).IndexBefore // a resumed job keeps the first run's
+		if !state(p).IndexBefore.IsZero() {
+			indexBefore = state(p).IndexBefore // a resumed job keeps the first run's
 		}
 		// Sized for the section's cameras: growing the map was a tenth of a
 		// section's time at 4,000 cameras.
@@ -54,11 +52,11 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 		}
 		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
 			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{}}
-		if r.e.outbox != nil {
-			s.outbox = &outboxWriter{table: r.e.outbox, b: b, job: j.ID, kind: r.kind, at: r.e.opts.Now().UTC()}
+		if r.env.Outbox() != nil {
+			s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
 		}
-		if !embeddedState(p).KeptBefore.IsZero() {
-			s.keptBefore = minTime(s.keptBefore, embeddedState(p).KeptBefore)
+		if !state(p).KeptBefore.IsZero() {
+			s.keptBefore = minTime(s.keptBefore, state(p).KeptBefore)
 		}
 		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
@@ -69,12 +67,12 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 				return err
 			}
 		}
-		p.Counts.add(s.c)
-		embeddedState(p).IndexPending += s.pending
+		p.Counts.Add(s.c)
+		state(p).IndexPending += s.pending
 		deleted = s.c
-		embeddedState(p).IndexBefore, embeddedState(p).KeptBefore = indexBefore, s.keptBefore
-		if !last && to > embeddedState(p).SectionedTo {
-			embeddedState(p).SectionedTo = to
+		state(p).IndexBefore, state(p).KeptBefore = indexBefore, s.keptBefore
+		if !last && to > state(p).SectionedTo {
+			state(p).SectionedTo = to
 		}
 		if last {
 			credited, err := r.endSections(b, j, p)
@@ -85,19 +83,19 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 			ended = j.State.Terminal()
 		}
 		counted = s.counted
-		e, err := jobEntity(j)
+		table, e, err := r.env.JobRecord(ctx, j)
 		if err != nil {
 			return err
 		}
-		_, err = b.Put(r.e.jobs.table.Name(), e)
+		_, err = b.Put(table, e)
 		return err
 	})
 	if err == nil {
-		r.e.countDeleted(r.kind, deleted)
+		r.env.CountDeleted(r.kind, deleted)
 		maps.Copy(r.counted, counted)
 	}
 	if err == nil && !ended {
-		r.e.notify() // the job's record changed: wake its watchers (finish wakes them to its end)
+		r.env.Notify() // the job's record changed: wake its watchers (finish wakes them to its end)
 	}
 	return err
 }
@@ -105,17 +103,17 @@ func (r *embeddedRun) section(ctx context.Context, from, to, resolveFrom string,
 // sectionScan is one section's pass over its cameras' tallies, within
 // the section's batch.
 type sectionScan struct {
-	r           *embeddedRun
-	j           *Job
+	r           *kindRun
+	j           *retention.Job
 	b           store.PurgeBatch
 	resolveFrom string
 	indexBefore time.Time // the index partitions before it go by range
 	keptBefore  time.Time // the oldest row a kept camera keeps
 	limit       int       // cameras in the section; 0: no limit
 	seen        map[string]sectionCamera
-	c           Counts // what the section deletes
+	c           retention.Counts // what the section deletes
 	// pending are the index rows of the rows it deletes that the last
-	// section's range deletion takes (embeddedProgress.IndexPending).
+	// section's range deletion takes (progress.IndexPending).
 	pending int64
 	// counted are the cameras it counts in c, devices purged or held.
 	counted map[string]struct{}
@@ -231,7 +229,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 // batch, unread: a key read per row was two thirds of a thinning's time.
 // It returns the primary and index rows it deleted, one index row per
 // primary row, as every create writes them (in either form).
-func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
+func (r *kindRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
 	prefer := policy.Prefer(r.kind)
 	for _, span := range policy.Spans(t, windows) {
 		deleted, err := b.ThinRows(ctx, r.primary.Name(), t.PartitionKey, span.From, span.To, span.Every, prefer)
@@ -263,10 +261,10 @@ func (r *embeddedRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.
 
 // endSections is the last section's own work, in its batch: the index
 // partitions before the sections' minute go by range, the index rows that
-// range takes are counted (embeddedProgress.IndexPending, credited is how
+// range takes are counted (progress.IndexPending, credited is how
 // many), and the job ends unless orphaned index rows are left to delete.
-func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (credited int64, err error) {
-	if embeddedState(p).KeptBefore.Before(embeddedState(p).IndexBefore) {
+func (r *kindRun) endSections(b store.PurgeBatch, j *retention.Job, p *retention.KindProgress) (credited int64, err error) {
+	if state(p).KeptBefore.Before(state(p).IndexBefore) {
 		// A camera kept since the survey has rows before the minute the
 		// sections left to the range deletion: the index rows there whose
 		// primary rows went are deleted by the orphans pass instead, and
@@ -274,16 +272,16 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 		toOrphans(p, false)
 		return 0, nil
 	}
-	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(embeddedState(p).IndexBefore)); err != nil {
+	if err := b.DeletePartitions(r.index.Name(), images.ExpiredIndex(state(p).IndexBefore)); err != nil {
 		return 0, err
 	}
-	credited, p.Counts.IndexRows, embeddedState(p).IndexPending = embeddedState(p).IndexPending, p.Counts.IndexRows+embeddedState(p).IndexPending, 0
-	p.Phase = PhaseDone
+	credited, p.Counts.IndexRows, state(p).IndexPending = state(p).IndexPending, p.Counts.IndexRows+state(p).IndexPending, 0
+	p.Phase = retention.PhaseDone
 	if r.endsJob(j) {
 		// The job's end and its marker's drop ride in this batch: two synced
 		// writes fewer (finish sees it ended).
-		r.e.end(j, nil)
-		if _, err := b.Delete(r.e.jobs.table.Name(), store.Key{PartitionKey: activePartition, RowKey: j.ID}); err != nil {
+		r.env.End(j, nil)
+		if _, err := b.Delete(r.env.RunningMarker(j.ID)); err != nil {
 			return 0, err
 		}
 	}
@@ -292,9 +290,9 @@ func (r *embeddedRun) endSections(b store.PurgeBatch, j *Job, p *KindProgress) (
 
 // endsJob reports whether a last section that leaves this kind done ends
 // j: every other kind is done too.
-func (r *embeddedRun) endsJob(j *Job) bool {
+func (r *kindRun) endsJob(j *retention.Job) bool {
 	for _, p := range j.Kinds {
-		if p.Phase != PhaseDone {
+		if p.Phase != retention.PhaseDone {
 			return false
 		}
 	}
@@ -307,7 +305,7 @@ func (r *embeddedRun) endsJob(j *Job) bool {
 // key was most of such a purge's time. It returns the day's index rows
 // left to that range deletion and those it deleted, one per primary row,
 // as every create writes them (in either form).
-func (r *embeddedRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
+func (r *kindRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
 	pending = t.RowsBefore(minTime(indexBefore, boundary))
 	if !boundary.After(indexBefore) {
 		return pending, 0, nil
@@ -339,7 +337,7 @@ func (s *sectionScan) count(camera string) bool {
 }
 
 // countable says no committed section of the job counted the camera yet.
-func (r *embeddedRun) countable(camera string) bool {
+func (r *kindRun) countable(camera string) bool {
 	_, ok := r.counted[camera]
 	return !ok && camera >= r.countedBefore
 }

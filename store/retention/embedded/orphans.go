@@ -1,10 +1,11 @@
-package retention
+package embedded
 
 import (
 	"context"
 	"errors"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // orphansPage is how many index rows one batch of the orphans pass reads:
@@ -12,32 +13,29 @@ import (
 const orphansPage = 1000
 
 // dropOrphans is the embedded purge's orphans pass: it deletes the index
-// rows of the kind's orphan partitions (embeddedProgress.Orphans) whose
+// rows of the kind's orphan partitions (progress.Orphans) whose
 // primary rows are gone, then ends the phase. Each page goes in one
 // exclusive batch that also records how many rows it deleted and where
 // the pass got to, so its counts are exact across crashes and a resumed
 // pass starts where the last batch ended. Under the batch's exclusion no
 // create of an expired image runs, so a primary row found gone stays gone
 // until the batch commits.
-func (r *embeddedRun) dropOrphans(ctx context.Context) error {
+func (r *kindRun) dropOrphans(ctx context.Context) error {
 	for {
 		done := false
 		var deleted int64
 		err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
 			deleted = 0
-			j, _, err := r.e.jobs.get(ctx, r.id)
+			j, err := r.env.Job(ctx, r.id)
 			if err != nil {
 				return err
 			}
-			if err := checkLease(ctx, j); err != nil {
-				return err
-			}
 			p := j.Progress(r.kind)
-			if p.Phase != phaseOrphans || embeddedState(p).Orphans == nil {
+			if p.Phase != phaseOrphans || state(p).Orphans == nil {
 				done = true
 				return errNoOrphans
 			}
-			scan := r.repo.ScanIndexFrom(*embeddedState(p).Orphans, embeddedState(p).OrphansAt, orphansPage)
+			scan := r.repo.ScanIndexFrom(*state(p).Orphans, state(p).OrphansAt, orphansPage)
 			rows, more, err := scan.Next(ctx)
 			if err != nil {
 				return err
@@ -59,19 +57,19 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 				}
 			}
 			p.Counts.IndexRows += deleted
-			embeddedState(p).OrphansAt = scan.Cursor()
-			if !more || embeddedState(p).OrphansAt == nil { // a last page may come with more
-				p.Phase = PhaseDone
-				if embeddedState(p).SectionsLeft {
-					p.Phase = PhasePlan
+			state(p).OrphansAt = scan.Cursor()
+			if !more || state(p).OrphansAt == nil { // a last page may come with more
+				p.Phase = retention.PhaseDone
+				if state(p).SectionsLeft {
+					p.Phase = retention.PhasePlan
 				}
-				embeddedState(p).Orphans, embeddedState(p).OrphansAt, embeddedState(p).SectionsLeft, done = nil, nil, false, true
+				state(p).Orphans, state(p).OrphansAt, state(p).SectionsLeft, done = nil, nil, false, true
 			}
-			e, err := jobEntity(j)
+			table, e, err := r.env.JobRecord(ctx, j)
 			if err != nil {
 				return err
 			}
-			_, err = b.Put(r.e.jobs.table.Name(), e)
+			_, err = b.Put(table, e)
 			return err
 		})
 		if errors.Is(err, errNoOrphans) {
@@ -80,8 +78,8 @@ func (r *embeddedRun) dropOrphans(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.e.countDeleted(r.kind, Counts{IndexRows: deleted})
-		r.e.notify()
+		r.env.CountDeleted(r.kind, retention.Counts{IndexRows: deleted})
+		r.env.Notify()
 		if done {
 			return nil
 		}

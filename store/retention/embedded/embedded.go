@@ -1,4 +1,4 @@
-package retention
+package embedded
 
 import (
 	"context"
@@ -12,46 +12,60 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
-// The embedded purge (a backend that is a store.Purger) deletes with the
-// engine's own tools, without a queue, tasks or a sweep:
-//
-//   - the store tallies every primary row in the row's own batch, per
-//     camera, capture day and minute, so a purge knows what a camera holds
-//     before a boundary without reading a row;
-//   - a section of cameras is one exclusive batch: while no other write
-//     runs, it reads those cameras' tallies, deletes each one's expired rows
-//     with one range deletion and trims its tallies, and writes the job's
-//     record with the counts; a create of an old image is wholly before a
-//     section (deleted and counted) or wholly after it (kept with both rows);
-//   - the index rows of the expired minutes go in one range deletion, in the
-//     last section, which first purges again whatever the earlier sections'
-//     cameras got since (a late old image), so no index row of a kept
-//     primary row goes, and no primary row is left without its index row.
-//
-// The index rows a purge deletes are counted as its primary rows: every
-// create writes one of each in one batch, and a row's index partition is
-// its capture minute. (An index row with no primary row, which only a copy
-// from Azure can bring, goes with the range deletion uncounted.)
-//
-// With policies, a camera kept (held, spared, or on a longer retention)
-// may have rows in the expired minutes: the index range deletion stops at
-// the oldest minute any kept camera has, and the index rows of purged rows
-// after it are deleted by their derived keys, in the batch that deletes
-// their primary rows.
-
-// embeddedDriver is the embedded purge: the driver of a backend that is a
+// driver is the embedded purge: the driver of a backend that is a
 // store.Purger.
-type embeddedDriver struct {
-	e      *Engine
+type driver struct {
+	env    *retention.Env
 	purger store.Purger
 }
 
-// embeddedProgress is a kind's progress in the embedded purge, kept in
-// the job's record (KindProgress.embedded).
-type embeddedProgress struct {
+// New is the embedded store's retention.NewDriver: the engine's backend
+// must be a store.Purger. It has the store tally every image kind's
+// primary rows and declares their index tables minute-keyed, so that a
+// purge reads tallies rather than rows and holds off only the writes of
+// the days it deletes.
+func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
+	opts := env.Options()
+	p, ok := opts.Backend.(store.Purger)
+	if !ok {
+		return nil, errors.New("retention/embedded: the backend is not a store.Purger")
+	}
+	for _, r := range opts.Repositories {
+		primary, index := r.Tables()
+		if err := p.MinuteKeyed(ctx, index.Name()); err != nil {
+			return nil, err
+		}
+		err := p.Tally(ctx, primary.Name())
+		if errors.Is(err, store.ErrCorrupt) {
+			// A damaged file fails only the reads of its keys: the rest
+			// serves, and this kind's purges fail until it is restored.
+			opts.Logger.Error("purge: the tally of a table cannot be read; its purges fail until the damaged file is restored",
+				"table", primary.Name(), "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &driver{env: env, purger: p}, nil
+}
+
+// DriverFor is the driver a backend purges with: New for a store.Purger
+// (the embedded store), else nil, the queue design.
+func DriverFor(b store.Backend) retention.NewDriver {
+	if _, ok := b.(store.Purger); ok {
+		return New
+	}
+	return nil
+}
+
+// progress is a kind's progress in the embedded purge, kept in
+// the job's record (retention.KindProgress.embedded).
+type progress struct {
 	// IndexBefore is the minute before which the
 	// purge deletes the kind's index by range (see embedded.go), fixed by
 	// its first section so that a resumed run deletes the same.
@@ -69,7 +83,7 @@ type embeddedProgress struct {
 	SectionsLeft bool          `json:"sectionsLeft,omitempty"`
 	// IndexPending counts the index rows of the
 	// primary rows the sections deleted that the last section's range
-	// deletion takes: they are counted in Counts.IndexRows when it does,
+	// deletion takes: they are counted in retention.Counts.IndexRows when it does,
 	// or by the orphans pass as it deletes them (a run that stops first).
 	IndexPending int64 `json:"indexPending,omitempty"`
 	// SectionedTo is the camera id the committed
@@ -78,31 +92,26 @@ type embeddedProgress struct {
 	SectionedTo string `json:"sectionedTo,omitempty"`
 }
 
-// phaseOrphans is the embedded purge's phase between PhasePlan and
-// PhaseDone in which the index rows left in embeddedProgress.Orphans by a
+// phaseOrphans is the embedded purge's phase between retention.PhasePlan and
+// retention.PhaseDone in which the index rows left in progress.Orphans by a
 // purge cut short are deleted (orphans.go).
 const phaseOrphans = "orphans"
 
-// embeddedState is the kind's embeddedProgress in the job's record.
-func embeddedState(p *KindProgress) *embeddedProgress { return DriverState[embeddedProgress](p) }
+// state is the kind's progress in the job's record.
+func state(p *retention.KindProgress) *progress { return retention.DriverState[progress](p) }
 
-func (d *embeddedDriver) name() string { return "embedded" }
+func (d *driver) Name() string { return "embedded" }
 
-// serve runs nothing: the embedded purge needs no queue and no workers.
-func (d *embeddedDriver) serve(context.Context, *sync.WaitGroup) {}
+// Serve runs nothing: the embedded purge needs no queue and no workers.
+func (d *driver) Serve(context.Context, *sync.WaitGroup) {}
 
-// beginJob does nothing: a section's writes are the job's record's, which
+// BeginJob does nothing: a section's writes are the job's record's, which
 // holds the lease.
-func (d *embeddedDriver) beginJob(context.Context, lease) error { return nil }
+func (d *driver) BeginJob(context.Context, string) error { return nil }
 
-// settleCancelled does nothing: the counts are in the job's record with
+// SettleCancelled does nothing: the counts are in the job's record with
 // the deletes they count.
-func (d *embeddedDriver) settleCancelled(context.Context, string, images.Kind) error { return nil }
-
-// sectionCameras is how many cameras one exclusive section purges by
-// default: creates wait for a section, so it bounds their wait; a section
-// of a thousand cameras takes a few milliseconds.
-const sectionCameras = 10_000
+func (d *driver) SettleCancelled(context.Context, string, images.Kind) error { return nil }
 
 // surveyed is one camera the survey found with rows up to the job's
 // newest boundary.
@@ -119,9 +128,9 @@ type surveyed struct {
 	rows, thinned int64
 }
 
-// embeddedRun is one kind of one job on a Purger.
-type embeddedRun struct {
-	e              *Engine
+// kindRun is one kind of one job on a Purger.
+type kindRun struct {
+	env            *retention.Env
 	purger         store.Purger
 	id             string
 	kind           images.Kind
@@ -133,52 +142,52 @@ type embeddedRun struct {
 	// aged is the newest boundary any camera can have.
 	aged time.Time
 	// rules give each camera its boundary, windows and hold.
-	rules *resolver
+	rules *retention.Rules
 	// surveyed are the boundaries the survey gave the cameras it found.
 	surveyed map[string]time.Time
 	// countedBefore is where the sections of earlier runs of the job got
-	// to (embeddedProgress.SectionedTo): they counted the cameras before it.
+	// to (progress.SectionedTo): they counted the cameras before it.
 	// counted are the cameras this run's sections counted, so that the
 	// last section, which meets every camera again, counts each once.
 	countedBefore string
 	counted       map[string]struct{}
 }
 
-// purgeKind runs one kind of a job on a store that tallies its rows,
+// PurgeKind runs one kind of a job on a store that tallies its rows,
 // from wherever a previous run left it: every section's deletes and the
 // job's counts commit together, so a rerun finds only what is left.
-func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.Kind) error {
-	e := d.e
-	j, _, err := e.jobs.get(ctx, id)
+func (d *driver) PurgeKind(ctx context.Context, id string, kind images.Kind) error {
+	e := d.env
+	j, err := e.Job(ctx, id)
 	if err != nil {
 		return err
 	}
 	p := j.Progress(kind)
-	if p.Phase == PhaseDone {
+	if p.Phase == retention.PhaseDone {
 		return nil
 	}
-	if j.CancelRequested && p.Phase != phaseOrphans && embeddedState(p).IndexPending == 0 {
-		return ErrCancelled // no index row waits for its range deletion
+	if j.CancelRequested && p.Phase != phaseOrphans && state(p).IndexPending == 0 {
+		return retention.ErrCancelled // no index row waits for its range deletion
 	}
-	if p.Phase != PhasePlan && p.Phase != phaseOrphans {
-		return fmt.Errorf("%w: phase %q", ErrForeignJob, p.Phase)
+	if p.Phase != retention.PhasePlan && p.Phase != phaseOrphans {
+		return fmt.Errorf("%w: phase %q", retention.ErrForeignJob, p.Phase)
 	}
-	r := &embeddedRun{e: e, purger: d.purger, id: id, kind: kind, repo: e.repos[kind], aged: j.KindBoundary(kind), through: j.Reach(kind),
-		countedBefore: embeddedState(p).SectionedTo, counted: map[string]struct{}{}}
+	r := &kindRun{env: d.env, purger: d.purger, id: id, kind: kind, repo: e.Repository(kind), aged: j.KindBoundary(kind), through: j.Reach(kind),
+		countedBefore: state(p).SectionedTo, counted: map[string]struct{}{}}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
 	if j.DryRun {
 		spanName = "purge.dry_run"
 	}
-	ctx, endSpan := e.startSpan(ctx, spanName)
+	ctx, endSpan := e.StartSpan(ctx, spanName)
 	switch {
 	case p.Phase == phaseOrphans:
 		// Resumed in its orphans pass; sections may be left after it.
 		if err = r.dropOrphans(ctx); err == nil && j.CancelRequested {
-			err = ErrCancelled
+			err = retention.ErrCancelled
 		}
 		if err == nil {
-			if j, _, err = e.jobs.get(ctx, id); err == nil && j.Progress(kind).Phase == PhasePlan {
+			if j, err = e.Job(ctx, id); err == nil && j.Progress(kind).Phase == retention.PhasePlan {
 				if err = r.run(ctx, j); err != nil {
 					err = r.stopped(ctx, err)
 				}
@@ -187,7 +196,7 @@ func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.K
 	case j.CancelRequested:
 		// Cancelled after some sections, and stopped (a restart) before
 		// their orphans went.
-		err = r.stopped(ctx, ErrCancelled)
+		err = r.stopped(ctx, retention.ErrCancelled)
 	default:
 		if err = r.run(ctx, j); err != nil {
 			err = r.stopped(ctx, err)
@@ -197,22 +206,22 @@ func (d *embeddedDriver) purgeKind(ctx context.Context, id string, kind images.K
 	return err
 }
 
-func (r *embeddedRun) run(ctx context.Context, j *Job) error {
+func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 	// The first purge of a store written before tallies waits for their
 	// backfill.
 	if err := r.purger.AwaitTally(ctx, r.primary.Name()); err != nil {
 		return err
 	}
 	var err error
-	if r.rules, err = r.e.rules(ctx, j, r.kind); err != nil {
+	if r.rules, err = r.env.Rules(ctx, j, r.kind); err != nil {
 		return err
 	}
-	if !j.UsePolicies && len(r.rules.holds) == 0 && !j.DryRun && r.e.paceStep(j) == math.MaxInt64 && r.e.outbox == nil {
+	if !j.UsePolicies && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil {
 		// Every camera has the job's boundary: a fleet that fits one section
 		// needs no survey. A larger one stops the section, which commits
 		// nothing, at its limit. (A paced job surveys, to size its sections;
 		// one with holds, to stop the index's range deletion before them.)
-		err := r.section(ctx, "", "", "", r.through, true, r.e.opts.SectionCameras)
+		err := r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras)
 		if !errors.Is(err, errSectionFull) {
 			return r.finishRun(ctx, err)
 		}
@@ -222,7 +231,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 		return err
 	}
 	if j.DryRun {
-		var c Counts
+		var c retention.Counts
 		for _, s := range cameras {
 			if s.held {
 				c.DevicesTotal++
@@ -236,9 +245,9 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 			}
 		}
 		c.IndexRows = c.MetadataRows
-		_, err := r.e.updateJob(ctx, r.id, func(j *Job) error {
+		_, err := r.env.UpdateJob(ctx, r.id, func(j *retention.Job) error {
 			p := j.Progress(r.kind)
-			p.Counts, p.Phase = c, PhaseDone
+			p.Counts, p.Phase = c, retention.PhaseDone
 			return nil
 		})
 		return err
@@ -254,21 +263,21 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 	// or a cancel. The step is taken again for each section: the live cap
 	// comes and goes with the requests.
 	sectionRows := func() int64 {
-		if r.e.outbox != nil {
-			return min(r.e.paceStep(j), outboxSectionRows)
+		if r.env.Outbox() != nil {
+			return min(r.env.PaceStep(j), outboxSectionRows)
 		}
-		return r.e.paceStep(j)
+		return r.env.PaceStep(j)
 	}
 	budget := sectionRows()
 	var rows int64
 	from, n := "", 0
 	for i, s := range cameras {
 		rows, n = rows+s.rows, n+1
-		if i+1 == len(cameras) || (n < r.e.opts.SectionCameras && rows < budget) {
+		if i+1 == len(cameras) || (n < r.env.Options().SectionCameras && rows < budget) {
 			continue
 		}
 		to := cameras[i+1].id
-		err := r.e.paceUntilCancel(ctx, j, 2*rows)
+		err := r.env.PaceUntilCancel(ctx, j, 2*rows)
 		if err == nil {
 			err = r.section(ctx, from, to, from, indexBefore, false, 0)
 		}
@@ -277,7 +286,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 		}
 		from, rows, n, budget = to, 0, 0, sectionRows()
 	}
-	err = r.e.paceUntilCancel(ctx, j, 2*rows)
+	err = r.env.PaceUntilCancel(ctx, j, 2*rows)
 	if err == nil {
 		err = r.section(ctx, "", "", from, indexBefore, true, 0)
 	}
@@ -286,7 +295,7 @@ func (r *embeddedRun) run(ctx context.Context, j *Job) error {
 
 // finishRun ends a run whose last section ended with err: with the orphan
 // pass it may have left.
-func (r *embeddedRun) finishRun(ctx context.Context, err error) error {
+func (r *kindRun) finishRun(ctx context.Context, err error) error {
 	if err != nil {
 		return err
 	}
@@ -298,22 +307,22 @@ var errSectionFull = errors.New("retention: more cameras than one section holds"
 
 // stopped ends a run that err stopped (a cancel, or a failure). Its
 // committed sections deleted primary rows whose index rows wait for the
-// last section's range deletion (embeddedProgress.IndexPending): they go by
+// last section's range deletion (progress.IndexPending): they go by
 // the orphans pass, counted as it deletes them, and the job then ends, by
 // err, with the counts of what it deleted. A run stopped by its process
 // going away or its lease lost leaves them to the run that resumes it.
-func (r *embeddedRun) stopped(ctx context.Context, err error) error {
-	if ctx.Err() != nil || errors.Is(err, ErrLeaseLost) {
+func (r *kindRun) stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, retention.ErrLeaseLost) {
 		return err
 	}
-	j, _, gerr := r.e.jobs.get(ctx, r.id)
+	j, gerr := r.env.Job(ctx, r.id)
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
-	if p := j.Progress(r.kind); p.Phase != phaseOrphans && embeddedState(p).IndexPending == 0 {
+	if p := j.Progress(r.kind); p.Phase != phaseOrphans && state(p).IndexPending == 0 {
 		return err
 	}
-	if _, uerr := r.e.updateJob(ctx, r.id, func(j *Job) error {
+	if _, uerr := r.env.UpdateJob(ctx, r.id, func(j *retention.Job) error {
 		if p := j.Progress(r.kind); p.Phase != phaseOrphans {
 			toOrphans(p, true)
 		}
@@ -330,9 +339,9 @@ func (r *embeddedRun) stopped(ctx context.Context, err error) error {
 // toOrphans leaves the index rows before p.IndexBefore whose primary rows
 // are gone to the orphans pass, which counts them as it deletes them; the
 // kind's sections resume after it if sectionsLeft.
-func toOrphans(p *KindProgress, sectionsLeft bool) {
-	p.Phase, embeddedState(p).Orphans, embeddedState(p).OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(embeddedState(p).IndexBefore)}, nil
-	embeddedState(p).IndexPending, embeddedState(p).SectionsLeft = 0, sectionsLeft
+func toOrphans(p *retention.KindProgress, sectionsLeft bool) {
+	p.Phase, state(p).Orphans, state(p).OrphansAt = phaseOrphans, &store.Range{To: store.MinutePartitionKey(state(p).IndexBefore)}, nil
+	state(p).IndexPending, state(p).SectionsLeft = 0, sectionsLeft
 }
 
 // survey reads the tallies up to the newest boundary or thinning window,
@@ -341,7 +350,7 @@ func toOrphans(p *KindProgress, sectionsLeft bool) {
 // to which the index can go by range: the job's boundary without
 // policies, else the oldest of the purged cameras' boundaries and the kept
 // cameras' oldest rows (thinned rows' index rows go by derived key).
-func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time, error) {
+func (r *kindRun) survey(ctx context.Context, j *retention.Job) ([]surveyed, time.Time, error) {
 	at := map[string]int{}
 	var out []surveyed
 	indexBefore := r.aged
@@ -379,10 +388,10 @@ func (r *embeddedRun) survey(ctx context.Context, j *Job) ([]surveyed, time.Time
 	return out, indexBefore, err
 }
 
-// rule is a camera's (see resolver.resolve), its boundary zero if its
+// rule is a camera's (see retention.Rules.resolve), its boundary zero if its
 // rows are kept by age (no retention, or a legal hold).
-func (r *embeddedRun) rule(ctx context.Context, camera string, oldest time.Time) (policy.CameraRule, error) {
-	c, err := r.rules.resolve(ctx, camera, oldest)
+func (r *kindRun) rule(ctx context.Context, camera string, oldest time.Time) (policy.CameraRule, error) {
+	c, err := r.rules.Resolve(ctx, camera, oldest)
 	if !c.Purge {
 		c.Boundary = time.Time{}
 	}
@@ -393,7 +402,7 @@ func (r *embeddedRun) rule(ctx context.Context, camera string, oldest time.Time)
 // first, with the properties of sel (keys alone when empty), as the store
 // stands: a scan of the one partition (no key holds a control character,
 // so none sorts between it and it followed by a space).
-func (r *embeddedRun) eachRow(ctx context.Context, camera string, start, end time.Time, sel []string, visit func(store.Entity) error) error {
+func (r *kindRun) eachRow(ctx context.Context, camera string, start, end time.Time, sel []string, visit func(store.Entity) error) error {
 	rows := store.InvertedTicksRows(&start, &end)
 	scan := store.Scan{Partitions: store.Range{From: camera, To: camera + " "}, Select: sel,
 		Resume: &store.Cursor{PartitionKey: camera, RowKey: rows.From}}

@@ -1,0 +1,223 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+)
+
+// outboxSectionRows bounds the rows of a section that fills the outbox: it
+// reads each deleted row and writes one more, so its batch grows with them.
+const outboxSectionRows = 20_000
+
+// Outbox rows: the images in partition outboxPart keyed by sequence
+// (retention.DeletedImageProperties), the next sequence and the retired one
+// in outboxMetaPart.
+const (
+	outboxPart     = "d"
+	outboxMetaPart = "m"
+	outboxNextRow  = "next"
+	outboxTrimRow  = "trimmed"
+	propSeq        = "Seq"
+)
+
+func outboxKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
+
+func seqOf(e store.Entity, prop string) uint64 {
+	n, _ := e.Properties[prop].(int64)
+	return uint64(n)
+}
+
+// outboxWriter stages one section's outbox rows in its batch.
+type outboxWriter struct {
+	table store.Table
+	b     store.PurgeBatch
+	job   string
+	kind  images.Kind
+	at    time.Time
+	next  uint64 // 0 until read
+	wrote bool
+}
+
+// add stages the outbox row of a primary row the section deletes.
+func (w *outboxWriter) add(ctx context.Context, camera string, row store.Entity) error {
+	if w.next == 0 {
+		e, err := w.table.Get(ctx, outboxMetaPart, outboxNextRow)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			w.next = 1
+		case err != nil:
+			return err
+		default:
+			w.next = max(seqOf(e, propSeq), 1)
+		}
+	}
+	captured, err := store.TimeFromInvertedTicksRowKey(row.RowKey)
+	if err != nil {
+		return nil // not an image's row: never tallied, never deleted by range
+	}
+	blob, _ := row.Properties[images.PropBlobURI].(string)
+	_, err = w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxPart, RowKey: outboxKey(w.next),
+		Properties: retention.DeletedImageProperties(retention.DeletedImage{Kind: w.kind, CameraID: camera, CapturedAt: captured,
+			BlobURI: blob, JobID: w.job, DeletedAt: w.at})})
+	if err != nil {
+		return err
+	}
+	w.next++
+	w.wrote = true
+	return nil
+}
+
+// finish stages the next sequence number, if the section wrote any row.
+func (w *outboxWriter) finish() error {
+	if !w.wrote {
+		return nil
+	}
+	_, err := w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
+		Properties: store.Properties{propSeq: int64(w.next)}})
+	return err
+}
+
+// DeletedImages reads the outbox after a position: the records are in
+// the order of their sequence, given in the sections' batches.
+func (d *driver) DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
+	e := d.env
+	var pos uint64
+	if after != "" {
+		pos, _ = strconv.ParseUint(after, 10, 64)
+	}
+	if pos > 0 {
+		if err := d.checkPosition(ctx, pos); err != nil {
+			return nil, err
+		}
+	}
+	page, err := e.Outbox().Query(ctx, store.Query{PartitionKey: outboxPart,
+		Rows: store.Range{From: outboxKey(pos + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]retention.DeletedImage, 0, len(page.Entities))
+	for _, r := range page.Entities {
+		seq, err := strconv.ParseUint(r.RowKey, 16, 64)
+		if err != nil {
+			continue
+		}
+		d := retention.DeletedImageFrom(r)
+		d.Seq, d.Token = seq, strconv.FormatUint(seq, 10)
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// checkPosition reports whether the embedded outbox can be read after pos:
+// retention.ErrOutboxTrimmed if rows after it were retired, an *retention.AheadError if the
+// outbox never gave it out (past its next sequence, or in the positions a
+// restore left behind).
+func (d *driver) checkPosition(ctx context.Context, pos uint64) error {
+	e := d.env
+	meta, err := e.Outbox().Query(ctx, store.Query{PartitionKey: outboxMetaPart})
+	if err != nil {
+		return err
+	}
+	next := uint64(1)
+	for _, r := range meta.Entities {
+		switch n := seqOf(r, propSeq); {
+		case r.RowKey == outboxNextRow:
+			next = max(n, 1)
+		case r.RowKey == outboxTrimRow && pos+1 < n:
+			return fmt.Errorf("%w: position %d, retired through %d", retention.ErrOutboxTrimmed, pos, n-1)
+		case strings.HasPrefix(r.RowKey, outboxRestoredRow):
+			from, err := strconv.ParseUint(strings.TrimPrefix(r.RowKey, outboxRestoredRow), 16, 64)
+			if err == nil && pos >= from && pos < n {
+				return &retention.AheadError{Token: strconv.FormatUint(pos, 10), End: strconv.FormatUint(from-1, 10)}
+			}
+		}
+	}
+	if pos >= next {
+		return &retention.AheadError{Token: strconv.FormatUint(pos, 10), End: strconv.FormatUint(next-1, 10)}
+	}
+	return nil
+}
+
+// outboxRestoredRow + outboxKey(the backup's next sequence), in
+// outboxMetaPart, records a restore: its propSeq is the next sequence the
+// restore set.
+const outboxRestoredRow = "restored-"
+
+// outboxRestoreGap is how far a restore moves the embedded outbox's next
+// sequence: past every position the lost history can have given out, as
+// long as it recorded fewer deletions than this after the backup.
+const outboxRestoreGap = 1 << 32
+
+func (d *driver) MarkOutboxRestored(ctx context.Context) error {
+	e := d.env
+	next := uint64(1)
+	switch r, err := e.Outbox().Get(ctx, outboxMetaPart, outboxNextRow); {
+	case err == nil:
+		next = max(seqOf(r, propSeq), 1)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	moved := next + outboxRestoreGap
+	return e.Outbox().Batch(ctx, []store.Op{
+		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxRestoredRow + outboxKey(next),
+			Properties: store.Properties{propSeq: int64(moved)}}},
+		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
+			Properties: store.Properties{propSeq: int64(moved)}}},
+	})
+}
+
+func (d *driver) CheckResumeToken(tok string) error {
+	if _, err := strconv.ParseUint(tok, 10, 64); err != nil {
+		return fmt.Errorf("%w: %q", retention.ErrBadResumeToken, tok)
+	}
+	return nil
+}
+
+// JobKeepsOutbox is false: the sections write the outbox in their
+// batches, with no outbox of each job's to seal.
+func (d *driver) JobKeepsOutbox(bool) bool { return false }
+
+func (d *driver) SealJobOutbox(context.Context, string) error { return nil }
+
+func (d *driver) RetireOutbox(ctx context.Context, cutoff time.Time) (int, error) {
+	e := d.env
+	n := 0
+	for {
+		page, err := e.Outbox().Query(ctx, store.Query{PartitionKey: outboxPart, Limit: store.MaxBatchOps})
+		if err != nil {
+			return n, err
+		}
+		var ops []store.Op
+		var last uint64
+		for _, r := range page.Entities {
+			if !retention.DeletedImageFrom(r).DeletedAt.Before(cutoff) {
+				break
+			}
+			ops = append(ops, store.Op{Kind: store.OpDelete, Entity: store.Entity{PartitionKey: outboxPart, RowKey: r.RowKey}})
+			last, _ = strconv.ParseUint(r.RowKey, 16, 64)
+		}
+		if len(ops) == 0 {
+			return n, nil
+		}
+		// The retired position first: a reader never finds a gap unnamed.
+		if _, err := e.Outbox().Upsert(ctx, store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxTrimRow,
+			Properties: store.Properties{propSeq: int64(last + 1)}}, store.Replace); err != nil {
+			return n, err
+		}
+		if err := store.BatchDeletes(ctx, e.Outbox(), ops, nil); err != nil {
+			return n, err
+		}
+		n += len(ops)
+		if len(ops) < len(page.Entities) || page.Next == nil {
+			return n, nil
+		}
+	}
+}
