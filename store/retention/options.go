@@ -52,7 +52,7 @@ type Options struct {
 	Logger *slog.Logger
 	// The options from Workers to CameraMemory tune the queue design, the
 	// engine of a backend that is not a store.Purger (Azure); the embedded
-	// store's purge has no tasks, queue or janitor (see embedded.go).
+	// store's purge has no tasks, queue or janitor (see package embedded).
 
 	// Workers is how many tasks run at once in this process; default 4.
 	Workers int
@@ -100,7 +100,7 @@ type Options struct {
 	// server's record of its calls); asked before each step of a purge.
 	Live func() bool
 	// SectionCameras is how many cameras one exclusive batch of an
-	// embedded purge deletes (see embedded.go); creates wait for one such
+	// embedded purge deletes (see package embedded); creates wait for one such
 	// batch at most. Default 10,000.
 	SectionCameras int
 	// JobRetention is how long the record of an ended job is kept: Run
