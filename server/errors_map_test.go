@@ -82,6 +82,9 @@ var offTheAPI = map[string]string{
 	"azqueue.ErrMessageTooLarge": "the purge engine's own queue messages, bounded by it",
 	"tablequeue.ErrLostMessage":  "the purge engine's own queue",
 	"tablecopy.ErrMismatch":      "metadatad copy's verification",
+	"retention.ErrCancelled":     "the purge engine's and its drivers': ends a job's run, recorded as its state",
+	"retention.ErrLeaseLost":     "the purge engine's and its drivers': stops a run another replica took over",
+	"retention.ErrForeignJob":    "the purge engine's: ends a job of an earlier release, recorded as its state",
 }
 
 // TestEverySentinelHasACode: an exported Err variable of the store and
