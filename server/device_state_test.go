@@ -252,7 +252,7 @@ func TestDeviceStateEtag(t *testing.T) {
 			}},
 			{"update with an etag never issued", func() error {
 				_, err := h.devices.UpdateDeviceState(t.Context(), &metadatav1.UpdateDeviceStateRequest{
-					DeviceState: &metadatav1.DeviceState{DeviceId: "cam-1", SingleModeStatus: "Lost", Etag: "bogus"}})
+					DeviceState: &metadatav1.DeviceState{DeviceId: "cam-1", SingleModeStatus: "Lost", Etag: `W/"bogus"`}})
 				return err
 			}},
 			{"delete with a stale etag", func() error {
