@@ -147,14 +147,16 @@ func (v *violations) checkSpan(start, end *timestamppb.Timestamp) images.Span {
 	return span
 }
 
-// checkPageSize returns the page size to use: 0 means the default.
+// checkPageSize returns the page size to use: 0 means the default, and
+// one over the maximum is lowered to it (AIP-158), as a client asking for
+// everything gets the most a page holds.
 func (v *violations) checkPageSize(size int32) int {
 	switch {
-	case size < 0 || size > maxPageSize:
-		v.add("page_size", fmt.Sprintf("must be between 0 and %d", maxPageSize))
+	case size < 0:
+		v.add("page_size", "must not be negative")
 		return 0
 	case size == 0:
 		return defaultPageSize
 	}
-	return int(size)
+	return int(min(size, maxPageSize))
 }
