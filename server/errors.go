@@ -130,8 +130,10 @@ func runningStatus(running *retention.RunningError) error {
 }
 
 // errorDomain is the google.rpc.ErrorInfo domain of every reason this
-// server gives.
-const errorDomain = "metadatad"
+// server gives: the API's package, which the first reasons (WATCH_ENDED,
+// RESUME_TOKEN_AHEAD) were given under, so that clients that check it keep
+// working.
+const errorDomain = "metadata.v1"
 
 // errorInfoStatus is st with a google.rpc.ErrorInfo of reason and
 // metadata; st as it is without a reason.

@@ -122,7 +122,7 @@ func requireErrorInfo(t *testing.T, st *status.Status, reason string, metadata m
 	t.Helper()
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			if info.GetReason() != reason || info.GetDomain() != "metadatad" || fmt.Sprint(info.GetMetadata()) != fmt.Sprint(metadata) {
+			if info.GetReason() != reason || info.GetDomain() != "metadata.v1" || fmt.Sprint(info.GetMetadata()) != fmt.Sprint(metadata) {
 				t.Errorf("ErrorInfo %v, want reason %s, domain metadatad, metadata %v", info, reason, metadata)
 			}
 			return
