@@ -327,7 +327,6 @@ func TestAcquisitionBadInput(t *testing.T) {
 		{"list within not a valid duration", "within",
 			list(&metadatav1.ListActiveAcquisitionInstancesRequest{Within: &durationpb.Duration{Seconds: 60, Nanos: -1}})},
 		{"list page_size -1", "page_size", list(&metadatav1.ListActiveAcquisitionInstancesRequest{Within: durationpb.New(time.Hour), PageSize: -1})},
-		{"list page_size 1001", "page_size", list(&metadatav1.ListActiveAcquisitionInstancesRequest{Within: durationpb.New(time.Hour), PageSize: 1001})},
 		{"list page_token malformed", "page_token",
 			list(&metadatav1.ListActiveAcquisitionInstancesRequest{Within: durationpb.New(time.Hour), PageToken: "?"})},
 		{"list page_token of another window", "page_token", listWithTokenOf(func(t *testing.T, h *harness) string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -92,11 +91,7 @@ func aheadStatus(ahead *retention.AheadError) error {
 		"restored from an older backup (the records after the backup are lost), or the token is another store's. If the store was "+
 		"restored, resume from %q, the end it holds, to get every deletion made since; otherwise start again without a resume_token",
 		ahead.Token, ahead.End)
-	if detailed, err := st.WithDetails(&errdetails.ErrorInfo{Reason: resumeTokenAheadReason, Domain: watchDomain,
-		Metadata: map[string]string{resumeTokenKey: ahead.End}}); err == nil {
-		st = detailed
-	}
-	return st.Err()
+	return errorInfoStatus(st, resumeTokenAheadReason, map[string]string{resumeTokenKey: ahead.End}).Err()
 }
 
 // resumeTokenAheadReason is the google.rpc.ErrorInfo reason of a

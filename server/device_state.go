@@ -146,7 +146,7 @@ func (s *deviceStateService) deviceStatus(ctx context.Context, deviceID string, 
 			store.ErrNotFound: fmt.Sprintf("device %q has no state", deviceID),
 			store.ErrConflict: fmt.Sprintf("the state of device %q is not the version the request expects; read it again and retry", deviceID),
 		},
-		entity: "device_state", fields: deviceStateProperties,
+		entity: "device_state", fields: deviceStateProperties, resource: map[string]string{"device_id": deviceID},
 	}.status(ctx, s.log, err)
 }
 
@@ -188,6 +188,7 @@ func (s *deviceStateService) UpdateDeviceState(ctx context.Context, req *metadat
 	}
 	state := v.toDeviceState(m)
 	fields := v.checkUpdateMask(req.GetUpdateMask(), m)
+	v.checkETag("device_state.etag", m.GetEtag())
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -203,6 +204,7 @@ func (s *deviceStateService) UpdateDeviceState(ctx context.Context, req *metadat
 func (s *deviceStateService) DeleteDeviceState(ctx context.Context, req *metadatav1.DeleteDeviceStateRequest) (*metadatav1.DeleteDeviceStateResponse, error) {
 	var v violations
 	v.checkCameraID("device_id", req.GetDeviceId())
+	v.checkETag("etag", req.GetEtag())
 	if err := v.err(); err != nil {
 		return nil, err
 	}

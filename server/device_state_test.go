@@ -252,7 +252,7 @@ func TestDeviceStateEtag(t *testing.T) {
 			}},
 			{"update with an etag never issued", func() error {
 				_, err := h.devices.UpdateDeviceState(t.Context(), &metadatav1.UpdateDeviceStateRequest{
-					DeviceState: &metadatav1.DeviceState{DeviceId: "cam-1", SingleModeStatus: "Lost", Etag: "bogus"}})
+					DeviceState: &metadatav1.DeviceState{DeviceId: "cam-1", SingleModeStatus: "Lost", Etag: `W/"bogus"`}})
 				return err
 			}},
 			{"delete with a stale etag", func() error {
@@ -404,7 +404,6 @@ func TestDeviceStateBadInput(t *testing.T) {
 			s.CurrentConfig = strings.Repeat("c", 32769)
 		})},
 		{"list page_size -1", "page_size", list(&metadatav1.ListDeviceStatesRequest{PageSize: -1})},
-		{"list page_size 1001", "page_size", list(&metadatav1.ListDeviceStatesRequest{PageSize: 1001})},
 		{"list page_token malformed", "page_token", list(&metadatav1.ListDeviceStatesRequest{PageToken: "not a token"})},
 		{"list page_token of the single image listing", "page_token", func(t *testing.T, h *harness) error {
 			token := firstPageToken(t, singleClient{h.single}, listQuery{cameraID: "cam-1"})

@@ -19,33 +19,38 @@ import (
 // table every service's errors go through (see errorWords). Errors found
 // nowhere here are internal: the client gets a generic message and the
 // log gets the detail.
+//
+// A reason, where set, goes to the client as a google.rpc.ErrorInfo of
+// errorDomain, so that it can branch on the reason rather than parse the
+// message; the call's errorWords add the metadata naming the resource.
 var errorCodes = []struct {
 	err     error
 	code    codes.Code
 	message string
+	reason  string
 }{
-	{store.ErrNotFound, codes.NotFound, "not found"},
-	{store.ErrAlreadyExists, codes.AlreadyExists, "already exists"},
-	{store.ErrConflict, codes.Aborted, "concurrent modification; read again and retry"},
-	{store.ErrInvalidKey, codes.InvalidArgument, "invalid key"},
-	{store.ErrInvalidEntity, codes.InvalidArgument, "invalid entity"},
-	{store.ErrTooLarge, codes.InvalidArgument, "too large"},
-	{store.ErrInvalidQuery, codes.InvalidArgument, "invalid query"},
-	{store.ErrInvalidBatch, codes.InvalidArgument, "invalid batch"},
-	{retention.ErrFutureCutoff, codes.InvalidArgument, "the purge cutoff is in the future"},
-	{retention.ErrNoKinds, codes.InvalidArgument, "no image type to purge"},
-	{retention.ErrPurgeRunning, codes.FailedPrecondition, "a purge of the same image type is running"},
-	{retention.ErrNoPolicies, codes.FailedPrecondition, "no retention policy sets a retention for the image types; create retentionPolicies/default or another policy first"},
-	{retention.ErrOutboxTrimmed, codes.OutOfRange, "the deleted images from that position were retired"},
-	{retention.ErrOutboxAhead, codes.OutOfRange, "that position is past the end of the deleted images"},
-	{retention.ErrBadResumeToken, codes.InvalidArgument, "not a resume_token of WatchDeletedImages"},
-	{retention.ErrJobEnded, codes.FailedPrecondition, "the purge has ended"},
-	{retention.ErrTooManyPrefixes, codes.ResourceExhausted, fmt.Sprintf("at most %d prefix policies", retention.MaxPrefixPolicies)},
-	{backup.ErrBusy, codes.FailedPrecondition, "another backup is running; try again once it has ended"},
-	{store.ErrCorrupt, codes.DataLoss, "stored data is damaged"},
-	{store.ErrInsufficientStorage, codes.ResourceExhausted, "storage nearly full; writes resume once space is freed"},
-	{context.Canceled, codes.Canceled, "canceled"},
-	{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded"},
+	{store.ErrNotFound, codes.NotFound, "not found", "NOT_FOUND"},
+	{store.ErrAlreadyExists, codes.AlreadyExists, "already exists", "ALREADY_EXISTS"},
+	{store.ErrConflict, codes.Aborted, "concurrent modification; read again and retry", "CONCURRENT_MODIFICATION"},
+	{store.ErrInvalidKey, codes.InvalidArgument, "invalid key", ""},
+	{store.ErrInvalidEntity, codes.InvalidArgument, "invalid entity", ""},
+	{store.ErrTooLarge, codes.InvalidArgument, "too large", ""},
+	{store.ErrInvalidQuery, codes.InvalidArgument, "invalid query", ""},
+	{store.ErrInvalidBatch, codes.InvalidArgument, "invalid batch", ""},
+	{retention.ErrFutureCutoff, codes.InvalidArgument, "the purge cutoff is in the future", ""},
+	{retention.ErrNoKinds, codes.InvalidArgument, "no image type to purge", ""},
+	{retention.ErrPurgeRunning, codes.FailedPrecondition, "a purge of the same image type is running", ""},
+	{retention.ErrNoPolicies, codes.FailedPrecondition, "no retention policy sets a retention for the image types; create retentionPolicies/default or another policy first", ""},
+	{retention.ErrOutboxTrimmed, codes.OutOfRange, "the deleted images from that position were retired", ""},
+	{retention.ErrOutboxAhead, codes.OutOfRange, "that position is past the end of the deleted images", ""},
+	{retention.ErrBadResumeToken, codes.InvalidArgument, "not a resume_token of WatchDeletedImages", ""},
+	{retention.ErrJobEnded, codes.FailedPrecondition, "the purge has ended", ""},
+	{retention.ErrTooManyPrefixes, codes.ResourceExhausted, fmt.Sprintf("at most %d prefix policies", retention.MaxPrefixPolicies), ""},
+	{backup.ErrBusy, codes.FailedPrecondition, "another backup is running; try again once it has ended", ""},
+	{store.ErrCorrupt, codes.DataLoss, "stored data is damaged", ""},
+	{store.ErrInsufficientStorage, codes.ResourceExhausted, "storage nearly full; writes resume once space is freed", ""},
+	{context.Canceled, codes.Canceled, "canceled", ""},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, "deadline exceeded", ""},
 }
 
 // errorWords are what one call can say of an error better than the table,
@@ -57,6 +62,10 @@ type errorWords struct {
 	messages map[error]string
 	entity   string            // e.g. "metadata"; empty: no field violation
 	fields   map[string]string // property name -> field of entity
+	// resource is the ErrorInfo metadata of a reason of the table: the
+	// request fields naming what the call was about, e.g. {"name":
+	// "retentionPolicies/default"} or {"camera_id": "cam-1"}.
+	resource map[string]string
 }
 
 // toStatus turns a domain error into a gRPC status error, in the table's
@@ -88,7 +97,7 @@ func (w errorWords) status(ctx context.Context, log *slog.Logger, err error) err
 			if !ok {
 				message = m.message
 			}
-			return status.Error(m.code, message)
+			return errorInfoStatus(status.New(m.code, message), m.reason, w.resource).Err()
 		}
 	}
 	log.ErrorContext(ctx, "internal error", "err", err)
@@ -118,4 +127,22 @@ func runningStatus(running *retention.RunningError) error {
 		st = detailed
 	}
 	return st.Err()
+}
+
+// errorDomain is the google.rpc.ErrorInfo domain of every reason this
+// server gives: the API's package, which the first reasons (WATCH_ENDED,
+// RESUME_TOKEN_AHEAD) were given under, so that clients that check it keep
+// working.
+const errorDomain = "metadata.v1"
+
+// errorInfoStatus is st with a google.rpc.ErrorInfo of reason and
+// metadata; st as it is without a reason.
+func errorInfoStatus(st *status.Status, reason string, metadata map[string]string) *status.Status {
+	if reason == "" {
+		return st
+	}
+	if detailed, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: metadata}); err == nil {
+		return detailed
+	}
+	return st
 }

@@ -110,7 +110,7 @@ func (h *imageHandler[M]) createError(ctx context.Context, img images.Image, err
 	return errorWords{
 		messages: map[error]string{store.ErrAlreadyExists: fmt.Sprintf("camera %q already has a different %s image captured at %s",
 			img.CameraID, h.repo.Kind(), img.CapturedAt.Format(time.RFC3339Nano))},
-		entity: message, fields: imageFields,
+		entity: message, fields: imageFields, resource: map[string]string{"camera_id": img.CameraID},
 	}.status(ctx, h.log, err)
 }
 
@@ -125,7 +125,7 @@ func (h *imageHandler[M]) latest(ctx context.Context, cameraID string, filter im
 	if err != nil {
 		return zero, errorWords{messages: map[error]string{
 			store.ErrNotFound: fmt.Sprintf("camera %q has no matching %s image", cameraID, h.repo.Kind()),
-		}}.status(ctx, h.log, err)
+		}, resource: map[string]string{"camera_id": cameraID}}.status(ctx, h.log, err)
 	}
 	return h.fromImage(img), nil
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -127,6 +128,8 @@ func TestListPaging(t *testing.T) {
 		{name: "page_size of all the images", sizes: []int32{250}, wantPages: []int{250}, from: 249, to: 0},
 		{name: "page_size changing between pages", sizes: []int32{1, 99, 0, 1000}, wantPages: []int{1, 99, 100, 50}, from: 249, to: 0},
 		{name: "page_size 1", sizes: []int32{1}, wantPages: slices.Repeat([]int{1}, 250), from: 249, to: 0},
+		{name: "page_size over the maximum is lowered to it", sizes: []int32{1001}, wantPages: []int{250}, from: 249, to: 0},
+		{name: "page_size of the largest int32", sizes: []int32{math.MaxInt32}, wantPages: []int{250}, from: 249, to: 0},
 		{name: "within a window", start: timestamppb.New(minute(50)), end: timestamppb.New(minute(200)),
 			sizes: []int32{60}, wantPages: []int{60, 60, 30}, from: 199, to: 50},
 		{name: "within a window, page_size dividing it", start: timestamppb.New(minute(50)), end: timestamppb.New(minute(200)),

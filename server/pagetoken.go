@@ -1,39 +1,91 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
+	"encoding/binary"
 	"log/slog"
 	"strings"
 
 	"github.com/metadatad/metadatad/store"
 )
 
-// pageToken is the opaque next_page_token: the store cursor plus a
-// fingerprint of the query it belongs to, so a token replayed against
-// another query is refused instead of silently reading the wrong rows.
-type pageToken struct {
-	Query     string `json:"q"`
-	Partition string `json:"p"`
-	Row       string `json:"r"`
-}
+// A next_page_token is opaque (AIP-158): base64url of a versioned binary
+// record, the query's fingerprint and the store cursor, sealed by a
+// checksum of the rest. The checksum is not a signature: a key of this
+// process would refuse the tokens of another replica, or of this one
+// before a restart, and a key kept in the store would be one more table
+// for copy and restore to carry, to protect nothing a client cannot read
+// anyway (a token only resumes the query it names, within the camera the
+// request names). It makes a damaged or hand-made token fail loudly, as
+// INVALID_ARGUMENT, instead of resuming somewhere else; the version lets a
+// later format refuse this one, or read it, by its first byte.
+const pageTokenVersion = 1
+
+// The lengths of a token's fixed parts.
+const (
+	fingerprintBytes = 8
+	checksumBytes    = 8
+)
 
 // queryFingerprint identifies a query by its method and every parameter but
 // the page size, which may change from page to page.
 func queryFingerprint(method string, params ...string) string {
 	sum := sha256.Sum256([]byte(method + "\x00" + strings.Join(params, "\x00")))
-	return hex.EncodeToString(sum[:8])
+	return string(sum[:fingerprintBytes])
+}
+
+// pageTokenChecksum seals a token's record.
+func pageTokenChecksum(record []byte) []byte {
+	sum := sha256.Sum256(append([]byte("metadatad page token\x00"), record...))
+	return sum[:checksumBytes]
 }
 
 func encodePageToken(fingerprint string, next *store.Cursor) string {
 	if next == nil {
 		return ""
 	}
-	data, _ := json.Marshal(pageToken{Query: fingerprint, Partition: next.PartitionKey, Row: next.RowKey})
-	return base64.RawURLEncoding.EncodeToString(data)
+	record := append([]byte{pageTokenVersion}, fingerprint...)
+	record = binary.AppendUvarint(record, uint64(len(next.PartitionKey)))
+	record = append(record, next.PartitionKey...)
+	record = binary.AppendUvarint(record, uint64(len(next.RowKey)))
+	record = append(record, next.RowKey...)
+	return base64.RawURLEncoding.EncodeToString(append(record, pageTokenChecksum(record)...))
+}
+
+// decodePageToken returns a token's fingerprint and cursor; ok is false
+// for any text encodePageToken did not write.
+func decodePageToken(token string) (fingerprint string, cursor store.Cursor, ok bool) {
+	data, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(data) < 1+fingerprintBytes+checksumBytes || data[0] != pageTokenVersion {
+		return "", store.Cursor{}, false
+	}
+	record, sum := data[:len(data)-checksumBytes], data[len(data)-checksumBytes:]
+	if !bytes.Equal(sum, pageTokenChecksum(record)) {
+		return "", store.Cursor{}, false
+	}
+	fingerprint, rest := string(record[1:1+fingerprintBytes]), record[1+fingerprintBytes:]
+	partition, rest, ok := cutLengthPrefixed(rest)
+	if !ok {
+		return "", store.Cursor{}, false
+	}
+	row, rest, ok := cutLengthPrefixed(rest)
+	if !ok || len(rest) != 0 {
+		return "", store.Cursor{}, false
+	}
+	return fingerprint, store.Cursor{PartitionKey: partition, RowKey: row}, true
+}
+
+// cutLengthPrefixed cuts a uvarint length and that many bytes off b.
+func cutLengthPrefixed(b []byte) (s string, rest []byte, ok bool) {
+	n, size := binary.Uvarint(b)
+	if size <= 0 || n > uint64(len(b)-size) {
+		return "", nil, false
+	}
+	b = b[size:]
+	return string(b[:n]), b[n:], true
 }
 
 // checkPageToken decodes a page token of the query; nil for the first page.
@@ -41,17 +93,16 @@ func (v *violations) checkPageToken(token, fingerprint string) *store.Cursor {
 	if token == "" {
 		return nil
 	}
-	data, err := base64.RawURLEncoding.DecodeString(token)
-	var pt pageToken
-	if err != nil || json.Unmarshal(data, &pt) != nil || pt.Query == "" {
-		v.add("page_token", "malformed")
+	tokenFingerprint, cursor, ok := decodePageToken(token)
+	if !ok {
+		v.add("page_token", "malformed: pass next_page_token exactly as a reply gave it")
 		return nil
 	}
-	if pt.Query != fingerprint {
+	if tokenFingerprint != fingerprint {
 		v.add("page_token", "belongs to another query")
 		return nil
 	}
-	return &store.Cursor{PartitionKey: pt.Partition, RowKey: pt.Row}
+	return &cursor
 }
 
 // listPage is one page of a list call as its response carries it: each

@@ -152,7 +152,8 @@ func (s *retentionService) get(ctx context.Context, id string) (*retention.Job, 
 	}
 	j, err := s.engine.Get(ctx, id)
 	if err != nil {
-		return nil, errorWords{messages: map[error]string{store.ErrNotFound: fmt.Sprintf("purge %q not found", id)}}.status(ctx, s.log, err)
+		return nil, errorWords{messages: map[error]string{store.ErrNotFound: fmt.Sprintf("purge %q not found", id)},
+			resource: map[string]string{"job_id": id}}.status(ctx, s.log, err)
 	}
 	return j, nil
 }
@@ -195,7 +196,7 @@ func (s *retentionService) CancelPurge(ctx context.Context, req *metadatav1.Canc
 		return nil, errorWords{messages: map[error]string{
 			store.ErrNotFound:     fmt.Sprintf("purge %q not found", req.GetJobId()),
 			retention.ErrJobEnded: fmt.Sprintf("purge %q has ended; only a pending or running purge can be cancelled", req.GetJobId()),
-		}}.status(ctx, s.log, err)
+		}, resource: map[string]string{"job_id": req.GetJobId()}}.status(ctx, s.log, err)
 	}
 	return &metadatav1.CancelPurgeResponse{Job: purgeJob(j)}, nil
 }

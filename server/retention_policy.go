@@ -253,7 +253,7 @@ func (s *retentionService) policyStatus(ctx context.Context, name string, err er
 		store.ErrNotFound:      name + " not found",
 		store.ErrAlreadyExists: name + " already exists",
 		store.ErrConflict:      name + " is not the version the request expects (etag); read it again and retry",
-	}}.status(ctx, s.log, err)
+	}, resource: map[string]string{"name": name}}.status(ctx, s.log, err)
 }
 
 func (s *retentionService) CreateRetentionPolicy(ctx context.Context, req *metadatav1.CreateRetentionPolicyRequest) (*metadatav1.CreateRetentionPolicyResponse, error) {
@@ -313,6 +313,7 @@ func (s *retentionService) UpdateRetentionPolicy(ctx context.Context, req *metad
 	}
 	p := v.toPolicy("retention_policy", m, s.minDays, false)
 	kinds, thinning := v.checkPolicyMask(req.GetUpdateMask(), p)
+	v.checkETag("retention_policy.etag", m.GetEtag())
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -339,6 +340,7 @@ func (s *retentionService) UpdateRetentionPolicy(ctx context.Context, req *metad
 func (s *retentionService) DeleteRetentionPolicy(ctx context.Context, req *metadatav1.DeleteRetentionPolicyRequest) (*metadatav1.DeleteRetentionPolicyResponse, error) {
 	var v violations
 	scope, target := v.checkPolicyName("name", req.GetName())
+	v.checkETag("etag", req.GetEtag())
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -426,6 +428,7 @@ func (s *retentionService) UpdateLegalHold(ctx context.Context, req *metadatav1.
 			v.maskViolation(i, path, "name", "create_time", "update_time", "etag")
 		}
 	}
+	v.checkETag("legal_hold.etag", m.GetEtag())
 	if err := v.err(); err != nil {
 		return nil, err
 	}
@@ -453,6 +456,7 @@ func (s *retentionService) UpdateLegalHold(ctx context.Context, req *metadatav1.
 func (s *retentionService) DeleteLegalHold(ctx context.Context, req *metadatav1.DeleteLegalHoldRequest) (*metadatav1.DeleteLegalHoldResponse, error) {
 	var v violations
 	camera := v.checkHoldName("name", req.GetName())
+	v.checkETag("etag", req.GetEtag())
 	if err := v.err(); err != nil {
 		return nil, err
 	}

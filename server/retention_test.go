@@ -208,7 +208,7 @@ func TestUnknownPurgeIsNotFound(t *testing.T) {
 	requireCode(t, err, codes.NotFound)
 	_, err = h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageToken: "garbage"})
 	requireFieldViolation(t, err, "page_token")
-	_, err = h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageSize: 1001})
+	_, err = h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{PageSize: -1})
 	requireFieldViolation(t, err, "page_size")
 }
 

@@ -75,6 +75,29 @@ func (v *violations) checkCameraID(field, id string) {
 	}
 }
 
+// maxETagBytes bounds an etag: those the stores give are W/"" around 16
+// hex digits (embedded) or a timestamp (Azure).
+const maxETagBytes = 256
+
+// checkETag refuses an etag that is not one as a reply gave it, W/"...":
+// the W/ and the quotes are part of it. Compared with the stored one, a
+// bare or misspelt etag would never match and be ABORTED ("read it again
+// and retry"), which a client that reshapes etags would retry for ever.
+// An empty etag is none: the call is unconditional.
+func (v *violations) checkETag(field, etag string) {
+	inner, ok := strings.CutPrefix(etag, `W/"`)
+	if ok {
+		inner, ok = strings.CutSuffix(inner, `"`)
+	}
+	switch {
+	case etag == "":
+	case len(etag) > maxETagBytes:
+		v.add(field, fmt.Sprintf("must be at most %d bytes, is %d", maxETagBytes, len(etag)))
+	case !ok || inner == "" || strings.ContainsFunc(inner, func(r rune) bool { return r == '"' || r < 0x21 || r > 0x7e }):
+		v.add(field, `must be an etag exactly as a reply gave it, e.g. W/"18ee7e624de57908": the W/ and the quotes are part of it`)
+	}
+}
+
 // checkTime validates an optional timestamp; nil in, nil out.
 func (v *violations) checkTime(field string, ts *timestamppb.Timestamp) *time.Time {
 	if ts == nil {
@@ -124,14 +147,16 @@ func (v *violations) checkSpan(start, end *timestamppb.Timestamp) images.Span {
 	return span
 }
 
-// checkPageSize returns the page size to use: 0 means the default.
+// checkPageSize returns the page size to use: 0 means the default, and
+// one over the maximum is lowered to it (AIP-158), as a client asking for
+// everything gets the most a page holds.
 func (v *violations) checkPageSize(size int32) int {
 	switch {
-	case size < 0 || size > maxPageSize:
-		v.add("page_size", fmt.Sprintf("must be between 0 and %d", maxPageSize))
+	case size < 0:
+		v.add("page_size", "must not be negative")
 		return 0
 	case size == 0:
 		return defaultPageSize
 	}
-	return int(size)
+	return int(min(size, maxPageSize))
 }

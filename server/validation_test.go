@@ -164,12 +164,15 @@ func validationCases() []validationCase {
 		{name: "list start_time not a valid timestamp", field: "start_time",
 			call: list(listQuery{cameraID: "cam-1", start: &timestamppb.Timestamp{Seconds: minute(1).Unix(), Nanos: 1_000_000_000}})},
 		{name: "list page_size -1", field: "page_size", call: list(listQuery{cameraID: "cam-1", pageSize: -1})},
-		{name: "list page_size 1001", field: "page_size", call: list(listQuery{cameraID: "cam-1", pageSize: 1001})},
 		{name: "list page_token not base64", field: "page_token", call: list(listQuery{cameraID: "cam-1", pageToken: "%%% not a token %%%"})},
 		{name: "list page_token base64 of garbage", field: "page_token",
 			call: list(listQuery{cameraID: "cam-1", pageToken: base64.RawURLEncoding.EncodeToString([]byte("garbage\x00\xff"))})},
 		{name: "list page_token base64 of an empty object", field: "page_token",
 			call: list(listQuery{cameraID: "cam-1", pageToken: base64.RawURLEncoding.EncodeToString([]byte("{}"))})},
+		{name: "list page_token with a digit changed", field: "page_token",
+			call: listWithTokenOf(func(t *testing.T, h *harness, k kind, c kindClient) string {
+				return withADigitChanged(t, firstPageToken(t, c, listQuery{cameraID: "cam-1"}))
+			})},
 		{name: "list page_token of another camera", field: "page_token",
 			call: listWithTokenOf(func(t *testing.T, h *harness, k kind, c kindClient) string {
 				return firstPageToken(t, c, listQuery{cameraID: "cam-2"})
@@ -204,8 +207,8 @@ func validationCases() []validationCase {
 			call: byCorrelation(&metadatav1.ListPreStitchImageMetadataByCorrelationRequest{CameraId: "cam-1"})},
 		{name: "by correlation camera_id empty", only: "pre-stitch", field: "camera_id",
 			call: byCorrelation(&metadatav1.ListPreStitchImageMetadataByCorrelationRequest{PanoImageCorrelationId: "pano-1"})},
-		{name: "by correlation page_size 1001", only: "pre-stitch", field: "page_size",
-			call: byCorrelation(&metadatav1.ListPreStitchImageMetadataByCorrelationRequest{CameraId: "cam-1", PanoImageCorrelationId: "pano-1", PageSize: 1001})},
+		{name: "by correlation page_size -1", only: "pre-stitch", field: "page_size",
+			call: byCorrelation(&metadatav1.ListPreStitchImageMetadataByCorrelationRequest{CameraId: "cam-1", PanoImageCorrelationId: "pano-1", PageSize: -1})},
 		{name: "by correlation page_token malformed", only: "pre-stitch", field: "page_token",
 			call: byCorrelation(&metadatav1.ListPreStitchImageMetadataByCorrelationRequest{CameraId: "cam-1", PanoImageCorrelationId: "pano-1", PageToken: "!"})},
 		{name: "by correlation page_token of another correlation id", only: "pre-stitch", field: "page_token",
@@ -250,6 +253,22 @@ func firstPageToken(t *testing.T, c kindClient, q listQuery) string {
 		t.Fatalf("no next_page_token listing %+v", q)
 	}
 	return next
+}
+
+// withADigitChanged is token with the last ASCII digit of what it encodes
+// changed, as a client editing the row it resumes from would.
+func withADigitChanged(t *testing.T, token string) string {
+	t.Helper()
+	data, err := base64.RawURLEncoding.DecodeString(token)
+	requireOK(t, err, "decode the page token")
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] >= '0' && data[i] <= '9' {
+			data[i] = '0' + (data[i]-'0'+1)%10
+			return base64.RawURLEncoding.EncodeToString(data)
+		}
+	}
+	t.Fatalf("page token %q encodes no digit", token)
+	return ""
 }
 
 // correlationToken is the next_page_token of the one-image first page of

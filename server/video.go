@@ -79,7 +79,7 @@ func (s *videoService) CreateVideoMetadata(ctx context.Context, req *metadatav1.
 		return nil, errorWords{
 			messages: map[error]string{store.ErrAlreadyExists: fmt.Sprintf("camera %q already has a different recording starting at %s",
 				m.CameraID, m.CapturedAt.Format(time.RFC3339Nano))},
-			entity: "metadata", fields: videoFields,
+			entity: "metadata", fields: videoFields, resource: map[string]string{"camera_id": m.CameraID},
 		}.status(ctx, s.log, err)
 	}
 	return &metadatav1.CreateVideoMetadataResponse{Metadata: videoMessage(stored)}, nil
@@ -95,7 +95,7 @@ func (s *videoService) GetLatestVideoMetadata(ctx context.Context, req *metadata
 	if err != nil {
 		return nil, errorWords{messages: map[error]string{
 			store.ErrNotFound: fmt.Sprintf("camera %q has no recording", req.GetCameraId()),
-		}}.status(ctx, s.log, err)
+		}, resource: map[string]string{"camera_id": req.GetCameraId()}}.status(ctx, s.log, err)
 	}
 	return &metadatav1.GetLatestVideoMetadataResponse{Metadata: videoMessage(m)}, nil
 }

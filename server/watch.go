@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,7 +43,6 @@ type WatchOptions struct {
 // server ended; its metadata resumeTokenKey is where to resume.
 const (
 	watchEndedReason = "WATCH_ENDED"
-	watchDomain      = "metadata.v1"
 	resumeTokenKey   = "resume_token"
 )
 
@@ -118,12 +116,7 @@ func (w *watcher[M]) deliver(img images.Image, token string, existing bool) erro
 
 // ended is the status of a stream the server ends, with where to resume.
 func (w *watcher[M]) ended(code codes.Code, message string) error {
-	st := status.New(code, message)
-	if detailed, err := st.WithDetails(&errdetails.ErrorInfo{Reason: watchEndedReason, Domain: watchDomain,
-		Metadata: map[string]string{resumeTokenKey: w.token}}); err == nil {
-		st = detailed
-	}
-	return st.Err()
+	return errorInfoStatus(status.New(code, message), watchEndedReason, map[string]string{resumeTokenKey: w.token}).Err()
 }
 
 // watch serves a Watch RPC: the catch-up (resume or latest), then the new

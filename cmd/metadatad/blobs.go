@@ -27,6 +27,10 @@ func runBlobs(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlagSet("metadatad blobs audit")
 	var f blobsFlags
 	f.register(fs)
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		printHelp(out, fs) // blobs has one verb: its help is audit's
+		return flag.ErrHelp
+	}
 	if len(args) == 0 || args[0] != "audit" {
 		return usagef(fs, "metadatad blobs takes one verb: audit")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -229,9 +230,11 @@ func editDistance(a, b string) int {
 // printHelp prints the help of the command fs parses: its synopsis, for
 // the daemon the commands, then each flag with its variable.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
-	name := strings.TrimPrefix(fs.Name(), "metadatad ")
+	// The name may hold a verb after the command's, "metadatad blobs audit".
+	words := strings.TrimPrefix(fs.Name(), "metadatad ")
+	name, _, _ := strings.Cut(words, " ")
 	if c, ok := lookupCommand(name); ok && fs.Name() != "metadatad" {
-		fmt.Fprintf(w, "Usage: metadatad %s [flags]\n\n%s.\n\nFlags:\n", c.name, c.summary)
+		fmt.Fprintf(w, "Usage: metadatad %s [flags]\n\n%s.\n\nFlags:\n", words, c.summary)
 	} else {
 		fmt.Fprint(w, "Usage: metadatad [serve] [flags]\n       metadatad COMMAND [flags]\n\n"+
 			"metadatad serves camera image metadata over gRPC; without a command it serves.\n\nCommands:\n")
@@ -244,10 +247,35 @@ func printHelp(w io.Writer, fs *flag.FlagSet) {
 		if !noEnv[f.Name] {
 			f.Usage += " ($" + envName(f.Name) + ")"
 		}
+		// A default that depends on the store or the machine is stated in
+		// the flag's own words; the value the flag package would add is
+		// only this process's, a second default that contradicts them.
+		if strings.Contains(f.Usage, "(default ") {
+			f.DefValue = zeroValue(f)
+		}
 	})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprint(w, "\nEnvironment:\n  Each flag has the variable shown, METADATAD_ and its name in upper snake case, read by every\n"+
 		"  command that has the flag; a flag on the command line wins. A METADATAD_ variable that\n"+
 		"  names no flag of any command is an error.\n")
+}
+
+// zeroValue is the text of the zero value of f's type, which PrintDefaults
+// takes for "no default to print".
+func zeroValue(f *flag.Flag) string {
+	typ := reflect.TypeOf(f.Value)
+	if typ.Kind() != reflect.Pointer {
+		return ""
+	}
+	return reflect.New(typ.Elem()).Interface().(flag.Value).String()
+}
+
+// isHelpFlag says whether arg asks for help, as the flag package takes it.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
 }

@@ -196,3 +196,42 @@ func TestJSONLogDurations(t *testing.T) {
 		t.Errorf("JSON log %s, want the duration as 1.5s", logs.String())
 	}
 }
+
+// TestEveryCommandsHelp: `metadatad NAME -h` and `metadatad help NAME`
+// exit 0 for every command, print that command's usage and not the
+// daemon's header, and state each flag's default once.
+func TestEveryCommandsHelp(t *testing.T) {
+	const daemonUsage = "Usage: metadatad [serve] [flags]" // serve's and help's own
+	type helpCase struct {
+		args  []string
+		usage string
+	}
+	cases := []helpCase{{[]string{"-h"}, daemonUsage}, {[]string{"blobs", "audit", "-h"}, "Usage: metadatad blobs audit [flags]"}}
+	for _, c := range commandList() {
+		usage := "Usage: metadatad " + c.name + " "
+		if c.name == "serve" || c.name == "help" {
+			usage = daemonUsage
+		}
+		cases = append(cases, helpCase{[]string{c.name, "-h"}, usage}, helpCase{[]string{"help", c.name}, usage})
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut strings.Builder
+			if code := exitCode(run(tc.args, &out), &errOut); code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errOut.String())
+			}
+			help := out.String()
+			if !strings.HasPrefix(help, tc.usage) {
+				t.Errorf("help does not begin with %q:\n%s", tc.usage, help)
+			}
+			if tc.usage != daemonUsage && strings.Contains(help, "Commands:") {
+				t.Errorf("help of one command prints the daemon's header:\n%s", help)
+			}
+			for _, flagHelp := range strings.Split(help, "\n  -")[1:] {
+				if n := strings.Count(flagHelp, "(default "); n > 1 {
+					t.Errorf("-%s states %d defaults", flagHelp, n)
+				}
+			}
+		})
+	}
+}

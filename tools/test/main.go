@@ -17,14 +17,41 @@ import (
 )
 
 func main() {
-	race := flag.Bool("race", true, "run the suites with the race detector")
-	fuzzTime := flag.Duration("fuzztime", 10*time.Second, "how long each fuzz target runs; 0 runs only their seed corpora, as the suites do")
-	timeout := flag.Duration("timeout", 60*time.Minute, "the go test -timeout of each package")
-	flag.Parse()
-	if err := run(*race, *fuzzTime, *timeout); err != nil {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		os.Exit(2) // the flag package has printed the error and the usage
+	}
+	if err := run(o.race, o.fuzzTime, o.timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "tools/test:", err)
 		os.Exit(1)
 	}
+}
+
+// options are the command's flags.
+type options struct {
+	race              bool
+	fuzzTime, timeout time.Duration
+}
+
+// parseFlags parses the command's flags, printing its usage on out for -h
+// or a bad flag. The usage names the command as a user runs it: the flag
+// package's default names os.Args[0], which under go run is a binary in a
+// temporary directory.
+func parseFlags(args []string, out io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("go run ./tools/test", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.BoolVar(&o.race, "race", true, "run the suites with the race detector")
+	fs.DurationVar(&o.fuzzTime, "fuzztime", 10*time.Second, "how long each fuzz target runs; 0 runs only their seed corpora, as the suites do")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Minute, "the go test -timeout of each package")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: %s [flags]\n\nRuns every test suite of this repository as CI does, then each fuzz target for -fuzztime.\n\nFlags:\n", fs.Name())
+		fs.PrintDefaults()
+	}
+	return o, fs.Parse(args)
 }
 
 func run(race bool, fuzzTime, timeout time.Duration) error {

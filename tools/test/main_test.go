@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -133,5 +136,21 @@ go: downloading example.com/dep v1.0.0
 	}
 	if len(packages) != 2 || packages[0].name != "m/a" || packages[1].name != "m/b" {
 		t.Errorf("packages by time: %+v", packages)
+	}
+}
+
+// TestHelpNamesTheCommand: -h names the command as a user runs it, not
+// the temporary binary go run builds, and exits as help does.
+func TestHelpNamesTheCommand(t *testing.T) {
+	var out strings.Builder
+	_, err := parseFlags([]string{"-h"}, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseFlags(-h) = %v, want flag.ErrHelp", err)
+	}
+	if !strings.HasPrefix(out.String(), "Usage: go run ./tools/test [flags]\n") || !strings.Contains(out.String(), "-fuzztime duration") {
+		t.Errorf("-h printed:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), os.TempDir()) || strings.Contains(out.String(), os.Args[0]) {
+		t.Errorf("-h names a temporary path:\n%s", out.String())
 	}
 }

@@ -271,7 +271,8 @@ type ListActiveAcquisitionInstancesRequest struct {
 	// How far back the last update may be, from the server's clock; positive, required.
 	// Instances updated after the server's now are included.
 	Within *durationpb.Duration `protobuf:"bytes,1,opt,name=within,proto3" json:"within,omitempty"`
-	// Maximum instances per page: 0 means 100, at most 1,000.
+	// Maximum instances per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page with the same within, or empty for the first page.
 	// Every page applies the window from the server's clock at its own call.

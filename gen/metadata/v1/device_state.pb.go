@@ -282,7 +282,8 @@ func (x *GetDeviceStateResponse) GetDeviceState() *DeviceState {
 // ListDeviceStatesRequest is the input of ListDeviceStates.
 type ListDeviceStatesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum states per page: 0 means 100, at most 1,000.
+	// Maximum states per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, or empty for the first page.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -612,7 +612,8 @@ type ListPreStitchImageMetadataRequest struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// Optional exclusive upper bound on captured_at.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// Maximum images per page: 0 means 100, at most 1,000.
+	// Maximum images per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page of the same query, or empty for the first page.
 	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -747,7 +748,8 @@ type ListPreStitchImageMetadataByCorrelationRequest struct {
 	CameraId string `protobuf:"bytes,1,opt,name=camera_id,json=cameraId,proto3" json:"camera_id,omitempty"`
 	// Correlation id to match; required.
 	PanoImageCorrelationId string `protobuf:"bytes,2,opt,name=pano_image_correlation_id,json=panoImageCorrelationId,proto3" json:"pano_image_correlation_id,omitempty"`
-	// Maximum images per page: 0 means 100, at most 1,000.
+	// Maximum images per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page of the same query, or empty for the first page.
 	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

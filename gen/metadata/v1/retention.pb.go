@@ -781,7 +781,8 @@ func (x *GetPurgeResponse) GetJob() *PurgeJob {
 // ListPurgesRequest is the input of ListPurges.
 type ListPurgesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum jobs per page: 0 means 100, at most 1,000.
+	// Maximum jobs per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, or empty for the first page.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -2105,7 +2106,8 @@ func (x *GetRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
 // ListRetentionPoliciesRequest is the input of ListRetentionPolicies.
 type ListRetentionPoliciesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum policies per page: 0 means 100, at most 1,000.
+	// Maximum policies per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, or empty for the first page.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -2606,7 +2608,8 @@ func (x *GetLegalHoldResponse) GetLegalHold() *LegalHold {
 // ListLegalHoldsRequest is the input of ListLegalHolds.
 type ListLegalHoldsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum holds per page: 0 means 100, at most 1,000.
+	// Maximum holds per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, or empty for the first page.
 	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -603,7 +603,8 @@ type ListSingleImageMetadataRequest struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	// Optional exclusive upper bound on captured_at.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	// Maximum images per page: 0 means 100, at most 1,000.
+	// Maximum images per page: 0 means 100, at most 1,000 (a larger page_size is
+	// lowered to 1,000; a negative one is INVALID_ARGUMENT).
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page of the same query, or empty for the first page.
 	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
