@@ -58,9 +58,7 @@ func thinOptions() (retention.Options, time.Time) {
 
 // seedThinning creates the fixture's images of kind for cameras; a pano
 // is clear-day at 20 minutes past each hour. It writes them with
-// BatchCreate, which stores each image as Create does in a batch per
-// partition rather than two writes per image: on Azurite, which every Azure
-// test of the package shares, that was most of a thinning test's requests.
+// BatchCreate, as seedKinds does.
 func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, cameras ...string) {
 	t.Helper()
 	r := f.seeders(t)[kind-1]
@@ -72,11 +70,7 @@ func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, ca
 			}
 		}
 	}
-	for _, res := range r.BatchCreate(t.Context(), imgs) {
-		if res.Err != nil || res.Existed {
-			t.Fatalf("seeding %s images: %+v", kind, res)
-		}
-	}
+	batchSeed(t, r, imgs)
 	f.lastCreate = f.now()
 	f.settle()
 }
