@@ -183,6 +183,10 @@ func newBubbleFixture(t *testing.T, opts retention.Options, azureEngine bool) *f
 	return openPebbleFixtureOn(t, opts, vfs.NewCrashableMem(), azureEngine, clock)
 }
 
+// azurePoll is the least poll interval of an engine, and of a test waiting
+// on it, on Azurite.
+const azurePoll = 50 * time.Millisecond
+
 // newAzureFixture opens tables and a queue of the test's own on Azurite.
 func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
 	t.Helper()
@@ -201,6 +205,15 @@ func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
 	// Azure hides a message for whole seconds; a shorter timeout would only
 	// make workers extend their tasks tens of times a second.
 	opts.VisibilityTimeout = max(opts.VisibilityTimeout, time.Second)
+	// A change this process makes wakes the engine's workers and waiters at
+	// once; the poll only finds what the queue's visibility timeouts bring
+	// back, a second apart. Polled every 5 ms, one engine's idle workers
+	// asked Azurite, which every Azure test of the package shares, 800
+	// times a second, and the tests running at once waited on it. (0 is
+	// the default, longer still.)
+	if opts.PollInterval > 0 {
+		opts.PollInterval = max(opts.PollInterval, azurePoll)
+	}
 	f := &fixture{base: backend, queue: q, opts: opts}
 	// Azure keeps every acknowledged write: a restarted process finds the
 	// store as the crash left it.
@@ -410,7 +423,7 @@ func (f *fixture) awaitChecking(t *testing.T, id string, check func(*retention.J
 		}
 		select {
 		case <-changed:
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(max(10*time.Millisecond, f.opts.PollInterval)):
 		case <-deadline:
 			t.Fatalf("job %s still %s after %v: %+v", id, j.State, patience, j.Totals())
 		}
@@ -430,7 +443,7 @@ func (f *fixture) statsOnceEnded(t *testing.T, ended func(map[retention.State]in
 		}
 		select {
 		case <-changed:
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(max(10*time.Millisecond, f.opts.PollInterval)):
 		case <-deadline:
 			t.Fatalf("ended jobs %v after %v", f.engine.Stats().Ended, patience)
 		}
