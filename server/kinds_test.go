@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
 )
 
 // image is what the three image messages carry, so one test body drives
@@ -176,6 +178,25 @@ func mustCreate(t *testing.T, c kindClient, img image) image {
 	got, err := c.create(t.Context(), img)
 	requireOK(t, err, "create "+img.String())
 	return got
+}
+
+// mustBatchCreate stores imgs in BatchCreate calls and fails unless each
+// is created anew: a fixture of many images in a few calls rather than a
+// Create call each.
+func mustBatchCreate(t *testing.T, c kindClient, imgs []image) {
+	t.Helper()
+	for chunk := range slices.Chunk(imgs, images.MaxBatchCreate) {
+		results, err := batchCreate(t.Context(), c, chunk)
+		requireOK(t, err, "batch create")
+		if len(results) != len(chunk) {
+			t.Fatalf("%d results for a batch of %d", len(results), len(chunk))
+		}
+		for i, r := range results {
+			if r.status.Code() != codes.OK || r.existed {
+				t.Fatalf("batch create %v: %v, existed %v", chunk[i], r.status.Err(), r.existed)
+			}
+		}
+	}
 }
 
 // requireImages fails unless got holds want, in order.

@@ -136,10 +136,11 @@ func TestListPaging(t *testing.T) {
 			sizes: []int32{75}, wantPages: []int{75, 75}, from: 199, to: 50},
 	}
 	forEachKind(t, func(t *testing.T, h *harness, k kind, c kindClient) {
+		var imgs []image
 		for m := range 250 {
-			mustCreate(t, c, sample("cam-1", minute(m)))
+			imgs = append(imgs, sample("cam-1", minute(m)))
 		}
-		mustCreate(t, c, sample("cam-2", minute(100)))
+		mustBatchCreate(t, c, append(imgs, sample("cam-2", minute(100))))
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				q := listQuery{cameraID: "cam-1", start: tc.start, end: tc.end}

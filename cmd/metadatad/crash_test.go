@@ -54,22 +54,93 @@ type written struct {
 
 // create writes the image w names, of its kind.
 func (c imageClients) create(ctx context.Context, w written) error {
-	at := timestamppb.New(w.at)
-	uri := fmt.Sprintf("https://blobs.example/%s/%d.jpg", w.camera, w.at.Unix())
-	attrs := map[string]string{"site": "crash"}
 	var err error
 	switch w.kind {
 	case images.Single:
-		_, err = c.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{Metadata: &metadatav1.SingleImageMetadata{
-			CameraId: w.camera, CapturedAt: at, BlobUri: uri, SizeBytes: 200_000, Attributes: attrs}})
+		_, err = c.single.CreateSingleImageMetadata(ctx, &metadatav1.CreateSingleImageMetadataRequest{Metadata: w.single()})
 	case images.Pano:
-		_, err = c.pano.CreatePanoImageMetadata(ctx, &metadatav1.CreatePanoImageMetadataRequest{Metadata: &metadatav1.PanoImageMetadata{
-			CameraId: w.camera, CapturedAt: at, BlobUri: uri, SizeBytes: 3_000_000, IsClearDay: w.at.Unix()%2 == 0, Attributes: attrs}})
+		_, err = c.pano.CreatePanoImageMetadata(ctx, &metadatav1.CreatePanoImageMetadataRequest{Metadata: w.pano()})
 	case images.PreStitch:
-		_, err = c.preStitch.CreatePreStitchImageMetadata(ctx, &metadatav1.CreatePreStitchImageMetadataRequest{Metadata: &metadatav1.PreStitchImageMetadata{
-			CameraId: w.camera, CapturedAt: at, BlobUri: uri, SizeBytes: 3_500_000, PanoImageCorrelationId: "pano-" + uri, Attributes: attrs}})
+		_, err = c.preStitch.CreatePreStitchImageMetadata(ctx, &metadatav1.CreatePreStitchImageMetadataRequest{Metadata: w.preStitch()})
 	}
 	return err
+}
+
+// seed writes imgs, all of one kind, in BatchCreate calls, each image as
+// create would write it, and fails unless every one is acknowledged: a
+// fixture's rows in a few calls rather than one call each.
+func (c imageClients) seed(ctx context.Context, kind images.Kind, imgs []written) error {
+	for chunk := range slices.Chunk(imgs, images.MaxBatchCreate) {
+		var statuses []int32
+		switch kind {
+		case images.Single:
+			req := &metadatav1.BatchCreateSingleImageMetadataRequest{}
+			for _, w := range chunk {
+				req.Metadata = append(req.Metadata, w.single())
+			}
+			resp, err := c.single.BatchCreateSingleImageMetadata(ctx, req)
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.GetResults() {
+				statuses = append(statuses, r.GetStatus().GetCode())
+			}
+		case images.Pano:
+			req := &metadatav1.BatchCreatePanoImageMetadataRequest{}
+			for _, w := range chunk {
+				req.Metadata = append(req.Metadata, w.pano())
+			}
+			resp, err := c.pano.BatchCreatePanoImageMetadata(ctx, req)
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.GetResults() {
+				statuses = append(statuses, r.GetStatus().GetCode())
+			}
+		case images.PreStitch:
+			req := &metadatav1.BatchCreatePreStitchImageMetadataRequest{}
+			for _, w := range chunk {
+				req.Metadata = append(req.Metadata, w.preStitch())
+			}
+			resp, err := c.preStitch.BatchCreatePreStitchImageMetadata(ctx, req)
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.GetResults() {
+				statuses = append(statuses, r.GetStatus().GetCode())
+			}
+		}
+		if len(statuses) != len(chunk) {
+			return fmt.Errorf("a batch of %d %s images got %d results", len(chunk), kind, len(statuses))
+		}
+		for i, code := range statuses {
+			if code != 0 {
+				return fmt.Errorf("%s image of %s at %v: status %d", kind, chunk[i].camera, chunk[i].at, code)
+			}
+		}
+	}
+	return nil
+}
+
+// blobURI is the blob an image create writes names.
+func (w written) blobURI() string {
+	return fmt.Sprintf("https://blobs.example/%s/%d.jpg", w.camera, w.at.Unix())
+}
+
+var crashAttributes = map[string]string{"site": "crash"}
+
+func (w written) single() *metadatav1.SingleImageMetadata {
+	return &metadatav1.SingleImageMetadata{CameraId: w.camera, CapturedAt: timestamppb.New(w.at), BlobUri: w.blobURI(), SizeBytes: 200_000, Attributes: crashAttributes}
+}
+
+func (w written) pano() *metadatav1.PanoImageMetadata {
+	return &metadatav1.PanoImageMetadata{CameraId: w.camera, CapturedAt: timestamppb.New(w.at), BlobUri: w.blobURI(), SizeBytes: 3_000_000,
+		IsClearDay: w.at.Unix()%2 == 0, Attributes: crashAttributes}
+}
+
+func (w written) preStitch() *metadatav1.PreStitchImageMetadata {
+	return &metadatav1.PreStitchImageMetadata{CameraId: w.camera, CapturedAt: timestamppb.New(w.at), BlobUri: w.blobURI(), SizeBytes: 3_500_000,
+		PanoImageCorrelationId: "pano-" + w.blobURI(), Attributes: crashAttributes}
 }
 
 // captured lists the capture times of every image of a camera and kind, newest first.

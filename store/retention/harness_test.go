@@ -188,6 +188,10 @@ func newBubbleFixture(t *testing.T, opts retention.Options, azureEngine bool) *f
 	return openPebbleFixtureOn(t, opts, vfs.NewCrashableMem(), azureEngine, clock)
 }
 
+// azurePoll is the least poll interval of an engine, and of a test waiting
+// on it, on Azurite.
+const azurePoll = 50 * time.Millisecond
+
 // newAzureFixture opens tables and a queue of the test's own on Azurite.
 func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
 	t.Helper()
@@ -206,6 +210,15 @@ func newAzureFixture(t *testing.T, opts retention.Options) *fixture {
 	// Azure hides a message for whole seconds; a shorter timeout would only
 	// make workers extend their tasks tens of times a second.
 	opts.VisibilityTimeout = max(opts.VisibilityTimeout, time.Second)
+	// A change this process makes wakes the engine's workers and waiters at
+	// once; the poll only finds what the queue's visibility timeouts bring
+	// back, a second apart. Polled every 5 ms, one engine's idle workers
+	// asked Azurite, which every Azure test of the package shares, 800
+	// times a second, and the tests running at once waited on it. (0 is
+	// the default, longer still.)
+	if opts.PollInterval > 0 {
+		opts.PollInterval = max(opts.PollInterval, azurePoll)
+	}
 	f := &fixture{base: backend, queue: q, opts: opts}
 	// Azure keeps every acknowledged write: a restarted process finds the
 	// store as the crash left it.
@@ -331,24 +344,39 @@ func (f *fixture) seed(t *testing.T, cameras int) {
 	f.seedKinds(t, cameras, images.Kinds)
 }
 
-// seedKinds is seed for the given kinds only.
+// seedKinds is seed for the given kinds only. It writes with BatchCreate,
+// which stores each image as Create does, in a write per partition rather
+// than two per image: on Azurite, which every Azure test of the package
+// shares, seeding was much of the tests' requests.
 func (f *fixture) seedKinds(t *testing.T, cameras int, kinds []images.Kind) {
 	t.Helper()
 	for _, r := range f.seeders(t) {
 		if !slices.Contains(kinds, r.Kind()) {
 			continue
 		}
+		var imgs []images.Image
 		for c := range cameras {
 			for s := 0; s < 240; s += 20 {
-				img := images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: base.Add(time.Duration(s) * time.Second)}
-				if _, err := r.Create(t.Context(), img); err != nil {
-					t.Fatal(err)
-				}
+				imgs = append(imgs, images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: base.Add(time.Duration(s) * time.Second)})
 			}
 		}
+		batchSeed(t, r, imgs)
 	}
 	f.lastCreate = f.now()
 	f.settle()
+}
+
+// batchSeed creates imgs with BatchCreate and fails the test unless each is
+// created anew.
+func batchSeed(t *testing.T, r *images.Repository, imgs []images.Image) {
+	t.Helper()
+	for chunk := range slices.Chunk(imgs, images.MaxBatchCreate) {
+		for _, res := range r.BatchCreate(t.Context(), chunk) {
+			if res.Err != nil || res.Existed {
+				t.Fatalf("seeding %s images: %+v", r.Kind(), res)
+			}
+		}
+	}
 }
 
 // run runs the engine until stop or the end of the test.
@@ -401,7 +429,7 @@ func (f *fixture) awaitChecking(t *testing.T, id string, check func(*retention.J
 		}
 		select {
 		case <-changed:
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(max(10*time.Millisecond, f.opts.PollInterval)):
 		case <-deadline:
 			t.Fatalf("job %s still %s after %v: %+v", id, j.State, patience, j.Totals())
 		}
@@ -421,7 +449,7 @@ func (f *fixture) statsOnceEnded(t *testing.T, ended func(map[retention.State]in
 		}
 		select {
 		case <-changed:
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(max(10*time.Millisecond, f.opts.PollInterval)):
 		case <-deadline:
 			t.Fatalf("ended jobs %v after %v", f.engine.Stats().Ended, patience)
 		}

@@ -36,6 +36,9 @@ func policyOptions() (retention.Options, time.Time) {
 	return o, now
 }
 
+// seedDays creates, for each of kinds, an image per camera half an hour
+// into each of the policyDays days before now, with BatchCreate as
+// seedKinds does.
 func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cameras ...string) {
 	t.Helper()
 	first := now.Add(-policy.Days(policyDays))
@@ -43,14 +46,13 @@ func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cam
 		if !slices.Contains(kinds, r.Kind()) {
 			continue
 		}
+		var imgs []images.Image
 		for _, c := range cameras {
 			for d := range policyDays {
-				img := images.Image{CameraID: c, CapturedAt: first.Add(policy.Days(d) + 30*time.Minute)}
-				if _, err := r.Create(t.Context(), img); err != nil {
-					t.Fatal(err)
-				}
+				imgs = append(imgs, images.Image{CameraID: c, CapturedAt: first.Add(policy.Days(d) + 30*time.Minute)})
 			}
 		}
+		batchSeed(t, r, imgs)
 	}
 	f.lastCreate = f.now()
 	f.settle()

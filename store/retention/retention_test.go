@@ -505,7 +505,7 @@ func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
 		}
 		select {
 		case <-f.engine.Changed():
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(max(5*time.Millisecond, f.opts.PollInterval)):
 		case <-deadline:
 			t.Fatalf("no crash and no end after %v", patience)
 		}
