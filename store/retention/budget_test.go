@@ -13,7 +13,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
@@ -47,7 +47,7 @@ func openBudgetStore(t *testing.T) *budgetStore {
 	// The clock jumps a minute per round of creates: a lease of seconds
 	// would run out under a purge that takes milliseconds.
 	o.LeaseDuration = 48 * time.Hour
-	o.Driver = embedded.DriverFor(o.Backend)
+	o.Driver = drivers.For(o.Backend)
 	if s.engine, err = retention.Open(ctx, o); err != nil {
 		t.Fatal(err)
 	}

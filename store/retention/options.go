@@ -125,7 +125,7 @@ func (o Options) withDefaults() Options {
 		o.Workers = 4
 	}
 	if o.GroupSize <= 0 {
-		o.GroupSize = defaultGroupSize
+		o.GroupSize = DefaultGroupSize
 	}
 	if o.VisibilityTimeout <= 0 {
 		o.VisibilityTimeout = 2 * time.Minute
@@ -163,3 +163,6 @@ func (o Options) withDefaults() Options {
 // default: creates wait for a section, so it bounds their wait; a section
 // of a thousand cameras takes a few milliseconds.
 const defaultSectionCameras = 10_000
+
+// DefaultGroupSize is Options.GroupSize unless set.
+const DefaultGroupSize = 500

@@ -26,6 +26,9 @@ const DefaultOutboxTable = "DeletedImages"
 // holds: its rows were retired (Options.JobRetention).
 var ErrOutboxTrimmed = errors.New("retention: the deleted images from that position were retired")
 
+// ErrBadResumeToken reports a resume token no outbox of this kind made.
+var ErrBadResumeToken = errors.New("retention: not a resume token of the deleted images")
+
 // ErrOutboxAhead reports a read from a position past the outbox's end: a
 // position of another store, or of this one before it was restored from
 // an older backup, whose records after the backup are lost. Reading from
