@@ -106,13 +106,6 @@ func (s *budgetStore) settle(t *testing.T, b retention.Budget) retention.BudgetS
 	return st
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // awaitBudgetJob waits for the budget's purge, if one runs, to end.
 func (s *budgetStore) awaitBudgetJob(t *testing.T) {
 	t.Helper()
@@ -172,7 +165,7 @@ func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 		}
 	}
 	st := s.settle(t, b)
-	cutoff = maxTime(cutoff, st.Cutoff)
+	cutoff = store.MaxTime(cutoff, st.Cutoff)
 	t.Logf("at rest: %+v; peak %d", st, peak)
 	if st.Over || st.LiveBytes > b.MaxBytes {
 		t.Errorf("at rest: %+v, want under %d bytes", st, b.MaxBytes)

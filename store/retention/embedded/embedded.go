@@ -368,9 +368,9 @@ func (r *kindRun) survey(ctx context.Context, j *retention.Job) ([]surveyed, tim
 			at[t.PartitionKey] = i
 			out = append(out, surveyed{id: t.PartitionKey, boundary: c.Boundary, thin: c.Thin, held: c.Held})
 			if c.Boundary.IsZero() {
-				indexBefore = minTime(indexBefore, oldest)
+				indexBefore = store.MinTime(indexBefore, oldest)
 			} else {
-				indexBefore = minTime(indexBefore, c.Boundary)
+				indexBefore = store.MinTime(indexBefore, c.Boundary)
 			}
 		}
 		s := &out[i]
@@ -422,18 +422,4 @@ func (r *kindRun) eachRow(ctx context.Context, camera string, start, end time.Ti
 		}
 		scan.Resume = page.Next
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -40,7 +40,7 @@ import (
 // batch deletes nothing. A row is named once it is gone, and only then.
 
 // Rows of the queue design's outbox, in DefaultOutboxTable: the seals in
-// sealPart (seal rows keyed by outboxKey, hex, below "g"), each job's rows
+// sealPart (seal rows keyed by retention.SeqKey, hex, below "g"), each job's rows
 // in the job's partition (job ids are 16 hex digits, the embedded outbox's
 // partitions one letter).
 const (
@@ -54,20 +54,8 @@ const (
 	propOpen      = "Open"
 	propRow       = "Row"
 	propSealedAt  = "SealedAt"
+	propSealJob   = "JobId"
 )
-
-// Seal rows: the sequence and its counter, and the job a seal names.
-const (
-	propSeq = "Seq"
-	propJob = "JobId"
-)
-
-func outboxKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
-
-func seqOf(e store.Entity, prop string) uint64 {
-	n, _ := e.Properties[prop].(int64)
-	return uint64(n)
-}
 
 // jobOutbox writes the outbox rows of one job's deletes of one kind.
 type jobOutbox struct {
@@ -294,18 +282,18 @@ func (e *driver) seal(ctx context.Context, id string) error {
 		seq := uint64(1)
 		switch c, err := e.outbox.Get(ctx, sealPart, sealNextRow); {
 		case err == nil:
-			seq = seqOf(c, propSeq) + 1
+			seq = retention.SeqOf(c) + 1
 			counter = store.Op{Kind: store.OpUpdate, Mode: store.Replace, IfMatch: c.ETag, Entity: counter.Entity}
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		counter.Entity.Properties = store.Properties{propSeq: int64(seq)}
+		counter.Entity.Properties = retention.SeqProperties(seq)
 		at := e.opts.Now().UTC()
 		err := e.outbox.Batch(ctx, []store.Op{counter,
-			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: outboxKey(seq),
-				Properties: store.Properties{propJob: id, propSealedAt: at}}},
+			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: retention.SeqKey(seq),
+				Properties: store.Properties{propSealJob: id, propSealedAt: at}}},
 			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: sealJobPrefix + id,
-				Properties: store.Properties{propSeq: int64(seq)}}},
+				Properties: retention.SeqProperties(seq)}},
 		})
 		// Another job sealed first (or this one, by an attempt whose answer
 		// was lost): read again.
@@ -341,7 +329,7 @@ func (e *driver) sealedImages(ctx context.Context, after string, limit int) ([]r
 	first := uint64(1)
 	switch trim, err := e.outbox.Get(ctx, sealPart, sealTrimRow); {
 	case err == nil:
-		first = max(seqOf(trim, propSeq), 1)
+		first = max(retention.SeqOf(trim), 1)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
@@ -357,7 +345,7 @@ func (e *driver) sealedImages(ctx context.Context, after string, limit int) ([]r
 	}
 	limit = min(max(limit, 1), store.MaxPageSize)
 	var out []retention.DeletedImage
-	q := store.Query{PartitionKey: sealPart, Rows: store.Range{From: outboxKey(pos.seq), To: sealRowsEnd}, Limit: 100}
+	q := store.Query{PartitionKey: sealPart, Rows: store.Range{From: retention.SeqKey(pos.seq), To: sealRowsEnd}, Limit: 100}
 	for {
 		seals, err := e.outbox.Query(ctx, q)
 		if err != nil {
@@ -371,7 +359,7 @@ func (e *driver) sealedImages(ctx context.Context, after string, limit int) ([]r
 			if seq != pos.seq {
 				pos = sealToken{seq: seq}
 			}
-			job, _ := s.Properties[propJob].(string)
+			job, _ := s.Properties[propSealJob].(string)
 			if out, err = e.readSealed(ctx, job, pos, out, limit); err != nil || len(out) == limit {
 				return out, err
 			}
@@ -394,7 +382,7 @@ func (e *driver) checkSealAhead(ctx context.Context, pos sealToken) error {
 	var last uint64
 	switch c, err := e.outbox.Get(ctx, sealPart, sealNextRow); {
 	case err == nil:
-		last = seqOf(c, propSeq)
+		last = retention.SeqOf(c)
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
@@ -453,9 +441,9 @@ func (e *driver) retireSeals(ctx context.Context, cutoff time.Time) (int, error)
 				return n, nil
 			}
 			seq, _ := strconv.ParseUint(s.RowKey, 16, 64)
-			job, _ := s.Properties[propJob].(string)
+			job, _ := s.Properties[propSealJob].(string)
 			if _, err := e.outbox.Upsert(ctx, store.Entity{PartitionKey: sealPart, RowKey: sealTrimRow,
-				Properties: store.Properties{propSeq: int64(seq + 1)}}, store.Replace); err != nil {
+				Properties: retention.SeqProperties(seq + 1)}, store.Replace); err != nil {
 				return n, err
 			}
 			rows, err := deleteQueried(ctx, e.outbox, job, store.Range{})

@@ -69,7 +69,7 @@ func (d *taskDevice) janitorBound() time.Time {
 	if d.NoAge {
 		b = time.Time{}
 	}
-	return maxTime(b, policy.NewestThinned(d.Thin))
+	return store.MaxTime(b, policy.NewestThinned(d.Thin))
 }
 
 // task is a group of cameras whose expired primary rows one worker deletes.
@@ -268,11 +268,4 @@ func (s *taskStore) from(ctx context.Context, jobID string, kind images.Kind, se
 func (s *taskStore) deleteAll(ctx context.Context, jobID string) error {
 	_, err := deleteQueried(ctx, s.table, jobID, store.Range{})
 	return err
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
