@@ -85,6 +85,7 @@ var offTheAPI = map[string]string{
 	"retention.ErrCancelled":     "the purge engine's and its drivers': ends a job's run, recorded as its state",
 	"retention.ErrLeaseLost":     "the purge engine's and its drivers': stops a run another replica took over",
 	"retention.ErrForeignJob":    "the purge engine's: ends a job of an earlier release, recorded as its state",
+	"retention.ErrTaskLost":      "the purge engine's and the queue design's: ends a job, recorded as its state",
 }
 
 // TestEverySentinelHasACode: an exported Err variable of the store and

@@ -34,7 +34,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 )
 
 // backend is a named factory of the store the suite runs the server on.
@@ -206,7 +206,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 	engine, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
 		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond, Now: o.now, Outbox: o.outbox,
-		Driver: embedded.DriverFor(backend),
+		Driver: drivers.For(backend),
 	})
 	if err != nil {
 		t.Fatalf("retention.Open: %v", err)

@@ -16,7 +16,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 )
 
 // TestPurgesEndBeforeTheStoreCloses stops the daemon's purges while a purge
@@ -47,7 +47,7 @@ func TestPurgesEndBeforeTheStoreCloses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			engine, err := retention.Open(t.Context(), retention.Options{Backend: backend, Repositories: repos, Driver: embedded.DriverFor(backend),
+			engine, err := retention.Open(t.Context(), retention.Options{Backend: backend, Repositories: repos, Driver: drivers.For(backend),
 				Logger: slog.New(slog.DiscardHandler), LeaseDuration: 15 * time.Millisecond, PollInterval: time.Millisecond, Workers: 2})
 			if err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // backend is the store the daemon runs on: its tables, the queue purge
@@ -26,7 +27,7 @@ type backend struct {
 	tables store.Backend
 	queue  retention.Queue
 	// purges is the backend's purge design: the embedded store's own, or
-	// nil for the queue design (Azure).
+	// the queue design on Azure.
 	purges retention.NewDriver
 	close  func() error
 	// writeCheck reports whether writes are accepted (free space, flushes
@@ -81,19 +82,19 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		endpoint = a.tableURL
 	}
 	var tables *aztable.Backend
-	var queue *azqueue.Queue
+	var purgeQueue *azqueue.Queue
 	err := waitForAzure(ctx, cfg.azureStartTimeout, azureStartLogInterval, log, endpoint, func(ctx context.Context) error {
 		var err error
 		if tables, err = aztable.Open(ctx, tableOpts); err != nil {
 			return err
 		}
-		queue, err = azqueue.Open(ctx, queueOpts)
+		purgeQueue, err = azqueue.Open(ctx, queueOpts)
 		return err
 	})
 	if err != nil {
 		return backend{}, err
 	}
-	return backend{tables: tables, azure: tables, queue: queue, close: func() error { return nil },
+	return backend{tables: tables, azure: tables, queue: purgeQueue, purges: queue.New, close: func() error { return nil },
 		describe: []any{"store", "azure", "endpoint", endpoint, "queue", a.queue}}, nil
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
@@ -177,7 +177,7 @@ func TestDeleterFollowsTheOutboxOfAnAzureStore(t *testing.T) {
 			}
 		}
 	}
-	engine, err := retention.Open(ctx, retention.Options{Backend: tables, Repositories: []*images.Repository{repo}, Outbox: true, Driver: embedded.DriverFor(tables),
+	engine, err := retention.Open(ctx, retention.Options{Backend: tables, Repositories: []*images.Repository{repo}, Outbox: true, Driver: drivers.For(tables),
 		Logger: log, VisibilityTimeout: time.Second, PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 )
 
 // Sizes of the benchmarks. Every purge retires the same expired volume, the
@@ -155,11 +155,11 @@ func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune .
 	for _, f := range tune {
 		f(&opts)
 	}
-	opts.Driver = embedded.DriverFor(opts.Backend)
+	opts.Driver = drivers.For(opts.Backend)
 	if s.engine, err = retention.Open(ctx, opts); err != nil {
 		b.Fatal(err)
 	}
-	opts.Backend, opts.Repositories = db, []*images.Repository{s.repo}
+	opts.Backend, opts.Repositories, opts.Driver = db, []*images.Repository{s.repo}, drivers.For(db)
 	if s.watcher, err = retention.Open(ctx, opts); err != nil {
 		b.Fatal(err)
 	}

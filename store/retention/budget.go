@@ -182,8 +182,8 @@ func (e *Engine) setBudget(st BudgetState, settle bool) {
 func budgetCutoff(oldest, now, floor time.Time, live, maxBytes uint64) time.Time {
 	over := float64(live-maxBytes) / float64(live)
 	cutoff := oldest.Add(time.Duration(over * float64(now.Sub(oldest)))).Truncate(time.Hour)
-	cutoff = maxTime(cutoff, oldest.Truncate(time.Hour).Add(time.Hour))
-	return minTime(cutoff, floor)
+	cutoff = store.MaxTime(cutoff, oldest.Truncate(time.Hour).Add(time.Hour))
+	return store.MinTime(cutoff, floor)
 }
 
 // errFound stops a tally scan that found what it looked for.

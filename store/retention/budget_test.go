@@ -13,7 +13,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
@@ -47,7 +47,7 @@ func openBudgetStore(t *testing.T) *budgetStore {
 	// The clock jumps a minute per round of creates: a lease of seconds
 	// would run out under a purge that takes milliseconds.
 	o.LeaseDuration = 48 * time.Hour
-	o.Driver = embedded.DriverFor(o.Backend)
+	o.Driver = drivers.For(o.Backend)
 	if s.engine, err = retention.Open(ctx, o); err != nil {
 		t.Fatal(err)
 	}
@@ -104,13 +104,6 @@ func (s *budgetStore) settle(t *testing.T, b retention.Budget) retention.BudgetS
 		return fmt.Errorf("the budget is not at rest: %+v", st)
 	})
 	return st
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // awaitBudgetJob waits for the budget's purge, if one runs, to end.
@@ -172,7 +165,7 @@ func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 		}
 	}
 	st := s.settle(t, b)
-	cutoff = maxTime(cutoff, st.Cutoff)
+	cutoff = store.MaxTime(cutoff, st.Cutoff)
 	t.Logf("at rest: %+v; peak %d", st, peak)
 	if st.Over || st.LiveBytes > b.MaxBytes {
 		t.Errorf("at rest: %+v, want under %d bytes", st, b.MaxBytes)

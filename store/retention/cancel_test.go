@@ -10,7 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/drivers"
 )
 
 // blockOnce holds the first write that matches until released, and says
@@ -294,7 +294,7 @@ func TestCancelCountsATaskThatEndsWhileSettling(t *testing.T) {
 			return block.before(table, op, keys)
 		}})
 		var settled sync.Once
-		retention.SetSettleHook(f.engine, func(job string, _ images.Kind) {
+		f.hooks.Settle = func(job string, _ images.Kind) {
 			settled.Do(func() {
 				close(block.release)
 				mu.Lock()
@@ -302,7 +302,7 @@ func TestCancelCountsATaskThatEndsWhileSettling(t *testing.T) {
 				mu.Unlock()
 				deadline := time.Now().Add(patience)
 				for {
-					done, err := retention.TaskDone(t.Context(), f.engine, job, task)
+					done, err := f.hooks.TaskDone(t.Context(), job, task)
 					if err != nil {
 						t.Error(err)
 						return
@@ -313,7 +313,7 @@ func TestCancelCountsATaskThatEndsWhileSettling(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			})
-		})
+		}
 		before := f.census(t, kind, base.Add(2*time.Minute))
 		f.run(t)
 		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
@@ -370,7 +370,7 @@ func (f *fixture) otherReplica(t *testing.T) *retention.Engine {
 	t.Helper()
 	opts := f.opts
 	opts.Backend, opts.Repositories, opts.Queue, opts.ReplicaID = f.backend, f.repos, f.queue, "other"
-	opts.Driver = embedded.DriverFor(f.backend)
+	opts.Driver = drivers.For(f.backend)
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)

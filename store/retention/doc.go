@@ -6,8 +6,8 @@
 // engine keeps what both share (jobs and their store, leases, cancels, the
 // schedule, retirement, pacing, statistics, policies and holds) and asks a
 // Driver (driver.go) for the rest, through an Env: the embedded store's
-// (package embedded, which Options.Driver names) or the queue design's
-// (queue.go, the default). A job names the driver that recorded it;
+// (package embedded) or the queue design's (package queue), which
+// Options.Driver names. A job names the driver that recorded it;
 // one of an earlier release, or of the other design, ends failed rather
 // than resume on progress its driver does not know, and is started again.
 //
@@ -20,41 +20,13 @@
 // past its bytes, starts purges of the oldest hour across the fleet that
 // spare held cameras, so it needs no mechanism of its own.
 //
-// # On Azure (plan.go, work.go, indexdelete.go, janitor.go)
+// # On Azure (package queue)
 //
-// Azure has no transaction across partitions, so the seeds' design stays,
-// each step resumable because its progress lives in tables:
-//
-//  1. plan: one range scan over the expired index partitions, by keys alone
-//     (ours and the fleet's), finds the cameras with expired rows and sends
-//     tasks of Options.GroupSize cameras through the queue, so its cost
-//     follows the expired volume;
-//  2. work: workers on every replica take tasks (at-least-once, hidden
-//     while they run), count each camera's expired rows, record the count,
-//     then delete them in batches of 100, each batch's index rows after it
-//     by derived key (either form). The count, of primary rows and one
-//     index row each, is fixed first, so a redelivery that finds rows gone
-//     keeps it exact; primary rows go first, so a crash leaves index rows
-//     without primary rows, never the reverse; the range is read until
-//     empty, so a row a retried create rewrote goes too (one whose primary
-//     write lands after that read stays unindexed till a later purge).
-//     A task's last delivery gives up the cameras it cannot purge. A
-//     camera with thinning tiers also has its rows of their windows read,
-//     each interval's keeper kept and the others deleted the same way
-//     (thinQueried): the plan scans the index up to the newest thinned day;
-//  3. janitor: then a scan of the expired index partitions deletes, at the
-//     ETag it read, each index row without its primary row and older than
-//     images.Repository.IndexLag (a younger one may still get it). It
-//     counts nothing: its rows were counted with their primary rows (a
-//     crash left them) or never had one (a create that gave up).
-//
-// With Options.Outbox the deletes of step 2 write their outbox rows pending
-// before each batch and ready after it, and a job's end settles and seals
-// its outbox (outboxseal.go), so the blob side hears of each deletion once.
-//
-// A job's lease passes to another replica when its owner stops renewing it;
-// the owner's every write of the job and its tasks holds only at its lease
-// epoch (owner.go), so an owner that stalled and woke writes nothing more.
+// Azure has no transaction across partitions, so the seeds' design stays:
+// a plan sends tasks through a queue to workers on every replica, which
+// delete in batches, primary rows first, then a janitor deletes the index
+// rows left without their primary rows; see store/retention/queue.
+// Package drivers picks the driver of a backend.
 //
 // # Both
 //
@@ -69,7 +41,7 @@
 // and has policy.Resolve give every camera its rule, hold included, for the
 // embedded survey and sections, the queue design's plan and dry run, and
 // the budget; holds are read whole (holdset.go) at a purge's start and
-// again before each section or task (spareHeld). Deletes can be paced (pace.go): a purge
+// again before each section or task. Deletes can be paced (pace.go): a purge
 // yields to live traffic (Options.Live, LiveRowsPerSecond), since on the
 // machine that serves requests its sections' commits and CPU lift their
 // tail latency; it runs unpaced on an idle store. A job can be

@@ -39,6 +39,17 @@ type Driver interface {
 	// SettleCancelled brings a cancelled job's kind's counts to all that
 	// its deletes took, before the job ends Cancelled.
 	SettleCancelled(ctx context.Context, id string, kind images.Kind) error
+	// StartJob records what a new job needs of the driver before it is
+	// confirmed (the queue design's outbox of the job); AbandonStart undoes
+	// it for a job whose start failed.
+	StartJob(ctx context.Context, j *Job) error
+	AbandonStart(ctx context.Context, j *Job) error
+	// DropJob deletes the driver's state of an ended job (the queue
+	// design's tasks), at its end and again when its record is retired.
+	DropJob(ctx context.Context, id string) error
+	// Retire deletes the driver's own records older than horizon (the
+	// queue design's dead letters), as the engine retires old jobs.
+	Retire(ctx context.Context, horizon time.Time) error
 
 	// The outbox of deleted images (Options.Outbox): each design records
 	// every image it deletes exactly once, in its own way, and the engine
@@ -88,6 +99,26 @@ func (v *Env) Job(ctx context.Context, id string) (*Job, error) {
 	j, _, err := v.e.jobs.get(ctx, id)
 	return j, err
 }
+
+// UpdateJobStamped is UpdateJob that also returns the backend's clock at
+// the write, read from the stored row's timestamp.
+func (v *Env) UpdateJobStamped(ctx context.Context, id string, change func(*Job) error) (*Job, time.Time, error) {
+	j, at, err := v.e.jobs.updateStamped(ctx, id, change)
+	if err == nil {
+		v.e.notify()
+	}
+	return j, at, err
+}
+
+// Changed is Engine.Changed: closed at the next change this process makes
+// to a job.
+func (v *Env) Changed() <-chan struct{} { return v.e.Changed() }
+
+// Pace waits until the job's pace admits rows more.
+func (v *Env) Pace(ctx context.Context, j *Job, rows int64) error { return v.e.pace(ctx, j, rows) }
+
+// Holds are the cameras on legal hold as they stand now.
+func (v *Env) Holds(ctx context.Context) (policy.HoldSet, error) { return v.e.policies.holdSet(ctx) }
 
 // UpdateJob changes a job's record, under the lease ctx carries, and wakes
 // the job's watchers.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
 // Engine runs purge jobs. Start and the readers work at any time; jobs and
@@ -23,8 +22,6 @@ type Engine struct {
 	opts  Options
 	log   *slog.Logger
 	jobs  jobStore
-	tasks taskStore
-	queue Queue
 	repos map[images.Kind]*images.Repository
 	// policies are the retention policies and legal holds.
 	policies *Policies
@@ -43,14 +40,6 @@ type Engine struct {
 	stats   Stats
 	wg      sync.WaitGroup
 	tracer  trace.Tracer
-	// janitorHook, set by tests only, runs as a janitor pass begins.
-	janitorHook func(job string, kind images.Kind)
-	// deleteHook, set by tests only, runs between a queue design's delete
-	// batch's pending outbox write and its delete, given the batch's rows.
-	deleteHook func(job string, rows []store.Entity)
-	// settleHook, set by tests only, runs in each pass of a cancel's
-	// settling once the pass has read its tasks, before it visits them.
-	settleHook func(job string, kind images.Kind)
 	// limiter paces this process's deletes, nil without
 	// Options.RowsPerSecond; liveLimiter while Options.Live reports
 	// traffic, nil without Options.LiveRowsPerSecond; jobLimiters those of
@@ -60,20 +49,17 @@ type Engine struct {
 	jobLimiters map[string]*rate.Limiter
 	// reserve is reserveN; tests wrap it (CountPacedRows).
 	reserve func(l *rate.Limiter, n int) *rate.Reservation
-	// working holds the tasks this process's workers are running (see
-	// beginTask), under mu.
-	working map[taskMessage]string
 }
 
 // Open opens the engine's tables on the backend.
 func Open(ctx context.Context, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
-	if opts.Backend == nil || len(opts.Repositories) == 0 {
-		return nil, errors.New("retention: Options needs a Backend and Repositories")
+	if opts.Backend == nil || len(opts.Repositories) == 0 || opts.Driver == nil {
+		return nil, errors.New("retention: Options needs a Backend, Repositories and a Driver")
 	}
 	e := &Engine{opts: opts, log: opts.Logger, repos: map[images.Kind]*images.Repository{},
 		running: map[string]bool{}, changed: make(chan struct{}), tracer: opts.TracerProvider.Tracer(tracerName),
-		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN, working: map[taskMessage]string{}}
+		jobLimiters: map[string]*rate.Limiter{}, reserve: reserveN}
 	if opts.RowsPerSecond > 0 {
 		e.limiter = newRowLimiter(opts.RowsPerSecond)
 	}
@@ -87,11 +73,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := opts.Backend.Table(ctx, DefaultTasksTable)
-	if err != nil {
-		return nil, err
-	}
-	e.jobs, e.tasks = jobStore{table: jobs}, taskStore{table: tasks}
+	e.jobs = jobStore{table: jobs}
 	policies, err := opts.Backend.Table(ctx, DefaultPoliciesTable)
 	if err != nil {
 		return nil, err
@@ -106,20 +88,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
-	if opts.Driver != nil {
-		e.driver, err = opts.Driver(ctx, &Env{e: e})
-		return e, err
-	}
-	if _, ok := opts.Backend.(store.Purger); ok {
-		return nil, errors.New("retention: the embedded store purges with its own driver: set Options.Driver to embedded.New")
-	}
-	e.driver = &queueDriver{e: e}
-	if e.queue = opts.Queue; e.queue == nil {
-		q, err := opts.Backend.Table(ctx, DefaultQueueTable)
-		if err != nil {
-			return nil, err
-		}
-		e.queue = tablequeue.Open(q, tablequeue.Options{Now: opts.Now})
+	if e.driver, err = opts.Driver(ctx, &Env{e: e}); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -284,7 +254,7 @@ func (e *Engine) end(j *Job, cause error) {
 		j.State, j.Error = Failed, fmt.Sprintf("purge %s of %s images was already running", running.JobID, running.Kind)
 	case errors.Is(cause, ErrForeignJob):
 		j.State, j.Error = Failed, "recorded by an earlier release or by the other backend's purge, which this engine does not resume; start the purge again"
-	case errors.Is(cause, errTaskLost):
+	case errors.Is(cause, ErrTaskLost):
 		j.State, j.Error = Failed, "a task could not be recorded; see the server log; the next purge retries its cameras"
 	case cause != nil:
 		j.State, j.Error = Failed, "storage error; see the server log"
@@ -332,10 +302,11 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 	if !endedBefore {
 		e.dropMarker(ctx, id)
 	}
-	// The job holds its final counts; its tasks (one per GroupSize cameras,
-	// every purge) would otherwise pile up forever.
-	if err := e.tasks.deleteAll(ctx, id); err != nil {
-		e.log.Warn("purge: deleting the tasks of an ended job failed", "job", id, "err", err)
+	// The job holds its final counts; its driver's state of it (the
+	// queue design's tasks, one per GroupSize cameras, every purge) would
+	// otherwise pile up forever.
+	if err := e.driver.DropJob(ctx, id); err != nil {
+		e.log.Warn("purge: deleting the driver's state of an ended job failed", "job", id, "err", err)
 	}
 	t := j.Totals()
 	attrs := []any{"job", id, "state", string(j.State), "dry_run", j.DryRun, "devices_total", t.DevicesTotal,

@@ -86,10 +86,10 @@ func TestWorkersDeleteIndexRowsInBothKeyForms(t *testing.T) {
 		f := newFixture(t, opts)
 		n := seedFleetKeys(t, f)
 		var atJanitor atomic.Pointer[census]
-		retention.SetJanitorHook(f.engine, func(string, images.Kind) {
+		f.hooks.Janitor = func(string, images.Kind) {
 			c := f.census(t, images.Single, base.Add(2*time.Minute))
 			atJanitor.CompareAndSwap(nil, &c)
-		})
+		}
 		f.run(t)
 		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if j.State != retention.Succeeded {

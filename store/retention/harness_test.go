@@ -25,6 +25,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // Capture times of the fixture: four minutes of images around a cutoff
@@ -66,6 +67,9 @@ type fixture struct {
 	// the embedded store, hiding its transactions and purges, so that
 	// tests step that engine without Azurite.
 	azureEngine bool
+	// hooks are the queue driver's, for a test to stop or watch its work;
+	// they outlive a reopened engine.
+	hooks *queue.Hooks
 }
 
 // storeCase is a backend the engine is tested on.
@@ -270,7 +274,13 @@ func (f *fixture) openEngine(t *testing.T, backend store.Backend) {
 		opts.Now = f.clock.now
 	}
 	opts.Backend, opts.Repositories, opts.Queue = backend, f.repos, f.queue
-	opts.Driver = embedded.DriverFor(backend)
+	if f.hooks == nil {
+		f.hooks = &queue.Hooks{}
+	}
+	opts.Driver = queue.WithHooks(f.hooks)
+	if _, ok := backend.(store.Purger); ok {
+		opts.Driver = embedded.New
+	}
 	e, err := retention.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)

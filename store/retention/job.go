@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 )
 
@@ -220,7 +221,7 @@ func (j *Job) KindBoundary(kind images.Kind) time.Time {
 // boundary, or the end of the newest window its policies' tiers thin. The
 // index is scanned up to it.
 func (j *Job) Reach(kind images.Kind) time.Time {
-	return maxTime(j.KindBoundary(kind), j.Progress(kind).ThinThrough)
+	return store.MaxTime(j.KindBoundary(kind), j.Progress(kind).ThinThrough)
 }
 
 // Totals are the counts summed over the job's kinds.

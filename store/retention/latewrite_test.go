@@ -58,7 +58,7 @@ func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
 				}}
 				f.openEngine(t, hooked)
 				if point.janitor {
-					retention.SetJanitorHook(f.engine, func(string, images.Kind) { write() })
+					f.hooks.Janitor = func(string, images.Kind) { write() }
 				}
 				f.seed(t, cameras)
 				f.run(t)

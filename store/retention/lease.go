@@ -47,7 +47,7 @@ func (e *Engine) dropMarker(ctx context.Context, id string) {
 // renewLease extends the job's lease until ctx ends, and cancels the job's
 // run if another engine has taken it (after this one stalled past its lease).
 func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id string) {
-	taken := keepAlive(ctx, e.opts.LeaseDuration, func(ctx context.Context) (bool, error) {
+	taken := KeepAlive(ctx, e.opts.LeaseDuration, func(ctx context.Context) (bool, error) {
 		_, err := e.jobs.update(ctx, id, func(j *Job) error {
 			if j.Owner != e.opts.ReplicaID {
 				return errLeased
@@ -63,12 +63,12 @@ func (e *Engine) renewLease(ctx context.Context, lost context.CancelFunc, id str
 	}
 }
 
-// keepAlive renews a hold that lapses after period (a job's lease, a task
+// KeepAlive renews a hold that lapses after period (a job's lease, a task
 // message's visibility) every third of it until ctx ends or renew reports
 // the hold lost to another engine or worker, and says which: a third
 // leaves two more tries before the hold lapses when one fails, and a
 // failed renewal is only logged (through retrying) and tried again.
-func keepAlive(ctx context.Context, period time.Duration, renew func(context.Context) (lost bool, err error), retrying func(error)) (lost bool) {
+func KeepAlive(ctx context.Context, period time.Duration, renew func(context.Context) (lost bool, err error), retrying func(error)) (lost bool) {
 	ticker := time.NewTicker(period / 3)
 	defer ticker.Stop()
 	for {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // The fleets BenchmarkPurgeMemory compares, as cameras x expired rows, and
@@ -63,7 +64,7 @@ func BenchmarkPurgeMemory(b *testing.B) {
 				peak = max(peak, float64(sampler.stop()))
 				s.check(b, j, l, 0)
 				tasks = float64((sz.cameras + retention.DefaultGroupSize - 1) / retention.DefaultGroupSize)
-				buckets = float64(max(retention.PlanBuckets(j.Kinds[0]), 1))
+				buckets = float64(max(queue.PlanBuckets(j.Kinds[0]), 1))
 				s.close()
 			}
 			b.ReportMetric(peak/(1<<20), "peak-live-MiB")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // TestCamerasBeyondThePlansMemory: with room for two camera ids, the plan
@@ -27,8 +28,8 @@ func TestCamerasBeyondThePlansMemory(t *testing.T) {
 		}
 		wantCounts(t, "purge", j.Totals(), expiredCounts(2))
 		for _, p := range j.Kinds {
-			if retention.PlanBuckets(p) < 2 {
-				t.Errorf("%s planned in %d buckets; %d cameras cannot fit in one", p.Kind, retention.PlanBuckets(p), cameras)
+			if queue.PlanBuckets(p) < 2 {
+				t.Errorf("%s planned in %d buckets; %d cameras cannot fit in one", p.Kind, queue.PlanBuckets(p), cameras)
 			}
 			got := f.census(t, p.Kind, j.Boundary())
 			if want := (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}); got != want {

@@ -40,8 +40,9 @@ type Options struct {
 	Backend store.Backend
 	// Repositories are the image repositories the engine purges, one per kind. Required.
 	Repositories []*images.Repository
-	// Driver makes the backend's purge design (see Driver): embedded.New
-	// for the embedded store, which needs it; nil means the queue design.
+	// Driver makes the backend's purge design (see Driver). Required:
+	// embedded.New for the embedded store, queue.New for Azure
+	// (drivers.For picks by backend).
 	Driver NewDriver
 	// Queue carries the queue design's tasks to workers; nil means a queue
 	// in the table DefaultQueueTable.
@@ -50,9 +51,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger gets job starts, ends and totals; nil means slog.Default.
 	Logger *slog.Logger
-	// The options from Workers to CameraMemory tune the queue design, the
-	// engine of a backend that is not a store.Purger (Azure); the embedded
-	// store's purge has no tasks, queue or janitor (see package embedded).
+	// The options from Workers to CameraMemory, and Queue, tune the queue
+	// design (package queue); the embedded store's purge has no tasks,
+	// queue or janitor (package embedded).
 
 	// Workers is how many tasks run at once in this process; default 4.
 	Workers int
@@ -125,7 +126,7 @@ func (o Options) withDefaults() Options {
 		o.Workers = 4
 	}
 	if o.GroupSize <= 0 {
-		o.GroupSize = defaultGroupSize
+		o.GroupSize = DefaultGroupSize
 	}
 	if o.VisibilityTimeout <= 0 {
 		o.VisibilityTimeout = 2 * time.Minute
@@ -163,3 +164,6 @@ func (o Options) withDefaults() Options {
 // default: creates wait for a section, so it bounds their wait; a section
 // of a thousand cameras takes a few milliseconds.
 const defaultSectionCameras = 10_000
+
+// DefaultGroupSize is Options.GroupSize unless set.
+const DefaultGroupSize = 500

@@ -26,6 +26,9 @@ const DefaultOutboxTable = "DeletedImages"
 // holds: its rows were retired (Options.JobRetention).
 var ErrOutboxTrimmed = errors.New("retention: the deleted images from that position were retired")
 
+// ErrBadResumeToken reports a resume token no outbox of this kind made.
+var ErrBadResumeToken = errors.New("retention: not a resume token of the deleted images")
+
 // ErrOutboxAhead reports a read from a position past the outbox's end: a
 // position of another store, or of this one before it was restored from
 // an older backup, whose records after the backup are lost. Reading from
@@ -48,17 +51,13 @@ func (e *AheadError) Error() string {
 // Is makes an AheadError an ErrOutboxAhead.
 func (e *AheadError) Is(target error) bool { return target == ErrOutboxAhead }
 
-// Outbox rows: the images in partition outboxPart keyed by sequence, the
-// next sequence and the retired one in outboxMetaPart.
+// Properties of an outbox record (DeletedImageProperties) and of the
+// sequence rows both designs keep (SeqKey, SeqOf).
 const (
-	outboxPart     = "d"
-	outboxMetaPart = "m"
-	outboxNextRow  = "next"
-	outboxTrimRow  = "trimmed"
-	propSeq        = "Seq"
-	propKind       = "Kind"
-	propJob        = "JobId"
-	propDeletedAt  = "DeletedAt"
+	propSeq       = "Seq"
+	propKind      = "Kind"
+	propJob       = "JobId"
+	propDeletedAt = "DeletedAt"
 )
 
 // DeletedImage is one image a purge or thinning pass deleted.
@@ -76,12 +75,18 @@ type DeletedImage struct {
 	DeletedAt  time.Time
 }
 
-func outboxKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
+// SeqKey is the row key of an outbox position: fixed-width hex, so that
+// rows sort by position.
+func SeqKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
 
-func seqOf(e store.Entity, prop string) uint64 {
-	n, _ := e.Properties[prop].(int64)
+// SeqOf is the position a sequence row holds, 0 if none.
+func SeqOf(e store.Entity) uint64 {
+	n, _ := e.Properties[propSeq].(int64)
 	return uint64(n)
 }
+
+// SeqProperties are the properties of a sequence row holding seq.
+func SeqProperties(seq uint64) store.Properties { return store.Properties{propSeq: int64(seq)} }
 
 // KeepsOutbox reports whether the engine keeps the outbox of deleted
 // images (Options.Outbox).

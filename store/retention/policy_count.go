@@ -58,7 +58,7 @@ func (p *Policies) prefixCount(ctx context.Context, delta int64) (int64, store.O
 	}
 	e, err := p.policies.Get(ctx, string(policy.ScopePrefix), prefixCountRow)
 	if errors.Is(err, store.ErrNotFound) {
-		n, err := countRows(ctx, p.policies, string(policy.ScopePrefix), store.Range{})
+		n, err := store.CountRows(ctx, p.policies, string(policy.ScopePrefix), store.Range{})
 		if err != nil {
 			return 0, store.Op{}, err
 		}

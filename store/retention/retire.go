@@ -57,16 +57,8 @@ func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
 	if retired > 0 {
 		e.log.Info("purge: retired old job records", "jobs", retired, "ended_before", horizon)
 	}
-	// The dead letters of the queue in a table go with the jobs they
-	// failed; an Azure poison queue's messages expire by their own TTL.
-	if q, ok := e.queue.(deadLetterRetirer); ok {
-		n, err := q.RetireDeadLetters(ctx, horizon)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if n > 0 {
-			e.log.Info("purge: retired old dead-lettered tasks", "messages", n, "dead_lettered_before", horizon)
-		}
+	if err := e.driver.Retire(ctx, horizon); err != nil {
+		errs = append(errs, err)
 	}
 	if n, err := e.retireOutbox(ctx, horizon); err != nil {
 		errs = append(errs, err)
@@ -76,17 +68,12 @@ func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
 	return retired, errors.Join(errs...)
 }
 
-// deadLetterRetirer is a Queue that keeps its dead letters until told to
-// delete the old ones (*queue.Queue).
-type deadLetterRetirer interface {
-	RetireDeadLetters(ctx context.Context, horizon time.Time) (int, error)
-}
-
-// retire deletes one ended job's tasks, then the job at the version read.
-// Tasks go first: a job record without tasks is a finished job, while
-// tasks without their job would never be found again.
+// retire deletes one ended job's driver state (the queue design's tasks),
+// then the job at the version read. The state goes first: a job record
+// without it is a finished job, while state without its job would never be
+// found again.
 func (e *Engine) retire(ctx context.Context, id, etag string) error {
-	if err := e.tasks.deleteAll(ctx, id); err != nil {
+	if err := e.driver.DropJob(ctx, id); err != nil {
 		return err
 	}
 	if err := e.jobs.deactivate(ctx, id); err != nil {

@@ -110,7 +110,7 @@ func TestRewrittenOrphanSurvivesTheJanitor(t *testing.T) {
 			return nil
 		}}
 		f.openEngine(t, hooked)
-		retention.SetJanitorHook(f.engine, func(string, images.Kind) { janitor.Store(true) })
+		f.hooks.Janitor = func(string, images.Kind) { janitor.Store(true) }
 		f.seed(t, cameras)
 		f.run(t)
 
@@ -165,7 +165,7 @@ func TestJanitorDeletesOnlySettledOrphans(t *testing.T) {
 		}
 		f.seed(t, cameras) // and waits until the old orphan has settled
 		var young atomic.Pointer[store.Key]
-		retention.SetJanitorHook(f.engine, func(string, images.Kind) {
+		f.hooks.Janitor = func(string, images.Kind) {
 			if young.Load() != nil {
 				return
 			}
@@ -174,7 +174,7 @@ func TestJanitorDeletesOnlySettledOrphans(t *testing.T) {
 				t.Errorf("young orphan: %v", err)
 			}
 			young.Store(&k)
-		})
+		}
 		f.run(t)
 
 		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})

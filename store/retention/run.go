@@ -10,6 +10,10 @@ import (
 	"github.com/metadatad/metadatad/store"
 )
 
+// ErrTaskLost ends a job one of whose tasks (the queue design's) could
+// not be recorded: the next purge retries its cameras.
+var ErrTaskLost = errors.New("retention: a task's record could not be written")
+
 // ErrForeignJob stops a job this engine's driver did not record: one of
 // an earlier release (whose record had no Driver) or of the other design.
 // Its progress means nothing here, so it ends failed and is started again;
@@ -25,7 +29,7 @@ func (e *Engine) runJob(ctx context.Context, id string) {
 	}
 	// From here every write of the job or its tasks holds only under this
 	// lease; the tasks' guard goes in before any of them.
-	held := lease{job: id, owner: e.opts.ReplicaID, epoch: j.LeaseEpoch}
+	held := Lease{Job: id, Owner: e.opts.ReplicaID, Epoch: j.LeaseEpoch}
 	ctx = withLease(ctx, held)
 	if err := e.driver.BeginJob(ctx, id); err != nil {
 		e.leaseEnded(ctx, id, err)

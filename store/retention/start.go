@@ -98,7 +98,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	defer cancel()
 	err := e.start(wctx, ctx, j)
 	if err != nil {
-		if derr := errors.Join(e.jobs.remove(wctx, j.ID), e.closeJobOutbox(wctx, j)); derr != nil {
+		if derr := errors.Join(e.jobs.remove(wctx, j.ID), e.driver.AbandonStart(wctx, j)); derr != nil {
 			e.log.Warn("purge: removing a job that could not start failed; it never runs and ends failed later",
 				"job", j.ID, "err", derr)
 		}
@@ -127,7 +127,7 @@ func (e *Engine) start(ctx, caller context.Context, j *Job) error {
 			return err
 		}
 	}
-	if err := e.openJobOutbox(ctx, j); err != nil {
+	if err := e.driver.StartJob(ctx, j); err != nil {
 		return err
 	}
 	if err := caller.Err(); err != nil {

@@ -523,13 +523,13 @@ func TestAStalledDeliveryIsFencedByItsJobsEnd(t *testing.T) {
 	f := newQueueFixture(t, o)
 	sc := setUpThinning(t, f, now)
 	var batches atomic.Int32
-	retention.SetDeleteHook(f.engine, func(job string, _ []store.Entity) {
+	f.hooks.Delete = func(job string, _ []store.Entity) {
 		if batches.Add(1) == 2 { // the first batch deleted and named
-			if err := retention.EndOutbox(context.Background(), f.engine, job); err != nil {
+			if err := f.hooks.EndOutbox(context.Background(), job); err != nil {
 				t.Error(err)
 			}
 		}
-	})
+	}
 	f.run(t)
 	j := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	if batches.Load() < 2 {
@@ -555,14 +555,14 @@ func TestARowRewrittenMidBatchIsCountedOnce(t *testing.T) {
 	before := f.census(t, kind, boundary)
 	primary, _ := f.repo(kind).Tables()
 	var rewrites atomic.Int32
-	retention.SetDeleteHook(f.engine, func(_ string, rows []store.Entity) {
+	f.hooks.Delete = func(_ string, rows []store.Entity) {
 		if rewrites.Add(1) == 1 { // a write of the row meanwhile (a backfill, a retried create)
 			row := store.Entity{PartitionKey: rows[0].PartitionKey, RowKey: rows[0].RowKey, Properties: store.Properties{"Rewritten": true}}
 			if _, err := primary.Upsert(context.Background(), row, store.Merge); err != nil {
 				t.Error(err)
 			}
 		}
-	})
+	}
 	f.run(t)
 	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
 	if j.State != retention.Succeeded || rewrites.Load() < 2 {

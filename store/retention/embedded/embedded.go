@@ -54,15 +54,6 @@ func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
 	return &driver{env: env, purger: p}, nil
 }
 
-// DriverFor is the driver a backend purges with: New for a store.Purger
-// (the embedded store), else nil, the queue design.
-func DriverFor(b store.Backend) retention.NewDriver {
-	if _, ok := b.(store.Purger); ok {
-		return New
-	}
-	return nil
-}
-
 // progress is a kind's progress in the embedded purge, kept in
 // the job's record (retention.KindProgress.embedded).
 type progress struct {
@@ -108,6 +99,13 @@ func (d *driver) Serve(context.Context, *sync.WaitGroup) {}
 // BeginJob does nothing: a section's writes are the job's record's, which
 // holds the lease.
 func (d *driver) BeginJob(context.Context, string) error { return nil }
+
+// StartJob, AbandonStart, DropJob and Retire do nothing: a job's state
+// is all in its record, and the outbox is the store's, not the job's.
+func (d *driver) StartJob(context.Context, *retention.Job) error     { return nil }
+func (d *driver) AbandonStart(context.Context, *retention.Job) error { return nil }
+func (d *driver) DropJob(context.Context, string) error              { return nil }
+func (d *driver) Retire(context.Context, time.Time) error            { return nil }
 
 // SettleCancelled does nothing: the counts are in the job's record with
 // the deletes they count.
@@ -370,9 +368,9 @@ func (r *kindRun) survey(ctx context.Context, j *retention.Job) ([]surveyed, tim
 			at[t.PartitionKey] = i
 			out = append(out, surveyed{id: t.PartitionKey, boundary: c.Boundary, thin: c.Thin, held: c.Held})
 			if c.Boundary.IsZero() {
-				indexBefore = minTime(indexBefore, oldest)
+				indexBefore = store.MinTime(indexBefore, oldest)
 			} else {
-				indexBefore = minTime(indexBefore, c.Boundary)
+				indexBefore = store.MinTime(indexBefore, c.Boundary)
 			}
 		}
 		s := &out[i]
@@ -424,18 +422,4 @@ func (r *kindRun) eachRow(ctx context.Context, camera string, start, end time.Ti
 		}
 		scan.Resume = page.Next
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -25,15 +25,7 @@ const (
 	outboxMetaPart = "m"
 	outboxNextRow  = "next"
 	outboxTrimRow  = "trimmed"
-	propSeq        = "Seq"
 )
-
-func outboxKey(seq uint64) string { return fmt.Sprintf("%016x", seq) }
-
-func seqOf(e store.Entity, prop string) uint64 {
-	n, _ := e.Properties[prop].(int64)
-	return uint64(n)
-}
 
 // outboxWriter stages one section's outbox rows in its batch.
 type outboxWriter struct {
@@ -56,7 +48,7 @@ func (w *outboxWriter) add(ctx context.Context, camera string, row store.Entity)
 		case err != nil:
 			return err
 		default:
-			w.next = max(seqOf(e, propSeq), 1)
+			w.next = max(retention.SeqOf(e), 1)
 		}
 	}
 	captured, err := store.TimeFromInvertedTicksRowKey(row.RowKey)
@@ -64,7 +56,7 @@ func (w *outboxWriter) add(ctx context.Context, camera string, row store.Entity)
 		return nil // not an image's row: never tallied, never deleted by range
 	}
 	blob, _ := row.Properties[images.PropBlobURI].(string)
-	_, err = w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxPart, RowKey: outboxKey(w.next),
+	_, err = w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxPart, RowKey: retention.SeqKey(w.next),
 		Properties: retention.DeletedImageProperties(retention.DeletedImage{Kind: w.kind, CameraID: camera, CapturedAt: captured,
 			BlobURI: blob, JobID: w.job, DeletedAt: w.at})})
 	if err != nil {
@@ -81,7 +73,7 @@ func (w *outboxWriter) finish() error {
 		return nil
 	}
 	_, err := w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
-		Properties: store.Properties{propSeq: int64(w.next)}})
+		Properties: retention.SeqProperties(w.next)})
 	return err
 }
 
@@ -99,7 +91,7 @@ func (d *driver) DeletedImages(ctx context.Context, after string, limit int) ([]
 		}
 	}
 	page, err := e.Outbox().Query(ctx, store.Query{PartitionKey: outboxPart,
-		Rows: store.Range{From: outboxKey(pos + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
+		Rows: store.Range{From: retention.SeqKey(pos + 1)}, Limit: min(max(limit, 1), store.MaxPageSize)})
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +120,7 @@ func (d *driver) checkPosition(ctx context.Context, pos uint64) error {
 	}
 	next := uint64(1)
 	for _, r := range meta.Entities {
-		switch n := seqOf(r, propSeq); {
+		switch n := retention.SeqOf(r); {
 		case r.RowKey == outboxNextRow:
 			next = max(n, 1)
 		case r.RowKey == outboxTrimRow && pos+1 < n:
@@ -146,8 +138,8 @@ func (d *driver) checkPosition(ctx context.Context, pos uint64) error {
 	return nil
 }
 
-// outboxRestoredRow + outboxKey(the backup's next sequence), in
-// outboxMetaPart, records a restore: its propSeq is the next sequence the
+// outboxRestoredRow + retention.SeqKey(the backup's next sequence), in
+// outboxMetaPart, records a restore: its Seq (SeqOf) is the next sequence the
 // restore set.
 const outboxRestoredRow = "restored-"
 
@@ -161,16 +153,16 @@ func (d *driver) MarkOutboxRestored(ctx context.Context) error {
 	next := uint64(1)
 	switch r, err := e.Outbox().Get(ctx, outboxMetaPart, outboxNextRow); {
 	case err == nil:
-		next = max(seqOf(r, propSeq), 1)
+		next = max(retention.SeqOf(r), 1)
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
 	moved := next + outboxRestoreGap
 	return e.Outbox().Batch(ctx, []store.Op{
-		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxRestoredRow + outboxKey(next),
-			Properties: store.Properties{propSeq: int64(moved)}}},
+		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxRestoredRow + retention.SeqKey(next),
+			Properties: retention.SeqProperties(moved)}},
 		{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow,
-			Properties: store.Properties{propSeq: int64(moved)}}},
+			Properties: retention.SeqProperties(moved)}},
 	})
 }
 
@@ -209,7 +201,7 @@ func (d *driver) RetireOutbox(ctx context.Context, cutoff time.Time) (int, error
 		}
 		// The retired position first: a reader never finds a gap unnamed.
 		if _, err := e.Outbox().Upsert(ctx, store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxTrimRow,
-			Properties: store.Properties{propSeq: int64(last + 1)}}, store.Replace); err != nil {
+			Properties: retention.SeqProperties(last + 1)}, store.Replace); err != nil {
 			return n, err
 		}
 		if err := store.BatchDeletes(ctx, e.Outbox(), ops, nil); err != nil {

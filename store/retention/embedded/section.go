@@ -56,7 +56,7 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 			s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
 		}
 		if !state(p).KeptBefore.IsZero() {
-			s.keptBefore = minTime(s.keptBefore, state(p).KeptBefore)
+			s.keptBefore = store.MinTime(s.keptBefore, state(p).KeptBefore)
 		}
 		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		if err != nil {
@@ -153,7 +153,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		switch {
 		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
 			// Kept when surveyed; an earlier section saw it so too.
-			s.keptBefore = minTime(s.keptBefore, oldest)
+			s.keptBefore = store.MinTime(s.keptBefore, oldest)
 		case known && t.PartitionKey < s.resolveFrom && t.RowsBefore(bnd) == 0:
 			// Purged by an earlier section, nothing created since.
 			bnd = time.Time{}
@@ -164,9 +164,9 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 			}
 			bnd, thin = c.Boundary, c.Thin
 			if bnd.IsZero() {
-				s.keptBefore = minTime(s.keptBefore, oldest)
+				s.keptBefore = store.MinTime(s.keptBefore, oldest)
 			} else {
-				s.keptBefore = minTime(s.keptBefore, bnd)
+				s.keptBefore = store.MinTime(s.keptBefore, bnd)
 			}
 			if c.Held && s.count(t.PartitionKey) {
 				s.c.DevicesTotal++
@@ -179,7 +179,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
 		if s.outbox != nil {
 			// Read before the batch deletes them, for their blob URIs.
-			err := r.eachRow(ctx, t.PartitionKey, t.Day, minTime(cam.boundary, t.Day.Add(24*time.Hour)), []string{images.PropBlobURI},
+			err := r.eachRow(ctx, t.PartitionKey, t.Day, store.MinTime(cam.boundary, t.Day.Add(24*time.Hour)), []string{images.PropBlobURI},
 				func(e store.Entity) error { return s.outbox.add(ctx, t.PartitionKey, e) })
 			if err != nil {
 				return err
@@ -306,11 +306,11 @@ func (r *kindRun) endsJob(j *retention.Job) bool {
 // left to that range deletion and those it deleted, one per primary row,
 // as every create writes them (in either form).
 func (r *kindRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
-	pending = t.RowsBefore(minTime(indexBefore, boundary))
+	pending = t.RowsBefore(store.MinTime(indexBefore, boundary))
 	if !boundary.After(indexBefore) {
 		return pending, 0, nil
 	}
-	start, end := maxTime(indexBefore, t.Day), minTime(boundary, t.Day.Add(24*time.Hour))
+	start, end := store.MaxTime(indexBefore, t.Day), store.MinTime(boundary, t.Day.Add(24*time.Hour))
 	if !start.Before(end) {
 		return pending, 0, nil
 	}

@@ -1,4 +1,4 @@
-package retention
+package queue
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // janitor deletes, once a kind's tasks are done, the orphaned index rows of
@@ -24,9 +25,9 @@ import (
 // It reads each candidate's primary row, so it skips the rows of the
 // cameras that failed or were held, which keep their primary rows, and in
 // a purge with policies the rows of cameras not purged there.
-func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
-	if e.janitorHook != nil {
-		e.janitorHook(j.ID, kind)
+func (e *driver) janitor(ctx context.Context, j *retention.Job, kind images.Kind) error {
+	if e.hooks.Janitor != nil {
+		e.hooks.Janitor(j.ID, kind)
 	}
 	repo := e.repos[kind]
 	_, index := repo.Tables()
@@ -44,7 +45,7 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 	// The backend's own clock, read from a write, dates the start: the
 	// index rows' timestamps are on that clock, whatever this process's
 	// says.
-	_, now, err := e.jobs.updateStamped(ctx, j.ID, func(*Job) error { return nil })
+	_, now, err := e.jobs.updateStamped(ctx, j.ID, func(*retention.Job) error { return nil })
 	if err != nil {
 		return err
 	}
@@ -64,12 +65,12 @@ func (e *Engine) janitor(ctx context.Context, j *Job, kind images.Kind) error {
 
 // janitorRun is one janitor pass over one kind's expired index partitions.
 type janitorRun struct {
-	e     *Engine
-	job   *Job
+	e     *driver
+	job   *retention.Job
 	repo  *images.Repository
 	index store.Table
 	// kept are cameras the work did not delete (failed, held), up to
-	// Options.CameraMemory of them; a kept camera beyond it costs a read
+	// retention.Options.CameraMemory of them; a kept camera beyond it costs a read
 	// per row, which finds its primary row.
 	kept *cameraSet
 	// bounds, in a purge with policies, tells the boundary each camera got.

@@ -1,4 +1,4 @@
-package retention
+package queue
 
 import (
 	"context"
@@ -12,14 +12,12 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
-// errTaskLost fails a job one of whose tasks was given up unrecorded.
-var errTaskLost = errors.New("retention: a task's record could not be written")
-
 // work takes tasks from the queue until ctx ends.
-func (e *Engine) work(ctx context.Context) {
+func (e *driver) work(ctx context.Context) {
 	for ctx.Err() == nil {
 		msgs, err := e.queue.Receive(ctx, 1, e.opts.VisibilityTimeout)
 		if err != nil && ctx.Err() == nil {
@@ -50,7 +48,7 @@ const (
 // process runs one delivery of a task, keeping its message hidden from
 // other workers for as long as it runs. A delivery that fails leaves the
 // message to be delivered again.
-func (e *Engine) process(ctx context.Context, msg tablequeue.Message) error {
+func (e *driver) process(ctx context.Context, msg tablequeue.Message) error {
 	taskCtx, held, stop := e.keepHidden(ctx, msg)
 	settle, err := e.runTask(taskCtx, msg)
 	stop()
@@ -81,13 +79,13 @@ func (h *heldMessage) current() tablequeue.Message {
 // (this process stalled past the timeout and another worker took it), the
 // returned context is cancelled: the task is the other worker's now. stop
 // ends the extensions and waits for them.
-func (e *Engine) keepHidden(ctx context.Context, msg tablequeue.Message) (context.Context, *heldMessage, func()) {
+func (e *driver) keepHidden(ctx context.Context, msg tablequeue.Message) (context.Context, *heldMessage, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	held := &heldMessage{msg: msg}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lost := keepAlive(ctx, e.opts.VisibilityTimeout, func(ctx context.Context) (bool, error) {
+		lost := retention.KeepAlive(ctx, e.opts.VisibilityTimeout, func(ctx context.Context) (bool, error) {
 			extended, err := e.queue.Extend(ctx, held.current(), e.opts.VisibilityTimeout)
 			if errors.Is(err, tablequeue.ErrLostMessage) {
 				return true, err
@@ -116,7 +114,7 @@ func (e *Engine) keepHidden(ctx context.Context, msg tablequeue.Message) (contex
 // It is idempotent: a task delivered twice, or again after a crash, finds
 // its finished cameras recorded and its deleted rows gone, and its counts
 // were fixed before the first delete.
-func (e *Engine) runTask(ctx context.Context, msg tablequeue.Message) (settlement, error) {
+func (e *driver) runTask(ctx context.Context, msg tablequeue.Message) (settlement, error) {
 	m, settle, err := e.claimTask(msg)
 	if m == nil {
 		return settle, err
@@ -171,9 +169,9 @@ func (e *Engine) runTask(ctx context.Context, msg tablequeue.Message) (settlemen
 	// first delete.
 	if !j.CancelRequested {
 		switch err := e.paceUntilCancel(ctx, j, 2*pendingRows(t)); {
-		case errors.Is(err, ErrCancelled) && !resumed:
+		case errors.Is(err, retention.ErrCancelled) && !resumed:
 			return e.stopTask(ctx, t, etag)
-		case errors.Is(err, ErrCancelled):
+		case errors.Is(err, retention.ErrCancelled):
 		case err != nil:
 			return 0, err
 		}
@@ -199,7 +197,7 @@ func (e *Engine) runTask(ctx context.Context, msg tablequeue.Message) (settlemen
 
 // claimTask reads a task's message and claims the task for this
 // delivery; a nil message is one not to run, settled as returned.
-func (e *Engine) claimTask(msg tablequeue.Message) (*taskMessage, settlement, error) {
+func (e *driver) claimTask(msg tablequeue.Message) (*taskMessage, settlement, error) {
 	var m taskMessage
 	if err := json.Unmarshal(msg.Body, &m); err != nil {
 		e.log.Error("purge worker: unreadable message dead-lettered", "id", msg.ID, "err", err)
@@ -222,9 +220,9 @@ func (e *Engine) claimTask(msg tablequeue.Message) (*taskMessage, settlement, er
 // camera: done with the rows it deleted, given up on the last attempt, or
 // left pending (t not done) for the next delivery. It returns the counts
 // of the cameras done.
-func (e *Engine) settleCameras(t *task, removed map[string]int64, failures map[string]error, lastAttempt bool) Counts {
+func (e *driver) settleCameras(t *task, removed map[string]int64, failures map[string]error, lastAttempt bool) retention.Counts {
 	t.Done = true
-	var deleted Counts
+	var deleted retention.Counts
 	for _, d := range t.Devices {
 		if d.State != devicePending {
 			continue
@@ -249,7 +247,7 @@ func (e *Engine) settleCameras(t *task, removed map[string]int64, failures map[s
 // counts, this delivery's alone, are dropped, and the task is closed at the
 // version this delivery holds (etag), so that the job's settling, which
 // may close it too, and this delivery agree. No delivery runs it again.
-func (e *Engine) stopTask(ctx context.Context, t *task, etag string) (settlement, error) {
+func (e *driver) stopTask(ctx context.Context, t *task, etag string) (settlement, error) {
 	for _, d := range t.Devices {
 		if d.State == devicePending {
 			d.Counted, d.Rows = false, 0
@@ -265,7 +263,7 @@ func (e *Engine) stopTask(ctx context.Context, t *task, etag string) (settlement
 
 // giveUp counts a camera of the task's last delivery failed: it keeps its
 // rows, index rows included, for the next purge.
-func (e *Engine) giveUp(t *task, d *taskDevice, err error) {
+func (e *driver) giveUp(t *task, d *taskDevice, err error) {
 	d.State = deviceFailed
 	e.log.Error("purge: camera failed; the next purge retries it", "job", t.JobID, "kind", t.Kind.String(), "camera", d.ID, "err", err)
 }
@@ -276,13 +274,13 @@ func (e *Engine) giveUp(t *task, d *taskDevice, err error) {
 // the job, which the job's engine ends failed (see awaitTasks), and its
 // message goes to the dead letters. A write that lost to another
 // delivery of the task is no fault of the record: that delivery goes on.
-func (e *Engine) unrecorded(ctx context.Context, t *task, lastAttempt bool, err error) (settlement, error) {
+func (e *driver) unrecorded(ctx context.Context, t *task, lastAttempt bool, err error) (settlement, error) {
 	if !lastAttempt || errors.Is(err, store.ErrConflict) {
 		return 0, err
 	}
 	key := taskRowKey(t.Kind, t.Seq)
 	e.log.Error("purge: a task's record cannot be written; its job fails", "job", t.JobID, "task", key, "err", err)
-	if _, jerr := e.updateJob(ctx, t.JobID, func(j *Job) error {
+	if _, jerr := e.updateJob(ctx, t.JobID, func(j *retention.Job) error {
 		if j.LostTask == "" {
 			j.LostTask = key
 		}
@@ -306,7 +304,7 @@ func (e *Engine) unrecorded(ctx context.Context, t *task, lastAttempt bool, err 
 // Workers of other processes are not seen here; a task two of them run at
 // once still gets one record (its ETag), whose count is exact or flagged a
 // lower bound (see deletedRows).
-func (e *Engine) beginTask(m taskMessage, msgID string) (running string, ok bool) {
+func (e *driver) beginTask(m taskMessage, msgID string) (running string, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if id, busy := e.working[m]; busy {
@@ -316,7 +314,7 @@ func (e *Engine) beginTask(m taskMessage, msgID string) (running string, ok bool
 	return "", true
 }
 
-func (e *Engine) endTask(m taskMessage) {
+func (e *driver) endTask(m taskMessage) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.working, m)
@@ -326,7 +324,7 @@ func (e *Engine) endTask(m taskMessage) {
 // reports whether it counted any.
 // On the task's last delivery a camera that cannot be counted is given up
 // (and reported counted, so that its state is recorded before any delete).
-func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job, lastAttempt bool) (bool, error) {
+func (e *driver) count(ctx context.Context, t *task, primary store.Table, j *retention.Job, lastAttempt bool) (bool, error) {
 	counted := false
 	for _, d := range t.Devices {
 		if d.Counted || d.State != devicePending {
@@ -348,9 +346,9 @@ func (e *Engine) count(ctx context.Context, t *task, primary store.Table, j *Job
 
 // countCamera counts the rows a camera's delete would remove, and of them
 // those its thinning would.
-func (e *Engine) countCamera(ctx context.Context, kind images.Kind, primary store.Table, d *taskDevice, j *Job) (rows, thinned int64, err error) {
+func (e *driver) countCamera(ctx context.Context, kind images.Kind, primary store.Table, d *taskDevice, j *retention.Job) (rows, thinned int64, err error) {
 	if expired, ok := d.expiredRows(j); ok {
-		if rows, err = countRows(ctx, primary, d.ID, expired); err != nil {
+		if rows, err = store.CountRows(ctx, primary, d.ID, expired); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -386,7 +384,7 @@ func pendingRows(t *task) int64 {
 // fixed before the first delete stands. That is exact unless creates of
 // expired instants landed between the first delivery's count and its
 // delete; the count is then short by those rows alone (see
-// Counts.MetadataRows). Only a purge deletes images, and one purge runs at
+// retention.Counts.MetadataRows). Only a purge deletes images, and one purge runs at
 // a time, so a delete that removes fewer rows than were counted before it
 // follows such a delivery: the count is then flagged a lower bound.
 func deletedRows(d *taskDevice, removed int64) (rows int64, lowerBound bool) {
@@ -396,7 +394,7 @@ func deletedRows(d *taskDevice, removed int64) (rows int64, lowerBound bool) {
 // deleteCameras deletes the expired rows of the task's pending cameras,
 // each before its own boundary (see taskDevice.expiredRows), and returns
 // the primary rows removed and the error of each camera that failed.
-func (e *Engine) deleteCameras(ctx context.Context, repo *images.Repository, t *task, j *Job) (map[string]int64, map[string]error) {
+func (e *driver) deleteCameras(ctx context.Context, repo *images.Repository, t *task, j *retention.Job) (map[string]int64, map[string]error) {
 	removed, failures := map[string]int64{}, map[string]error{}
 	for _, d := range t.Devices {
 		if d.State != devicePending {
@@ -426,8 +424,8 @@ func (e *Engine) deleteCameras(ctx context.Context, repo *images.Repository, t *
 // planning still spares a camera whose delete has not begun, index rows
 // included. On the task's last delivery, holds that cannot be read give
 // up its pending cameras, never deleted.
-func (e *Engine) spareHeld(ctx context.Context, t *task, lastAttempt bool) error {
-	holds, err := e.policies.holdSet(ctx)
+func (e *driver) spareHeld(ctx context.Context, t *task, lastAttempt bool) error {
+	holds, err := e.env.Holds(ctx)
 	if err != nil && !lastAttempt {
 		return err
 	}
@@ -449,7 +447,7 @@ func (e *Engine) spareHeld(ctx context.Context, t *task, lastAttempt bool) error
 
 // wait pauses a loop until something changes, the poll interval passes or
 // ctx ends.
-func (e *Engine) wait(ctx context.Context) {
+func (e *driver) wait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-e.Changed():

@@ -1,4 +1,4 @@
-package retention
+package queue
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // The outbox of the queue design (Azure's, docs/blobs.md). No transaction
@@ -39,7 +40,7 @@ import (
 // batch deletes nothing. A row is named once it is gone, and only then.
 
 // Rows of the queue design's outbox, in DefaultOutboxTable: the seals in
-// sealPart (seal rows keyed by outboxKey, hex, below "g"), each job's rows
+// sealPart (seal rows keyed by retention.SeqKey, hex, below "g"), each job's rows
 // in the job's partition (job ids are 16 hex digits, the embedded outbox's
 // partitions one letter).
 const (
@@ -53,10 +54,8 @@ const (
 	propOpen      = "Open"
 	propRow       = "Row"
 	propSealedAt  = "SealedAt"
+	propSealJob   = "JobId"
 )
-
-// ErrBadResumeToken reports a resume token no outbox of this kind made.
-var ErrBadResumeToken = errors.New("retention: not a resume token of the deleted images")
 
 // jobOutbox writes the outbox rows of one job's deletes of one kind.
 type jobOutbox struct {
@@ -71,13 +70,13 @@ type jobOutbox struct {
 
 // jobOutbox is the outbox a task's deletes write to; nil when its job
 // keeps none.
-func (e *Engine) jobOutbox(j *Job, kind images.Kind) *jobOutbox {
+func (e *driver) jobOutbox(j *retention.Job, kind images.Kind) *jobOutbox {
 	if e.outbox == nil || !j.Outbox {
 		return nil
 	}
 	o := &jobOutbox{table: e.outbox, job: j.ID, kind: kind, now: e.opts.Now}
-	if e.deleteHook != nil {
-		o.beforeDelete = func(rows []store.Entity) { e.deleteHook(j.ID, rows) }
+	if e.hooks.Delete != nil {
+		o.beforeDelete = func(rows []store.Entity) { e.hooks.Delete(j.ID, rows) }
 	}
 	return o
 }
@@ -112,10 +111,12 @@ func (o *jobOutbox) pending(ctx context.Context, camera string, rows []store.Ent
 			continue // not an image's row
 		}
 		blob, _ := r.Properties[images.PropBlobURI].(string)
+		props := retention.DeletedImageProperties(retention.DeletedImage{Kind: o.kind, CameraID: camera, CapturedAt: captured,
+			BlobURI: blob, DeletedAt: at})
+		props[propRow], props[propReady] = r.RowKey, false
 		k := store.Key{PartitionKey: o.job, RowKey: outboxRowKey(o.kind, camera, r.RowKey)}
 		ops = append(ops, store.Op{Kind: store.OpUpsert, Mode: store.Replace, Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey,
-			Properties: store.Properties{propKind: int32(o.kind), images.PropCameraID: camera, propRow: r.RowKey,
-				images.PropCapturedAt: captured.UTC(), images.PropBlobURI: blob, propDeletedAt: at, propReady: false}}})
+			Properties: props}})
 	}
 	if len(ops) == 0 {
 		return nil
@@ -146,7 +147,7 @@ func (o *jobOutbox) ready(ctx context.Context, camera string, gone map[string]bo
 }
 
 // openJobOutbox writes the open row of a job that keeps an outbox.
-func (e *Engine) openJobOutbox(ctx context.Context, j *Job) error {
+func (e *driver) openJobOutbox(ctx context.Context, j *retention.Job) error {
 	if !j.Outbox {
 		return nil
 	}
@@ -156,7 +157,7 @@ func (e *Engine) openJobOutbox(ctx context.Context, j *Job) error {
 
 // closeJobOutbox deletes the open row of a job that keeps an outbox: no
 // pending row lands in it after.
-func (e *Engine) closeJobOutbox(ctx context.Context, j *Job) error {
+func (e *driver) closeJobOutbox(ctx context.Context, j *retention.Job) error {
 	if !j.Outbox {
 		return nil
 	}
@@ -169,7 +170,7 @@ func (e *Engine) closeJobOutbox(ctx context.Context, j *Job) error {
 // sealJobOutbox closes an ending job's outbox, reconciles its pending rows
 // and seals it; each step is idempotent, so an end retried after a crash
 // does them again.
-func (e *Engine) sealJobOutbox(ctx context.Context, id string) error {
+func (e *driver) sealJobOutbox(ctx context.Context, id string) error {
 	if e.outbox == nil {
 		return nil
 	}
@@ -187,7 +188,7 @@ func (e *Engine) sealJobOutbox(ctx context.Context, id string) error {
 }
 
 // reconcileOutbox settles the job's pending rows by their primary rows.
-func (e *Engine) reconcileOutbox(ctx context.Context, id string) error {
+func (e *driver) reconcileOutbox(ctx context.Context, id string) error {
 	q := store.Query{PartitionKey: id, Where: []store.Equal{{Property: propReady, Value: false}}}
 	for {
 		page, err := e.outbox.Query(ctx, q)
@@ -195,10 +196,10 @@ func (e *Engine) reconcileOutbox(ctx context.Context, id string) error {
 			return err
 		}
 		for _, r := range page.Entities {
-			kind, _ := r.Properties[propKind].(int32)
-			camera, _ := r.Properties[images.PropCameraID].(string)
+			d := retention.DeletedImageFrom(r)
+			kind, camera := d.Kind, d.CameraID
 			row, _ := r.Properties[propRow].(string)
-			repo, ok := e.repos[images.Kind(kind)]
+			repo, ok := e.repos[kind]
 			if !ok {
 				continue
 			}
@@ -255,7 +256,7 @@ func fence(ctx context.Context, primary store.Table, camera, row string) (gone b
 }
 
 // seal gives the job's outbox, if it has a ready row, the next seal.
-func (e *Engine) seal(ctx context.Context, id string) error {
+func (e *driver) seal(ctx context.Context, id string) error {
 	q := store.Query{PartitionKey: id, Where: []store.Equal{{Property: propReady, Value: true}}, Limit: 1}
 	for {
 		page, err := e.outbox.Query(ctx, q)
@@ -281,18 +282,18 @@ func (e *Engine) seal(ctx context.Context, id string) error {
 		seq := uint64(1)
 		switch c, err := e.outbox.Get(ctx, sealPart, sealNextRow); {
 		case err == nil:
-			seq = seqOf(c, propSeq) + 1
+			seq = retention.SeqOf(c) + 1
 			counter = store.Op{Kind: store.OpUpdate, Mode: store.Replace, IfMatch: c.ETag, Entity: counter.Entity}
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		counter.Entity.Properties = store.Properties{propSeq: int64(seq)}
+		counter.Entity.Properties = retention.SeqProperties(seq)
 		at := e.opts.Now().UTC()
 		err := e.outbox.Batch(ctx, []store.Op{counter,
-			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: outboxKey(seq),
-				Properties: store.Properties{propJob: id, propSealedAt: at}}},
+			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: retention.SeqKey(seq),
+				Properties: store.Properties{propSealJob: id, propSealedAt: at}}},
 			{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: sealPart, RowKey: sealJobPrefix + id,
-				Properties: store.Properties{propSeq: int64(seq)}}},
+				Properties: retention.SeqProperties(seq)}},
 		})
 		// Another job sealed first (or this one, by an attempt whose answer
 		// was lost): read again.
@@ -318,17 +319,17 @@ func parseSealToken(s string) (sealToken, error) {
 	n, row, ok := strings.Cut(s, ".")
 	seq, err := strconv.ParseUint(n, 10, 64)
 	if !ok || err != nil || seq == 0 {
-		return sealToken{}, fmt.Errorf("%w: %q", ErrBadResumeToken, s)
+		return sealToken{}, fmt.Errorf("%w: %q", retention.ErrBadResumeToken, s)
 	}
 	return sealToken{seq: seq, row: row}, nil
 }
 
 // sealedImages is DeletedImages of the queue design's outbox.
-func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error) {
+func (e *driver) sealedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
 	first := uint64(1)
 	switch trim, err := e.outbox.Get(ctx, sealPart, sealTrimRow); {
 	case err == nil:
-		first = max(seqOf(trim, propSeq), 1)
+		first = max(retention.SeqOf(trim), 1)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
@@ -339,12 +340,12 @@ func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]D
 			return nil, err
 		}
 		if pos.seq < first {
-			return nil, fmt.Errorf("%w: seal %d, retired through %d", ErrOutboxTrimmed, pos.seq, first-1)
+			return nil, fmt.Errorf("%w: seal %d, retired through %d", retention.ErrOutboxTrimmed, pos.seq, first-1)
 		}
 	}
 	limit = min(max(limit, 1), store.MaxPageSize)
-	var out []DeletedImage
-	q := store.Query{PartitionKey: sealPart, Rows: store.Range{From: outboxKey(pos.seq), To: sealRowsEnd}, Limit: 100}
+	var out []retention.DeletedImage
+	q := store.Query{PartitionKey: sealPart, Rows: store.Range{From: retention.SeqKey(pos.seq), To: sealRowsEnd}, Limit: 100}
 	for {
 		seals, err := e.outbox.Query(ctx, q)
 		if err != nil {
@@ -358,7 +359,7 @@ func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]D
 			if seq != pos.seq {
 				pos = sealToken{seq: seq}
 			}
-			job, _ := s.Properties[propJob].(string)
+			job, _ := s.Properties[propSealJob].(string)
 			if out, err = e.readSealed(ctx, job, pos, out, limit); err != nil || len(out) == limit {
 				return out, err
 			}
@@ -375,18 +376,18 @@ func (e *Engine) sealedImages(ctx context.Context, after string, limit int) ([]D
 }
 
 // checkSealAhead reports, of a position after which nothing is sealed, an
-// *AheadError if no seal gave it out: a token of a seal beyond the next,
+// *retention.AheadError if no seal gave it out: a token of a seal beyond the next,
 // or of a row of the next, which has none yet.
-func (e *Engine) checkSealAhead(ctx context.Context, pos sealToken) error {
+func (e *driver) checkSealAhead(ctx context.Context, pos sealToken) error {
 	var last uint64
 	switch c, err := e.outbox.Get(ctx, sealPart, sealNextRow); {
 	case err == nil:
-		last = seqOf(c, propSeq)
+		last = retention.SeqOf(c)
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
 	if pos.seq > last+1 || (pos.seq == last+1 && pos.row != "") {
-		return &AheadError{Token: pos.String(), End: sealToken{seq: last + 1}.String()}
+		return &retention.AheadError{Token: pos.String(), End: sealToken{seq: last + 1}.String()}
 	}
 	return nil
 }
@@ -394,7 +395,7 @@ func (e *Engine) checkSealAhead(ctx context.Context, pos sealToken) error {
 // readSealed appends to out, up to limit, the ready rows of a sealed job
 // after pos. Once it reads the job's last row, that row's token is the
 // next seal's start.
-func (e *Engine) readSealed(ctx context.Context, job string, pos sealToken, out []DeletedImage, limit int) ([]DeletedImage, error) {
+func (e *driver) readSealed(ctx context.Context, job string, pos sealToken, out []retention.DeletedImage, limit int) ([]retention.DeletedImage, error) {
 	q := store.Query{PartitionKey: job, Rows: store.Range{From: pos.row},
 		Where: []store.Equal{{Property: propReady, Value: true}}}
 	for {
@@ -410,7 +411,7 @@ func (e *Engine) readSealed(ctx context.Context, job string, pos sealToken, out 
 			if len(out) == limit {
 				return out, nil
 			}
-			d := DeletedImageFrom(r)
+			d := retention.DeletedImageFrom(r)
 			d.JobID, d.Token = job, sealToken{seq: pos.seq, row: r.RowKey}.String()
 			out = append(out, d)
 		}
@@ -427,7 +428,7 @@ func (e *Engine) readSealed(ctx context.Context, job string, pos sealToken, out 
 // retireSeals retires the sealed jobs sealed before cutoff, oldest first:
 // the first seal kept goes first, so a reader behind it learns its rows
 // are gone, then the job's rows, then its seal.
-func (e *Engine) retireSeals(ctx context.Context, cutoff time.Time) (int, error) {
+func (e *driver) retireSeals(ctx context.Context, cutoff time.Time) (int, error) {
 	n := 0
 	q := store.Query{PartitionKey: sealPart, Rows: store.Range{To: sealRowsEnd}, Limit: 100}
 	for {
@@ -440,9 +441,9 @@ func (e *Engine) retireSeals(ctx context.Context, cutoff time.Time) (int, error)
 				return n, nil
 			}
 			seq, _ := strconv.ParseUint(s.RowKey, 16, 64)
-			job, _ := s.Properties[propJob].(string)
+			job, _ := s.Properties[propSealJob].(string)
 			if _, err := e.outbox.Upsert(ctx, store.Entity{PartitionKey: sealPart, RowKey: sealTrimRow,
-				Properties: store.Properties{propSeq: int64(seq + 1)}}, store.Replace); err != nil {
+				Properties: retention.SeqProperties(seq + 1)}, store.Replace); err != nil {
 				return n, err
 			}
 			rows, err := deleteQueried(ctx, e.outbox, job, store.Range{})

@@ -28,3 +28,24 @@ func BatchDeletes(ctx context.Context, t Table, ops []Op, kept func() error) err
 	}
 	return nil
 }
+
+// CountRows counts the rows of one partition in a row range: by their keys
+// alone where the backend can, else by reading them.
+func CountRows(ctx context.Context, t Table, partitionKey string, rows Range) (int64, error) {
+	if c, ok := t.(Counter); ok {
+		return c.CountRows(ctx, partitionKey, rows)
+	}
+	var n int64
+	q := Query{PartitionKey: partitionKey, Rows: rows}
+	for {
+		page, err := t.Query(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		n += int64(len(page.Entities))
+		if page.Next == nil {
+			return n, nil
+		}
+		q.Resume = page.Next
+	}
+}

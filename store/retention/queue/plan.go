@@ -1,4 +1,4 @@
-package retention
+package queue
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"hash/fnv"
 
-	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // maxTaskIDBytes bounds the camera ids of one task, so the task record (a
@@ -16,10 +16,7 @@ import (
 // whatever the ids' lengths.
 const maxTaskIDBytes = 64 << 10
 
-// defaultGroupSize is Options.GroupSize unless set.
-const defaultGroupSize = 500
-
-// cameraBytes is what planning counts against Options.CameraMemory for one
+// cameraBytes is what planning counts against retention.Options.CameraMemory for one
 // camera id held in a set: its bytes plus the set's own overhead.
 func cameraBytes(id string) int { return len(id) + 64 }
 
@@ -54,7 +51,7 @@ func (s *cameraSet) add(id string) bool {
 func (s *cameraSet) full() bool { return s.bytes > s.limit }
 
 // plan scans the expired index, groups the cameras it finds into tasks and
-// sends each through the queue, holding at most Options.CameraMemory of
+// sends each through the queue, holding at most retention.Options.CameraMemory of
 // camera ids (plus one group and one page of the scan), whatever the
 // number of cameras or rows.
 //
@@ -67,7 +64,7 @@ func (s *cameraSet) full() bool { return s.bytes > s.limit }
 // the next bucket are kept on the job, so after a crash the plan goes on
 // from its last finished bucket. The recorded tasks not yet done are sent
 // again at the start, since their first message may never have left.
-func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
+func (e *driver) plan(ctx context.Context, j *retention.Job, kind images.Kind) error {
 	p := j.Progress(kind)
 	seq := 0
 	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
@@ -95,7 +92,7 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 				"job", j.ID, "kind", kind.String(), "buckets", buckets)
 		}
 		started = pl.seq
-		if _, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+		if _, err := e.updateJob(ctx, j.ID, func(j *retention.Job) error {
 			q := j.Progress(kind)
 			queueState(q).Buckets, queueState(q).Bucket, queueState(q).BucketsSeq, queueState(q).BucketSeq = buckets, bucket, before, started
 			return nil
@@ -115,7 +112,7 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 	}); err != nil {
 		return err
 	}
-	_, err := e.updateJob(ctx, j.ID, func(j *Job) error {
+	_, err := e.updateJob(ctx, j.ID, func(j *retention.Job) error {
 		q := j.Progress(kind)
 		queueState(q).Tasks, q.Counts.DevicesTotal = tasks, devices
 		return nil
@@ -125,8 +122,8 @@ func (e *Engine) plan(ctx context.Context, j *Job, kind images.Kind) error {
 
 // planner makes the tasks of one kind's plan.
 type planner struct {
-	e    *Engine
-	job  *Job
+	e    *driver
+	job  *retention.Job
 	kind images.Kind
 	// seq is the number of the next task.
 	seq int
@@ -172,7 +169,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		// not expired by the camera's own cutoff, none is, and the camera
 		// costs nothing more (unless its tiers thin it). A held camera is
 		// planned held: counted, never deleted.
-		c, err := rules.plan(ctx, device, row)
+		c, err := planRule(ctx, rules, device, row)
 		if err != nil {
 			return err
 		}
@@ -239,7 +236,7 @@ func (p *planner) plannedCameras(ctx context.Context, bucket, n, before, started
 
 // writeTask writes the next task, of group's cameras (with their
 // boundaries when the job uses policies), queues it and adds its cameras
-// to the job's total; ErrCancelled when the job was cancelled meanwhile.
+// to the job's total; retention.ErrCancelled when the job was cancelled meanwhile.
 func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 	t := &task{JobID: p.job.ID, Kind: p.kind, Seq: p.seq, Devices: group}
 	if p.job.UsePolicies {
@@ -253,7 +250,7 @@ func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 	if err := p.e.send(ctx, t); err != nil {
 		return err
 	}
-	j, err := p.e.updateJob(ctx, p.job.ID, func(j *Job) error {
+	j, err := p.e.updateJob(ctx, p.job.ID, func(j *retention.Job) error {
 		j.Progress(p.kind).Counts.DevicesTotal += int64(len(group))
 		return nil
 	})
@@ -262,7 +259,7 @@ func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 	}
 	p.seq++
 	if j.CancelRequested {
-		return ErrCancelled
+		return retention.ErrCancelled
 	}
 	return nil
 }
@@ -270,7 +267,7 @@ func (p *planner) writeTask(ctx context.Context, group []*taskDevice) error {
 // errOutgrown stops a scan whose cameras outgrow the plan's memory.
 var errOutgrown = errors.New("retention: cameras outgrow the plan's memory")
 
-func (e *Engine) send(ctx context.Context, t *task) error {
+func (e *driver) send(ctx context.Context, t *task) error {
 	body, err := json.Marshal(taskMessage{JobID: t.JobID, Kind: t.Kind, Seq: t.Seq})
 	if err != nil {
 		return fmt.Errorf("retention: encode message: %w", err)
@@ -285,14 +282,14 @@ func (e *Engine) send(ctx context.Context, t *task) error {
 // dryRun counts what a purge of kind would delete, without deleting, in
 // the plan's bounded memory: one scan per bucket of cameras, with as many
 // buckets as it takes for one bucket's cameras to fit.
-func (e *Engine) dryRun(ctx context.Context, j *Job, kind images.Kind) error {
+func (e *driver) dryRun(ctx context.Context, j *retention.Job, kind images.Kind) error {
 	for buckets := 1; ; buckets *= 2 {
 		c, fits, err := e.dryRunBuckets(ctx, j, kind, buckets)
 		if err != nil {
 			return err
 		}
 		if fits {
-			_, err = e.updateJob(ctx, j.ID, func(j *Job) error {
+			_, err = e.updateJob(ctx, j.ID, func(j *retention.Job) error {
 				j.Progress(kind).Counts = c
 				return nil
 			})
@@ -302,13 +299,13 @@ func (e *Engine) dryRun(ctx context.Context, j *Job, kind images.Kind) error {
 }
 
 // dryRunBuckets counts with n buckets; false if a bucket outgrows the memory.
-func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n int) (Counts, bool, error) {
+func (e *driver) dryRunBuckets(ctx context.Context, j *retention.Job, kind images.Kind, n int) (retention.Counts, bool, error) {
 	repo := e.repos[kind]
 	primary, _ := repo.Tables()
-	var c Counts
+	var c retention.Counts
 	rules, err := e.rules(ctx, j, kind)
 	if err != nil {
-		return Counts{}, false, err
+		return retention.Counts{}, false, err
 	}
 	for bucket := range n {
 		// Each camera seen, with its boundary: the job's, or in a purge
@@ -319,7 +316,7 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			if _, ok := seen.of[device]; ok || device == "" || bucketOf(device, n) != bucket {
 				return nil
 			}
-			rule, err := rules.plan(ctx, device, row)
+			rule, err := planRule(ctx, rules, device, row)
 			if err != nil {
 				return err
 			}
@@ -348,32 +345,11 @@ func (e *Engine) dryRunBuckets(ctx context.Context, j *Job, kind images.Kind, n 
 			return nil
 		})
 		if errors.Is(err, errOutgrown) {
-			return Counts{}, false, nil
+			return retention.Counts{}, false, nil
 		}
 		if err != nil {
-			return Counts{}, false, err
+			return retention.Counts{}, false, err
 		}
 	}
 	return c, true, nil
-}
-
-// countRows counts the rows of one partition in a row range: by their keys
-// alone where the backend can, else by reading them.
-func countRows(ctx context.Context, t store.Table, partitionKey string, rows store.Range) (int64, error) {
-	if c, ok := t.(store.Counter); ok {
-		return c.CountRows(ctx, partitionKey, rows)
-	}
-	var n int64
-	q := store.Query{PartitionKey: partitionKey, Rows: rows}
-	for {
-		page, err := t.Query(ctx, q)
-		if err != nil {
-			return 0, err
-		}
-		n += int64(len(page.Entities))
-		if page.Next == nil {
-			return n, nil
-		}
-		q.Resume = page.Next
-	}
 }

@@ -1,4 +1,4 @@
-package retention
+package queue
 
 import (
 	"fmt"

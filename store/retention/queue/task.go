@@ -1,4 +1,4 @@
-package retention
+package queue
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
@@ -50,7 +51,7 @@ type taskDevice struct {
 
 // expiredRows is the row range of the camera's expired primary rows; false
 // when it has none by age.
-func (d *taskDevice) expiredRows(j *Job) (store.Range, bool) {
+func (d *taskDevice) expiredRows(j *retention.Job) (store.Range, bool) {
 	switch {
 	case d.NoAge:
 		return store.Range{}, false
@@ -68,7 +69,7 @@ func (d *taskDevice) janitorBound() time.Time {
 	if d.NoAge {
 		b = time.Time{}
 	}
-	return maxTime(b, policy.NewestThinned(d.Thin))
+	return store.MaxTime(b, policy.NewestThinned(d.Thin))
 }
 
 // task is a group of cameras whose expired primary rows one worker deletes.
@@ -116,8 +117,8 @@ func taskRows(kind images.Kind) store.Range {
 }
 
 // counts are the task's contribution to its kind's counts.
-func (t *task) counts() Counts {
-	c := Counts{DevicesTotal: int64(len(t.Devices))}
+func (t *task) counts() retention.Counts {
+	c := retention.Counts{DevicesTotal: int64(len(t.Devices))}
 	for _, d := range t.Devices {
 		switch d.State {
 		case deviceDone:
@@ -134,6 +135,9 @@ func (t *task) counts() Counts {
 	}
 	return c
 }
+
+// propDoc holds a task's document (in chunks: docProperty).
+const propDoc = "Doc"
 
 // taskStore keeps the tasks of every job, one partition per job.
 type taskStore struct {
