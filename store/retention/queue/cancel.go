@@ -17,7 +17,7 @@ import (
 // kind past its work phase has every task in its counts already.
 func (e *driver) settleCancelled(ctx context.Context, id string, kind images.Kind) error {
 	for {
-		j, _, err := e.jobs.get(ctx, id)
+		j, err := e.env.Job(ctx, id)
 		if err != nil {
 			return err
 		}

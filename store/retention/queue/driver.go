@@ -23,7 +23,6 @@ type driver struct {
 	env   *retention.Env
 	opts  retention.Options
 	log   *slog.Logger
-	jobs  jobRecords
 	tasks taskStore
 	queue retention.Queue
 	// outbox is the table of deleted images with Options.Outbox, else nil.
@@ -91,7 +90,7 @@ func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
 func WithHooks(hooks *Hooks) retention.NewDriver {
 	return func(ctx context.Context, env *retention.Env) (retention.Driver, error) {
 		opts := env.Options()
-		e := &driver{env: env, opts: opts, log: env.Logger(), jobs: jobRecords{env}, queue: opts.Queue,
+		e := &driver{env: env, opts: opts, log: env.Logger(), queue: opts.Queue,
 			outbox: env.Outbox(), repos: map[images.Kind]*images.Repository{}, hooks: hooks, working: map[taskMessage]string{}}
 		for _, r := range opts.Repositories {
 			e.repos[r.Kind()] = r
@@ -111,19 +110,6 @@ func WithHooks(hooks *Hooks) retention.NewDriver {
 		}
 		return e, nil
 	}
-}
-
-// jobRecords reads and writes job records through the engine, as the
-// engine's own job store does.
-type jobRecords struct{ env *retention.Env }
-
-func (r jobRecords) get(ctx context.Context, id string) (*retention.Job, string, error) {
-	j, err := r.env.Job(ctx, id)
-	return j, "", err
-}
-
-func (r jobRecords) updateStamped(ctx context.Context, id string, change func(*retention.Job) error) (*retention.Job, time.Time, error) {
-	return r.env.UpdateJobStamped(ctx, id, change)
 }
 
 func (e *driver) updateJob(ctx context.Context, id string, change func(*retention.Job) error) (*retention.Job, error) {
@@ -264,7 +250,7 @@ func (e *driver) SettleCancelled(ctx context.Context, id string, kind images.Kin
 // a previous run left it.
 func (e *driver) PurgeKind(ctx context.Context, id string, kind images.Kind) error {
 	for {
-		j, _, err := e.jobs.get(ctx, id)
+		j, err := e.env.Job(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -319,7 +305,7 @@ func (e *driver) awaitTasks(ctx context.Context, j *retention.Job, kind images.K
 		counts = retention.Counts{DevicesTotal: counts.DevicesTotal}
 	}
 	for {
-		if cur, _, err := e.jobs.get(ctx, j.ID); err != nil {
+		if cur, err := e.env.Job(ctx, j.ID); err != nil {
 			return err
 		} else if cur.CancelRequested {
 			return retention.ErrCancelled

@@ -45,7 +45,7 @@ func (e *driver) janitor(ctx context.Context, j *retention.Job, kind images.Kind
 	// The backend's own clock, read from a write, dates the start: the
 	// index rows' timestamps are on that clock, whatever this process's
 	// says.
-	_, now, err := e.jobs.updateStamped(ctx, j.ID, func(*retention.Job) error { return nil })
+	_, now, err := e.env.UpdateJobStamped(ctx, j.ID, func(*retention.Job) error { return nil })
 	if err != nil {
 		return err
 	}

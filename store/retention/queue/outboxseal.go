@@ -174,7 +174,7 @@ func (e *driver) sealJobOutbox(ctx context.Context, id string) error {
 	if e.outbox == nil {
 		return nil
 	}
-	j, _, err := e.jobs.get(ctx, id)
+	j, err := e.env.Job(ctx, id)
 	if err != nil || !j.Outbox {
 		return err
 	}

@@ -127,7 +127,7 @@ func (e *driver) runTask(ctx context.Context, msg tablequeue.Message) (settlemen
 	if err != nil {
 		return 0, err
 	}
-	j, _, err := e.jobs.get(ctx, m.JobID)
+	j, err := e.env.Job(ctx, m.JobID)
 	if err != nil {
 		return 0, err
 	}
