@@ -11,7 +11,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/testwait"
@@ -120,13 +119,7 @@ func TestDeletedImageWatchCap(t *testing.T) {
 	}
 	_, err := h.retention.ListPurges(t.Context(), &metadatav1.ListPurgesRequest{})
 	requireOK(t, err, "a unary call with every deleted-image watch taken")
-	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
-		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
-	requireOK(t, err, "StartPurge")
-	purge, err := h.retention.WatchPurge(t.Context(), &metadatav1.WatchPurgeRequest{JobId: started.GetJob().GetJobId()})
-	requireOK(t, err, "WatchPurge")
-	_, err = purge.Recv()
-	requireOK(t, err, "a WatchPurge with every deleted-image watch taken")
+	requirePurgeWatchable(t, h, "with every deleted-image watch taken")
 
 	cancel()
 	testwait.Until(t, 10*time.Second, func() error {

@@ -134,14 +134,22 @@ func TestFeedCap(t *testing.T) {
 
 	_, err = h.single.GetLatestSingleImageMetadata(t.Context(), &metadatav1.GetLatestSingleImageMetadataRequest{CameraId: "cam-1"})
 	requireOK(t, err, "a unary call with every feed taken")
-	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
-		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
-	requireOK(t, err, "StartPurge")
-	watch, err := h.retention.WatchPurge(t.Context(), &metadatav1.WatchPurgeRequest{JobId: started.GetJob().GetJobId()})
-	requireOK(t, err, "WatchPurge")
-	_, err = watch.Recv()
-	requireOK(t, err, "a WatchPurge with every feed taken")
+	requirePurgeWatchable(t, h, "with every feed taken")
 
 	cancel()
 	testwait.Until(t, 10*time.Second, func() error { return feed(t.Context()) })
+}
+
+// requirePurgeWatchable starts a purge and watches it to its first
+// message: the control plane still serves when, as the test says, the
+// data plane's streams are all taken.
+func requirePurgeWatchable(t *testing.T, h *harness, when string) {
+	t.Helper()
+	started, err := h.retention.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(base)}})
+	requireOK(t, err, "StartPurge "+when)
+	watch, err := h.retention.WatchPurge(t.Context(), &metadatav1.WatchPurgeRequest{JobId: started.GetJob().GetJobId()})
+	requireOK(t, err, "WatchPurge "+when)
+	_, err = watch.Recv()
+	requireOK(t, err, "a WatchPurge's first message "+when)
 }
