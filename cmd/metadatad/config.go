@@ -20,6 +20,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/video"
 	"github.com/metadatad/metadatad/store/watchfeed"
 )
@@ -68,8 +69,10 @@ type config struct {
 	shutdownTimeout   time.Duration
 	purgeLease        time.Duration
 	purgeRowsPerSec   float64
-	// purgeLiveRowsPerSec caps purges while requests are served.
+	// purgeLiveRowsPerSec caps Azure's purges while requests are served;
+	// purgeLive paces the embedded store's by time meanwhile.
 	purgeLiveRowsPerSec float64
+	purgeLive           embedded.Options
 	purgeJobRetention   time.Duration
 	minFreeMiB          uint64
 	cacheSize           byteSize
@@ -117,14 +120,8 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 		// only slow it down.
 		c.purgeRowsPerSec = 0
 	}
-	if c.store == "embedded" {
-		// The embedded store purges in sections of one atomic batch each,
-		// without tasks, workers or a queue: these flags would do nothing.
-		for _, name := range []string{"purge-workers", "purge-queue"} {
-			if set[name] {
-				return config{}, fmt.Errorf("-%s is for -store azure: the embedded store's purges have no tasks, workers or queue", name)
-			}
-		}
+	if err := c.purgeDesignFlags(set); err != nil {
+		return config{}, err
 	}
 	if c.warnings, err = c.azure.resolve(fs); err != nil {
 		return config{}, err
@@ -153,6 +150,9 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 	}
 	if c.purgeLiveRowsPerSec < 0 {
 		return config{}, fmt.Errorf("-purge-live-rows-per-second must not be negative, not %g", c.purgeLiveRowsPerSec)
+	}
+	if c.purgeLive.LiveShare <= 0 || c.purgeLive.LiveShare > 1 || c.purgeLive.SectionTime <= 0 {
+		return config{}, fmt.Errorf("-purge-live-share must be in (0, 1] and -purge-section-time positive, not %g and %s", c.purgeLive.LiveShare, c.purgeLive.SectionTime)
 	}
 	if len(c.blobDelete.containers) > 0 {
 		switch {
@@ -220,7 +220,9 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.Var(&c.retentionMaxBytes, "retention-max-bytes", "with -store embedded: a storage budget, e.g. 500GiB or 80% (of the data directory's filesystem); past it the oldest images across the fleet are purged, an hour at a time, until the live data fits (never a camera on legal hold, nor images younger than -min-retention-days); off when unset")
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "with -store azure: purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
-	fs.Float64Var(&c.purgeLiveRowsPerSec, "purge-live-rows-per-second", defaultPurgeLiveRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second while it serves requests (a call of the image, video, device-state or acquisition services within the last second), so that a purge yields to live traffic and runs at full speed on an idle store; 0 means no such cap; the lowest cap in force binds")
+	fs.Float64Var(&c.purgeLiveRowsPerSec, "purge-live-rows-per-second", defaultPurgeLiveRowsPerSecond, "with -store azure: cap on the rows (primary and index alike) this process's purges delete per second while it serves requests (a call of the image, video, device-state or acquisition services within the last second), so that a purge yields to live traffic and runs at full speed on an idle store; 0 means no such cap; the lowest cap in force binds")
+	fs.Float64Var(&c.purgeLive.LiveShare, "purge-live-share", embedded.DefaultLiveShare, "with -store embedded: the most of the time a purge works while the server serves requests (a call of the image, video, device-state or acquisition services within the last second): after each section it rests in proportion; 1 never rests")
+	fs.DurationVar(&c.purgeLive.SectionTime, "purge-section-time", embedded.DefaultSectionTime, "with -store embedded: how long one section of a purge aims to work while the server serves requests; sections are sized from the time the previous ones took")
 	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
@@ -507,4 +509,27 @@ func durationString(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
+}
+
+// purgeDesignFlags refuses the flags of the other backend's purge design.
+// The embedded store purges in sections of one atomic batch each, paced by
+// time while requests are served, without tasks, workers or a queue; Azure
+// purges through a queue of tasks, paced by rows, since there a purge's
+// cost follows its rows.
+func (c *config) purgeDesignFlags(set map[string]bool) error {
+	if c.store == "embedded" {
+		for _, name := range []string{"purge-workers", "purge-queue", "purge-live-rows-per-second"} {
+			if set[name] {
+				return fmt.Errorf("-%s is for -store azure: the embedded store's purges have no tasks, workers or queue, and pace by time while serving (-purge-live-share)", name)
+			}
+		}
+		c.purgeLiveRowsPerSec = 0
+		return nil
+	}
+	for _, name := range []string{"purge-live-share", "purge-section-time"} {
+		if set[name] {
+			return fmt.Errorf("-%s is for -store embedded: Azure's purges pace by rows while serving (-purge-live-rows-per-second)", name)
+		}
+	}
+	return nil
 }

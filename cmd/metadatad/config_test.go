@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // parseCase parses args as the daemon's command line. When refused, the
@@ -86,12 +88,13 @@ func TestParseConfigPurgeControl(t *testing.T) {
 		retention time.Duration
 		wantErr   bool
 	}{
-		{"defaults: no cap on the embedded store, which deletes by range, but while serving", nil, 0, defaultPurgeLiveRowsPerSecond, 30 * 24 * time.Hour, false},
-		{"defaults on azure", []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}, defaultPurgeRowsPerSecond, defaultPurgeLiveRowsPerSecond, 30 * 24 * time.Hour, false},
-		{"set", []string{"-purge-rows-per-second", "2500", "-purge-live-rows-per-second", "1000", "-purge-job-retention", "168h"}, 2500, 1000, 168 * time.Hour, false},
-		{"no cap", []string{"-purge-rows-per-second", "0", "-purge-live-rows-per-second", "0"}, 0, 0, 30 * 24 * time.Hour, false},
+		{"defaults: no row cap on the embedded store, which deletes by range and paces by time", nil, 0, 0, 30 * 24 * time.Hour, false},
+		{"defaults on azure", append(slices.Clone(azureArgs), nil...), defaultPurgeRowsPerSecond, defaultPurgeLiveRowsPerSecond, 30 * 24 * time.Hour, false},
+		{"set", []string{"-purge-rows-per-second", "2500", "-purge-job-retention", "168h"}, 2500, 0, 168 * time.Hour, false},
+		{"set on azure", append(slices.Clone(azureArgs), "-purge-rows-per-second", "2500", "-purge-live-rows-per-second", "1000"), 2500, 1000, 30 * 24 * time.Hour, false},
+		{"no cap", append(slices.Clone(azureArgs), "-purge-rows-per-second", "0", "-purge-live-rows-per-second", "0"), 0, 0, 30 * 24 * time.Hour, false},
 		{"negative rate refused", []string{"-purge-rows-per-second", "-1"}, 0, 0, 0, true},
-		{"negative live rate refused", []string{"-purge-live-rows-per-second", "-1"}, 0, 0, 0, true},
+		{"negative live rate refused", append(slices.Clone(azureArgs), "-purge-live-rows-per-second", "-1"), 0, 0, 0, true},
 		{"zero retention refused", []string{"-purge-job-retention", "0s"}, 0, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,11 +109,15 @@ func TestParseConfigPurgeControl(t *testing.T) {
 	}
 }
 
+// azureArgs select the Azure backend on Azurite's well-known account.
+var azureArgs = []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}
+
 // TestParseConfigQueueDesignFlags: the flags of the queue design's tasks
-// are for -store azure; the embedded store, whose purges have none, refuses
-// them rather than ignore them.
+// and its row cap while serving are for -store azure; the embedded store,
+// whose purges have no tasks and pace by time, refuses them rather than
+// ignore them; and Azure refuses the embedded pace's.
 func TestParseConfigQueueDesignFlags(t *testing.T) {
-	azure := []string{"-store", "azure", "-azure-connection-string", "UseDevelopmentStorage=true"}
+	azure := azureArgs
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -122,11 +129,40 @@ func TestParseConfigQueueDesignFlags(t *testing.T) {
 		{"workers embedded refused", []string{"-purge-workers", "3"}, 0, true},
 		{"workers embedded, named, refused", []string{"-store", "embedded", "-purge-workers", "1"}, 0, true},
 		{"queue embedded refused", []string{"-purge-queue", "purges"}, 0, true},
+		{"live row cap embedded refused", []string{"-purge-live-rows-per-second", "1000"}, 0, true},
+		{"live share on azure refused", append(slices.Clone(azure), "-purge-live-share", "0.2"), 0, true},
+		{"section time on azure refused", append(slices.Clone(azure), "-purge-section-time", "1ms"), 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.bad)
 			if ok && tc.workers > 0 && c.purgeWorkers != tc.workers {
 				t.Errorf("workers %d, want %d", c.purgeWorkers, tc.workers)
+			}
+		})
+	}
+}
+
+// TestParseConfigLivePace: the embedded store's purge pace while serving
+// is set by its share and section time, defaults included, and refuses
+// values outside their range.
+func TestParseConfigLivePace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want embedded.Options
+		bad  bool
+	}{
+		{"defaults", nil, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: embedded.DefaultLiveShare}, false},
+		{"set", []string{"-purge-live-share", "0.25", "-purge-section-time", "1ms"}, embedded.Options{SectionTime: time.Millisecond, LiveShare: 0.25}, false},
+		{"never resting", []string{"-purge-live-share", "1"}, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: 1}, false},
+		{"no share refused", []string{"-purge-live-share", "0"}, embedded.Options{}, true},
+		{"over all the time refused", []string{"-purge-live-share", "1.5"}, embedded.Options{}, true},
+		{"no section time refused", []string{"-purge-section-time", "0s"}, embedded.Options{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := parseCase(t, tc.args, tc.bad)
+			if ok && c.purgeLive != tc.want {
+				t.Errorf("live pace %+v, want %+v", c.purgeLive, tc.want)
 			}
 		})
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
@@ -65,7 +64,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		// flushes fail or its writes stall behind failing compactions, when
 		// they wait until the engine stops the process.
 		writeCheck := func() error { return errors.Join(guard.Check(), db.WritesBlocked()) }
-		return backend{tables: db, embedded: db, purges: embedded.New, close: db.Close, writeCheck: writeCheck,
+		return backend{tables: db, embedded: db, purges: cfg.purgeLive.New, close: db.Close, writeCheck: writeCheck,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}
 	a := cfg.azure

@@ -365,9 +365,6 @@ func BenchmarkPurgeStorageOps(b *testing.B) {
 	}
 }
 
-// daemonLiveRowsPerSecond is the daemon's -purge-live-rows-per-second.
-const daemonLiveRowsPerSecond = 20_000
-
 // BenchmarkLatencyDuringPurge times Creates and GetLatests of the cameras
 // being purged, one client alternating the two, first on the idle store and
 // then, on the same store right after, while a purge of benchExpiredRows
@@ -398,13 +395,11 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 		// purge of milliseconds overlaps.
 		backlog bool
 	}
-	// The embedded store's purge, as the daemon runs it: under its live
-	// cap, since the client is live traffic (the daemon's server.Traffic
+	// The embedded store's purge, as the daemon runs it: paced by its live
+	// share, since the client is live traffic (the daemon's server.Traffic
 	// would say so), on rows still in the memtable, on settled rows, and on
 	// a settled backlog; then unpaced, as on an idle store, and paced lower.
-	serving := func(o *retention.Options) {
-		o.LiveRowsPerSecond, o.Live = daemonLiveRowsPerSecond, func() bool { return true }
-	}
+	serving := func(o *retention.Options) { o.Live = func() bool { return true } }
 	unpaced := func(*retention.Options) {}
 	cases := []latencyCase{{name: "default", tune: serving},
 		{name: "default-settled", tune: serving, settled: true},

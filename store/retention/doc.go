@@ -41,10 +41,11 @@
 // and has policy.Resolve give every camera its rule, hold included, for the
 // embedded survey and sections, the queue design's plan and dry run, and
 // the budget; holds are read whole (holdset.go) at a purge's start and
-// again before each section or task. Deletes can be paced (pace.go): a purge
-// yields to live traffic (Options.Live, LiveRowsPerSecond), since on the
-// machine that serves requests its sections' commits and CPU lift their
-// tail latency; it runs unpaced on an idle store. A job can be
+// again before each section or task. Deletes can be paced by rows (pace.go:
+// a process's or a job's cap, and the queue design's LiveRowsPerSecond); a
+// purge yields to live traffic (Options.Live), the embedded one by time
+// (its package's pace.go), since its cost follows sections, not rows; it
+// runs unpaced on an idle store. A job can be
 // cancelled (cancel.go), purges scheduled (schedule.go); ended jobs are
 // retired after Options.JobRetention. Engine.Run loops on Engine.RunOnce,
 // one step that launches every unfinished job this process may run; a test

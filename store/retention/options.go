@@ -95,7 +95,10 @@ type Options struct {
 	// second while Live reports that requests are being served, so that a
 	// purge yields to live traffic and runs at full speed on an idle store;
 	// 0 means no such cap. It binds with RowsPerSecond and a job's own cap:
-	// the lowest in force paces. Without Live it never binds.
+	// the lowest in force paces. Without Live it never binds. It is the
+	// queue design's, whose cost follows rows: the embedded purge's follows
+	// sections, so it paces by time instead (embedded.Options) and refuses
+	// this cap.
 	LiveRowsPerSecond float64
 	// Live reports whether the process is serving requests now (the
 	// server's record of its calls); asked before each step of a purge.

@@ -21,6 +21,13 @@ import (
 type driver struct {
 	env    *retention.Env
 	purger store.Purger
+	pace   *pacer
+}
+
+// New is the embedded store's retention.NewDriver with the default
+// Options.
+func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
+	return Options{}.New(ctx, env)
 }
 
 // New is the embedded store's retention.NewDriver: the engine's backend
@@ -28,11 +35,15 @@ type driver struct {
 // primary rows and declares their index tables minute-keyed, so that a
 // purge reads tallies rather than rows and holds off only the writes of
 // the days it deletes.
-func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
+func (o Options) New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
 	opts := env.Options()
 	p, ok := opts.Backend.(store.Purger)
 	if !ok {
 		return nil, errors.New("retention/embedded: the backend is not a store.Purger")
+	}
+	if opts.LiveRowsPerSecond > 0 {
+		// Its cost follows sections, not rows (pace.go).
+		return nil, errors.New("retention/embedded: the embedded purge paces by time while requests are served (Options.LiveShare), not by LiveRowsPerSecond")
 	}
 	for _, r := range opts.Repositories {
 		primary, index := r.Tables()
@@ -51,7 +62,7 @@ func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
 			return nil, err
 		}
 	}
-	return &driver{env: env, purger: p}, nil
+	return &driver{env: env, purger: p, pace: newPacer(o, opts.Live)}, nil
 }
 
 // progress is a kind's progress in the embedded purge, kept in
@@ -124,12 +135,17 @@ type surveyed struct {
 	held bool
 	// rows it would lose, thinned the thinned ones of them.
 	rows, thinned int64
+	// units is its section's work (pace.go): a unit per day tally its
+	// section reads, and per row it reads one by one (for the outbox, or
+	// to thin).
+	units int64
 }
 
 // kindRun is one kind of one job on a Purger.
 type kindRun struct {
 	env            *retention.Env
 	purger         store.Purger
+	pace           *pacer
 	id             string
 	kind           images.Kind
 	repo           *images.Repository
@@ -170,7 +186,7 @@ func (d *driver) PurgeKind(ctx context.Context, id string, kind images.Kind) err
 	if p.Phase != retention.PhasePlan && p.Phase != phaseOrphans {
 		return fmt.Errorf("%w: phase %q", retention.ErrForeignJob, p.Phase)
 	}
-	r := &kindRun{env: d.env, purger: d.purger, id: id, kind: kind, repo: e.Repository(kind), aged: j.KindBoundary(kind), through: j.Reach(kind),
+	r := &kindRun{env: d.env, purger: d.purger, pace: d.pace, id: id, kind: kind, repo: e.Repository(kind), aged: j.KindBoundary(kind), through: j.Reach(kind),
 		countedBefore: state(p).SectionedTo, counted: map[string]struct{}{}}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"
@@ -214,12 +230,15 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 	if r.rules, err = r.env.Rules(ctx, j, r.kind); err != nil {
 		return err
 	}
-	if !j.UsePolicies && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil {
+	if !j.UsePolicies && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil && r.pace.units() == 0 {
 		// Every camera has the job's boundary: a fleet that fits one section
 		// needs no survey. A larger one stops the section, which commits
 		// nothing, at its limit. (A paced job surveys, to size its sections;
-		// one with holds, to stop the index's range deletion before them.)
-		err := r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras)
+		// so does one while requests are served; one with holds, to stop the
+		// index's range deletion before them.)
+		err := r.pace.section(ctx, 0, func(started func()) error {
+			return r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras, started)
+		})
 		if !errors.Is(err, errSectionFull) {
 			return r.finishRun(ctx, err)
 		}
@@ -254,41 +273,53 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 	for _, s := range cameras {
 		r.surveyed[s.id] = s.boundary
 	}
-	// Every section but the last covers a range of camera ids; the last
-	// covers them all, so it also catches what was created since. A paced
-	// job's sections hold about a step of its pace, so it deletes little
-	// and often; each waits for its primary rows and as many index rows,
-	// or a cancel. The step is taken again for each section: the live cap
-	// comes and goes with the requests.
-	sectionRows := func() int64 {
+	return r.finishRun(ctx, r.sections(ctx, j, cameras, indexBefore))
+}
+
+// sections purges the surveyed cameras in sections. Every section but the
+// last covers a range of camera ids; the last covers them all, so it also
+// catches what was created since. While requests are served a section
+// holds about Options.SectionTime of work and rests after (pace.go); a
+// job with a cap of rows holds about a step of it, and waits for its
+// primary rows and as many index rows, or a cancel. Both are taken again
+// for each section: requests come and go.
+func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surveyed, indexBefore time.Time) error {
+	rowBudget := func() int64 {
 		if r.env.Outbox() != nil {
 			return min(r.env.PaceStep(j), outboxSectionRows)
 		}
 		return r.env.PaceStep(j)
 	}
-	budget := sectionRows()
-	var rows int64
-	from, n := "", 0
+	rows, units, n := int64(0), int64(0), 0
+	budget, unitBudget := rowBudget(), r.pace.units()
+	from := ""
 	for i, s := range cameras {
-		rows, n = rows+s.rows, n+1
-		if i+1 == len(cameras) || (n < r.env.Options().SectionCameras && rows < budget) {
+		rows, units, n = rows+s.rows, units+s.units, n+1
+		full := n >= r.env.Options().SectionCameras || rows >= budget || (unitBudget > 0 && units >= unitBudget)
+		if i+1 == len(cameras) || !full {
 			continue
 		}
 		to := cameras[i+1].id
 		err := r.env.PaceUntilCancel(ctx, j, 2*rows)
 		if err == nil {
-			err = r.section(ctx, from, to, from, indexBefore, false, 0)
+			err = r.pace.section(ctx, units, func(started func()) error {
+				return r.section(ctx, from, to, from, indexBefore, false, 0, started)
+			})
 		}
 		if err != nil {
 			return err
 		}
-		from, rows, n, budget = to, 0, 0, sectionRows()
+		from, rows, units, n = to, 0, 0, 0
+		budget, unitBudget = rowBudget(), r.pace.units()
 	}
-	err = r.env.PaceUntilCancel(ctx, j, 2*rows)
-	if err == nil {
-		err = r.section(ctx, "", "", from, indexBefore, true, 0)
+	if err := r.env.PaceUntilCancel(ctx, j, 2*rows); err != nil {
+		return err
 	}
-	return r.finishRun(ctx, err)
+	// The last section reads every camera's tallies again: a unit each.
+	units += int64(len(cameras))
+	return r.pace.section(ctx, units, func(started func()) error {
+		return r.section(ctx, "", "", from, indexBefore, true, 0, started)
+	})
 }
 
 // finishRun ends a run whose last section ended with err: with the orphan
@@ -374,11 +405,17 @@ func (r *kindRun) survey(ctx context.Context, j *retention.Job) ([]surveyed, tim
 			}
 		}
 		s := &out[i]
+		var rows, thinned int64
 		if !s.boundary.IsZero() {
-			s.rows += t.RowsBefore(s.boundary)
+			rows = t.RowsBefore(s.boundary)
 		}
 		for _, span := range policy.Spans(t, s.thin) {
-			s.rows, s.thinned = s.rows+span.Extra, s.thinned+span.Extra
+			rows, thinned = rows+span.Extra, thinned+span.Extra
+		}
+		s.rows, s.thinned = s.rows+rows, s.thinned+thinned
+		s.units += 1 + thinned
+		if r.env.Outbox() != nil {
+			s.units += rows
 		}
 		return nil
 	})

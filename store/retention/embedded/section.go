@@ -24,12 +24,14 @@ import (
 // its cameras, one placed after waits for its commit.
 //
 // A section with a limit above 0 fails with errSectionFull, committing
-// nothing, once it meets more cameras than that.
-func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int) error {
+// nothing, once it meets more cameras than that. It calls started as its
+// exclusive work begins, for the pacer to time it.
+func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int, started func()) error {
 	ended := false
 	var deleted retention.Counts // what the committed batch deleted
 	var counted map[string]struct{}
 	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
+		started()
 		j, err := r.env.Job(ctx, r.id)
 		if err != nil {
 			return err

@@ -1,0 +1,293 @@
+package embedded_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
+	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
+)
+
+// The pacing tests run in synctest bubbles: a section costs virtual time
+// (costlyPurger), so the purge's share of the time and its sections' sizes
+// are exact, and cost no wall-clock time.
+
+// costlyPurger is the embedded store whose sections take cost(camera) of
+// virtual time for each camera day they delete rows of, as if the work
+// were that slow, and records each committed section.
+type costlyPurger struct {
+	*pebble.DB
+	cost func(camera string) time.Duration
+
+	mu       sync.Mutex
+	sections []spent
+}
+
+// spent is one committed section: its cameras' days and its time.
+type spent struct {
+	days int
+	took time.Duration
+}
+
+func (c *costlyPurger) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
+	b := &countingBatch{}
+	began := time.Now()
+	err := c.DB.Exclusive(ctx, through, func(ctx context.Context, pb store.PurgeBatch) error {
+		b.PurgeBatch = pb
+		if err := stage(ctx, b); err != nil {
+			return err
+		}
+		time.Sleep(b.cost(c.cost))
+		return nil
+	})
+	if err == nil && len(b.cameras) > 0 {
+		c.mu.Lock()
+		c.sections = append(c.sections, spent{days: len(b.cameras), took: time.Since(began)})
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *costlyPurger) spent() []spent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]spent(nil), c.sections...)
+}
+
+// countingBatch records the camera of each day whose rows a section
+// deletes.
+type countingBatch struct {
+	store.PurgeBatch
+	cameras []string
+}
+
+func (b *countingBatch) DeleteRowsBefore(table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
+	n, err := b.PurgeBatch.DeleteRowsBefore(table, partition, boundary, tallies)
+	if n > 0 {
+		b.cameras = append(b.cameras, partition)
+	}
+	return n, err
+}
+
+func (b *countingBatch) cost(per func(string) time.Duration) time.Duration {
+	var d time.Duration
+	for _, c := range b.cameras {
+		d += per(c)
+	}
+	return d
+}
+
+// pacedFixture is an embedded store in a bubble with cameras of expired
+// single images, and an engine over it whose Live is live.
+type pacedFixture struct {
+	purger *costlyPurger
+	engine *retention.Engine
+	repo   *images.Repository
+	cutoff time.Time
+}
+
+const (
+	pacedCameras = 120
+	pacedImages  = 5 // per camera, all on one day a month ago
+)
+
+func newPacedFixture(t *testing.T, opts embedded.Options, live *atomic.Bool, cost func(string) time.Duration) *pacedFixture {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p := &costlyPurger{DB: db, cost: cost}
+	repo, err := images.Open(t.Context(), p, images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	var imgs []images.Image
+	for c := range pacedCameras {
+		for i := range pacedImages {
+			imgs = append(imgs, images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: now.AddDate(0, -1, 0).Add(time.Duration(i) * time.Minute)})
+		}
+	}
+	for _, res := range repo.BatchCreate(t.Context(), imgs) {
+		if res.Err != nil || res.Existed {
+			t.Fatalf("seeding: %+v", res)
+		}
+	}
+	e, err := retention.Open(t.Context(), retention.Options{Backend: p, Repositories: []*images.Repository{repo}, Driver: opts.New,
+		Logger: log, Live: live.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := e.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return &pacedFixture{purger: p, engine: e, repo: repo, cutoff: now.AddDate(0, 0, -7)}
+}
+
+// purge runs a purge of everything expired to its end, checking its counts.
+func (f *pacedFixture) purge(t *testing.T) *retention.Job {
+	t.Helper()
+	j, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: f.cutoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !j.State.Terminal() {
+		time.Sleep(10 * time.Millisecond)
+		if j, err = f.engine.Get(t.Context(), j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j.State != retention.Succeeded {
+		t.Fatalf("purge ended %s (%s)", j.State, j.Error)
+	}
+	if c := j.Totals(); c.MetadataRows != pacedCameras*pacedImages || c.IndexRows != c.MetadataRows {
+		t.Fatalf("purge counted %d primary and %d index rows, want %d of each", c.MetadataRows, c.IndexRows, pacedCameras*pacedImages)
+	}
+	return j
+}
+
+// work is the sections' time in all.
+func work(sections []spent) time.Duration {
+	var d time.Duration
+	for _, s := range sections {
+		d += s.took
+	}
+	return d
+}
+
+// TestALivePurgeKeepsItsShare: while requests are served, the purge works
+// in sections of about Options.SectionTime, sized from the time the
+// sections before took (the first, a small probe), and rests after each so
+// that its work is LiveShare of its time; on an idle store it runs unpaced,
+// with nothing but its work in its time.
+func TestALivePurgeKeepsItsShare(t *testing.T) {
+	const perCamera = time.Millisecond
+	opts := embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.1}
+	for _, serving := range []bool{true, false} {
+		t.Run(map[bool]string{true: "serving", false: "idle"}[serving], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var live atomic.Bool
+				live.Store(serving)
+				f := newPacedFixture(t, opts, &live, func(string) time.Duration { return perCamera })
+				j := f.purge(t)
+				sections := f.purger.spent()
+				took, worked := j.Ended.Sub(j.Started), work(sections)
+				t.Logf("%d sections, %s of work in %s", len(sections), worked, took)
+				if want := pacedCameras * perCamera; worked != want {
+					t.Fatalf("sections worked %s, want %s (a camera's day each)", worked, want)
+				}
+				// The job's end is stamped in its last section's batch, as
+				// that section's work begins.
+				if !serving {
+					if len(sections) != 1 || took > worked {
+						t.Errorf("an idle purge took %d sections and %s for %s of work, want one section and no rest", len(sections), took, worked)
+					}
+					return
+				}
+				// Every section after the probe holds the section time's
+				// worth, as the probe measured it; the last one the rest.
+				for i, s := range sections[1 : len(sections)-1] {
+					if s.took != opts.SectionTime {
+						t.Errorf("section %d took %s, want %s", i+1, s.took, opts.SectionTime)
+					}
+				}
+				// The rests keep the work to its share: each section's time
+				// over the share, to the last section's start.
+				last := sections[len(sections)-1].took
+				want := time.Duration(float64(worked-last) / opts.LiveShare)
+				if took < want || took > want+20*time.Millisecond {
+					t.Errorf("purge of %s of work took %s, want %s (a share of %.2f)", worked, took, want, opts.LiveShare)
+				}
+			})
+		})
+	}
+}
+
+// TestSectionsFollowWhatTheyCost: when cameras grow costlier halfway
+// through a purge, the sections after shrink to keep to the section time:
+// sizes follow measured time, not a fixed count of cameras.
+func TestSectionsFollowWhatTheyCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Bool
+		live.Store(true)
+		opts := embedded.Options{SectionTime: 8 * time.Millisecond, LiveShare: 0.5}
+		cost := func(camera string) time.Duration {
+			if camera >= fmt.Sprintf("cam-%03d", pacedCameras/2) {
+				return 4 * time.Millisecond
+			}
+			return time.Millisecond
+		}
+		f := newPacedFixture(t, opts, &live, cost)
+		f.purge(t)
+		sections := f.purger.spent()
+		var cheap, costly []int
+		for _, s := range sections[1 : len(sections)-1] {
+			switch s.took {
+			case time.Duration(s.days) * time.Millisecond:
+				cheap = append(cheap, s.days)
+			case time.Duration(s.days) * 4 * time.Millisecond:
+				costly = append(costly, s.days)
+			}
+		}
+		t.Logf("cameras of cheap sections %v, of costly ones %v", cheap, costly)
+		if len(cheap) < 3 || len(costly) < 3 {
+			t.Fatalf("want several sections of each cost, got cheap %v, costly %v", cheap, costly)
+		}
+		// Averaging halves the estimate's error at each section: the cheap
+		// ones settle on 8 cameras, the costly ones on 2.
+		if n := cheap[len(cheap)-1]; n != 8 {
+			t.Errorf("cheap sections settled on %d cameras, want 8", n)
+		}
+		if n := costly[len(costly)-1]; n != 2 {
+			t.Errorf("costly sections settled on %d cameras, want 2", n)
+		}
+	})
+}
+
+// TestAPurgeSpeedsUpWhenRequestsStop: the live pace is asked again at each
+// section, so a purge that began while requests were served stops resting
+// once they stop.
+func TestAPurgeSpeedsUpWhenRequestsStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Bool
+		live.Store(true)
+		opts := embedded.Options{SectionTime: 2 * time.Millisecond, LiveShare: 0.1}
+		f := newPacedFixture(t, opts, &live, func(string) time.Duration { return time.Millisecond })
+		time.AfterFunc(300*time.Millisecond, func() { live.Store(false) })
+		j := f.purge(t)
+		sections := f.purger.spent()
+		took := j.Ended.Sub(j.Started)
+		t.Logf("%d sections, %s of work in %s", len(sections), work(sections), took)
+		// 300 ms of it live (a 16 ms probe, then sections of 2 ms, each
+		// with its rest), then what is left unpaced.
+		if took > 400*time.Millisecond {
+			t.Errorf("purge took %s after requests stopped at 300ms, want well under the 1.2s a live pace takes", took)
+		}
+		if len(sections) < 5 {
+			t.Errorf("%d sections, want the live ones before requests stopped", len(sections))
+		}
+	})
+}
