@@ -99,6 +99,11 @@ type PurgeBatch interface {
 	// Put writes e over whatever row has its key and returns it as it will
 	// be stored, with a new ETag and Timestamp. the table must not be tallied.
 	Put(table string, e Entity) (Entity, error)
+	// Unsynced lets the batch commit without waiting for the log's sync,
+	// which the next synced write does: for a stage that a crash may lose
+	// whole (it is then a stage not yet run), and whose writes nothing
+	// outside the store acts on meanwhile.
+	Unsynced()
 }
 
 // DayTally counts one partition's rows per capture minute of one UTC day.

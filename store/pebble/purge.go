@@ -15,8 +15,8 @@ import (
 var _ store.Purger = (*DB)(nil)
 
 // Exclusive runs stage while no write it may touch runs, from the stage's
-// first read to its commit, and commits the stage's batch synced
-// (store.Purger; gate.go says which writes wait). A stage reads through
+// first read to its commit, and commits the stage's batch, synced unless
+// the stage says otherwise (store.Purger; gate.go says which writes wait). A stage reads through
 // tables as it likes, but writes only through b: a table's write may wait
 // for the stage, and would wait for good.
 func (d *DB) Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b store.PurgeBatch) error) error {
@@ -45,7 +45,11 @@ func (d *DB) stage(ctx context.Context, through time.Time, stage func(ctx contex
 			return fmt.Errorf("%w: %w", store.ErrInsufficientStorage, err)
 		}
 	}
-	if err := b.batch.Commit(pebbledb.Sync); err != nil {
+	sync := pebbledb.Sync
+	if b.unsynced {
+		sync = pebbledb.NoSync
+	}
+	if err := b.batch.Commit(sync); err != nil {
 		return fmt.Errorf("pebble: commit: %w", err)
 	}
 	if b.tombstones > 0 {
@@ -70,6 +74,8 @@ type purgeBatch struct {
 	ranges     [][2][]byte
 	puts       [][]byte
 	tombstones int64
+	// unsynced commits the batch without a sync of its own (Unsynced).
+	unsynced bool
 	// rows is the row range before rowsBoundary: most purges give every
 	// partition one boundary, and formatting it is most of a call's cost.
 	rowsBoundary time.Time
@@ -447,3 +453,7 @@ func (d *DB) exists(key []byte) (bool, error) {
 	}
 	return true, closer.Close()
 }
+
+// Unsynced commits the batch without its own sync (store.PurgeBatch): the
+// log is written in order, so the next synced write makes it durable.
+func (b *purgeBatch) Unsynced() { b.unsynced = true }

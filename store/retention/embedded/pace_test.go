@@ -29,6 +29,9 @@ import (
 type costlyPurger struct {
 	*pebble.DB
 	cost func(camera string) time.Duration
+	// committed, if set, is called after each committed section with
+	// how many so far.
+	committed func(n int)
 
 	mu       sync.Mutex
 	sections []spent
@@ -54,7 +57,11 @@ func (c *costlyPurger) Exclusive(ctx context.Context, through time.Time, stage f
 	if err == nil && len(b.cameras) > 0 {
 		c.mu.Lock()
 		c.sections = append(c.sections, spent{days: len(b.cameras), took: time.Since(began)})
+		n := len(c.sections)
 		c.mu.Unlock()
+		if c.committed != nil {
+			c.committed(n)
+		}
 	}
 	return err
 }
@@ -95,6 +102,7 @@ type pacedFixture struct {
 	engine *retention.Engine
 	repo   *images.Repository
 	cutoff time.Time
+	stop   func()
 }
 
 const (
@@ -104,47 +112,75 @@ const (
 
 func newPacedFixture(t *testing.T, opts embedded.Options, live *atomic.Bool, cost func(string) time.Duration) *pacedFixture {
 	t.Helper()
+	f := openPacedFixture(t, pacedStore{opts: opts, live: live, cost: cost, fs: vfs.NewMem()})
+	seedPaced(t, f)
+	f.run(t)
+	return f
+}
+
+// pacedImagesOf are the cameras' images, all expired a month before now.
+func pacedImagesOf(now time.Time) []images.Image {
+	var imgs []images.Image
+	for c := range pacedCameras {
+		for i := range pacedImages {
+			imgs = append(imgs, images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: now.AddDate(0, -1, 0).Add(time.Duration(i) * time.Minute),
+				BlobURI: fmt.Sprintf("https://images.example/%d/%d.jpg", c, i)})
+		}
+	}
+	return imgs
+}
+
+// pacedStore is how a pacedFixture opens: its engine's pace and Live,
+// its sections' cost, its filesystem, whether purges keep the outbox.
+type pacedStore struct {
+	opts   embedded.Options
+	live   *atomic.Bool
+	cost   func(string) time.Duration
+	fs     *vfs.MemFS
+	outbox bool
+}
+
+// openPacedFixture opens the store on s.fs as it is and the engine over
+// it, not yet running.
+func openPacedFixture(t *testing.T, s pacedStore) *pacedFixture {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: log})
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: s.fs, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	p := &costlyPurger{DB: db, cost: cost}
+	p := &costlyPurger{DB: db, cost: s.cost}
 	repo, err := images.Open(t.Context(), p, images.Options{Kind: images.Single})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	var imgs []images.Image
-	for c := range pacedCameras {
-		for i := range pacedImages {
-			imgs = append(imgs, images.Image{CameraID: fmt.Sprintf("cam-%03d", c), CapturedAt: now.AddDate(0, -1, 0).Add(time.Duration(i) * time.Minute)})
-		}
-	}
-	for _, res := range repo.BatchCreate(t.Context(), imgs) {
-		if res.Err != nil || res.Existed {
-			t.Fatalf("seeding: %+v", res)
-		}
-	}
-	e, err := retention.Open(t.Context(), retention.Options{Backend: p, Repositories: []*images.Repository{repo}, Driver: opts.New,
-		Logger: log, Live: live.Load})
+	e, err := retention.Open(t.Context(), retention.Options{Backend: p, Repositories: []*images.Repository{repo}, Driver: s.opts.New,
+		Logger: log, Live: s.live.Load, Outbox: s.outbox, ReplicaID: "embedded"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &pacedFixture{purger: p, engine: e, repo: repo, cutoff: time.Now().UTC().AddDate(0, 0, -7)}
+}
+
+// run runs the engine until the test ends or stop.
+func (f *pacedFixture) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := e.Run(ctx); err != nil {
+		if err := f.engine.Run(ctx); err != nil {
 			t.Error(err)
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return &pacedFixture{purger: p, engine: e, repo: repo, cutoff: now.AddDate(0, 0, -7)}
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(f.stop)
 }
 
 // purge runs a purge of everything expired to its end, checking its counts.
@@ -154,6 +190,14 @@ func (f *pacedFixture) purge(t *testing.T) *retention.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f.await(t, j)
+}
+
+// await waits for j's end and checks that it deleted every expired row,
+// counted exactly.
+func (f *pacedFixture) await(t *testing.T, j *retention.Job) *retention.Job {
+	t.Helper()
+	var err error
 	for !j.State.Terminal() {
 		time.Sleep(10 * time.Millisecond)
 		if j, err = f.engine.Get(t.Context(), j.ID); err != nil {

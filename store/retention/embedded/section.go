@@ -56,6 +56,15 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{}}
 		if r.env.Outbox() != nil {
 			s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
+		} else if !last {
+			// A section is its deletes, counts and job record in one batch:
+			// a crash that loses it loses a section not yet run, which the
+			// resumed job runs. So it need not wait for a sync of its own
+			// (the next create's makes it durable), unless it writes outbox
+			// records, which the blob deleter may act on at once: a blob
+			// deleted for a row a crash brings back is lost for good. The
+			// last section ends the job, which its watchers act on: synced.
+			b.Unsynced()
 		}
 		if !state(p).KeptBefore.IsZero() {
 			s.keptBefore = store.MinTime(s.keptBefore, state(p).KeptBefore)
