@@ -128,13 +128,14 @@ type DB struct {
 	// gate is held shared by the writes a running Exclusive may touch,
 	// from their first read to their commit, and exclusively by Exclusive
 	// and the tally backfill's sections, which then read and write with no
-	// such write in flight; entry is held by the writes that pass, and
-	// horizon says which pass (see gate.go). Both are taken before the
-	// lock stripes; exclusive orders the gate's exclusive holders.
+	// such write in flight; the writes that pass are counted in the
+	// current epoch, whose horizon says which pass (see gate.go). Both are
+	// taken before the lock stripes; exclusive orders the gate's exclusive
+	// holders, and guards undrained, the epochs it has yet to wait out.
 	gate      sync.RWMutex
-	entry     sync.RWMutex
-	horizon   atomic.Pointer[horizon]
+	epoch     atomic.Pointer[entryEpoch]
 	exclusive sync.Mutex
+	undrained []*entryEpoch
 	// minuteKeyed are the tables whose partition keys are capture minutes
 	// (see MinuteKeyed), replaced whole under tallyMu.
 	minuteKeyed atomic.Pointer[map[string]bool]
@@ -182,6 +183,7 @@ func Open(opts Options) (*DB, error) {
 	go watch.run()
 	d := &DB{db: db, lock: lock, now: opts.Now, admit: opts.AdmitWrite, locks: newLocks(), lowMarks: newLowMarks(opts.lowMarks), log: opts.Logger, marks: marks, wal: wal,
 		watch: watch}
+	d.epoch.Store(newEpoch(nil))
 	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)

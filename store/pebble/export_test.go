@@ -75,3 +75,18 @@ func LowMarksHeld(d *DB) int { return d.lowMarks.held() }
 
 // LowMarkShards exposes how many shards the low marks spread over.
 const LowMarkShards = lowMarkShards
+
+// HoldRow holds the lock stripe of the table's row, which a write of it
+// takes after its entry and keeps to its commit, until unlock: a write of
+// it is then in flight, entered and not committed.
+func HoldRow(d *DB, table, partition, row string) (unlock func()) {
+	own, err := d.ownTable(table)
+	if err != nil {
+		panic(err)
+	}
+	return d.locks.lockKeys([][]byte{encodeKey(own.key, partition, row)})
+}
+
+// WritesInFlight is how many writes that passed the current epoch's horizon
+// (or none) are not yet committed.
+func WritesInFlight(d *DB) int64 { return d.epoch.Load().writers.Load() }

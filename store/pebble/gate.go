@@ -3,6 +3,8 @@ package pebble
 import (
 	"context"
 	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -21,11 +23,14 @@ import (
 //     minute on) passes, holding entry shared;
 //   - any other write holds the gate shared, and waits for the stage.
 //
-// With no Exclusive running every write passes. An Exclusive publishes its
-// horizon, then takes entry exclusively once, which waits out the writes
-// that passed before it was published, then holds the gate through its
-// stage and commit. The tallies' registration and backfill sections name
-// no horizon: every write waits for them.
+// With no Exclusive running every write passes. An Exclusive opens a new
+// epoch with its horizon, waits out the writes that passed in the epochs
+// before (they were checked against another horizon, or none), then holds
+// the gate through its stage and commit. The writes that pass its own
+// horizon go on meanwhile: none waits for another's commit, as they would
+// behind a lock the Exclusive waits for (a synced create's commit, for
+// every section). The tallies' registration and backfill sections name no
+// horizon: every write waits for them.
 
 // horizon is what a running Exclusive leaves alone.
 type horizon struct {
@@ -78,16 +83,53 @@ func (d *DB) passes(h *horizon, writes []write) bool {
 	return true
 }
 
+// entryEpoch counts the writes that passed one horizon (nil: no Exclusive
+// running) and are not yet committed.
+type entryEpoch struct {
+	horizon *horizon
+	writers atomic.Int64
+	// closed turns writes away to the epoch after it; drained is closed
+	// once it is closed and its writers are done.
+	closed  atomic.Bool
+	drained chan struct{}
+	once    sync.Once
+}
+
+func newEpoch(h *horizon) *entryEpoch { return &entryEpoch{horizon: h, drained: make(chan struct{})} }
+
+// leave ends one of the epoch's writes.
+func (e *entryEpoch) leave() {
+	if e.writers.Add(-1) == 0 && e.closed.Load() {
+		e.once.Do(func() { close(e.drained) })
+	}
+}
+
+// drain turns new writes away and waits for those the epoch holds.
+func (e *entryEpoch) drain() {
+	e.closed.Store(true)
+	if e.writers.Load() == 0 {
+		e.once.Do(func() { close(e.drained) })
+	}
+	<-e.drained
+}
+
 // enter holds what writes must hold from their first read to their commit,
 // and returns its release.
 func (d *DB) enter(writes []write) (release func()) {
-	d.entry.RLock()
-	if d.passes(d.horizon.Load(), writes) {
-		return d.entry.RUnlock
+	for {
+		e := d.epoch.Load()
+		e.writers.Add(1)
+		if e.closed.Load() {
+			e.leave() // its successor is in place
+			continue
+		}
+		if d.passes(e.horizon, writes) {
+			return e.leave
+		}
+		e.leave()
+		d.gate.RLock()
+		return d.gate.RUnlock
 	}
-	d.entry.RUnlock()
-	d.gate.RLock()
-	return d.gate.RUnlock
 }
 
 // exclusively runs fn while no write runs that touches a row before the
@@ -95,10 +137,12 @@ func (d *DB) enter(writes []write) (release func()) {
 func (d *DB) exclusively(through time.Time, fn func() error) error {
 	d.exclusive.Lock()
 	defer d.exclusive.Unlock()
-	d.horizon.Store(newHorizon(through))
-	defer d.horizon.Store(nil)
-	d.entry.Lock() // the writes that passed before the horizon was published
-	d.entry.Unlock()
+	d.undrained = append(d.undrained, d.epoch.Swap(newEpoch(newHorizon(through))))
+	defer func() { d.undrained = append(d.undrained, d.epoch.Swap(newEpoch(nil))) }()
+	for _, e := range d.undrained {
+		e.drain() // the writes that passed another horizon, or none
+	}
+	d.undrained = d.undrained[:0]
 	d.gate.Lock()
 	defer d.gate.Unlock()
 	return fn()
