@@ -42,8 +42,8 @@ func (r *runner) purgeDuring(ctx context.Context) error {
 		})
 	}
 	lc := r.cfg.load
-	log := &callLog{}
-	p := phase{label: "purge-during", load: lc, recorder: current.Load, log: log, hold: hold}
+	calls := &callLog{}
+	p := phase{label: "purge-during", load: lc, recorder: current.Load, log: calls, hold: hold}
 	if lc.ops > 0 {
 		p.onCall = func(n int64) {
 			if n > lc.ops/2 {
@@ -71,7 +71,7 @@ func (r *runner) purgeDuring(ctx context.Context) error {
 		latencyRatios(pr.During, pr.Before, p50, "", "", pr.P50Ratio)
 		latencyRatios(pr.During, pr.Before, p99, "", "", pr.P99Ratio)
 	}
-	pr.Window = log.windows(span{during.started, after.started}, r.cfg.minSpan, ran)
+	pr.Window = calls.windows(span{during.started, after.started}, r.cfg.minSpan, ran)
 	r.rep.Purge = pr
 	if purgeErr != nil {
 		return purgeErr
