@@ -64,43 +64,9 @@ PG_PORT=${PG_PORT:-55432}
 GRPC_PORT=${GRPC_PORT:-50971}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/postgres-compare.XXXXXX)
-chmod 755 "$work"
-pgbin=/usr/lib/postgresql/15/bin
-daemon_pid=
-pg_started=
-
-cleanup() {
-	if [[ -n $daemon_pid ]]; then kill "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; fi
-	if [[ -n $pg_started ]]; then as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true; fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# as_postgres runs a command as the postgres user (PostgreSQL refuses root).
-as_postgres() {
-	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-# start_pg starts the cluster again if a part before stopped it.
-start_pg() {
-	if [[ -n $pg_started ]]; then return; fi
-	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
-		-o "-p $PG_PORT -k $work/sock -c listen_addresses='' -c max_connections=100" start >/dev/null
-	pg_started=1
-}
-
-# median of numbers, to 6 decimals (plain notation, for bc).
-median() {
-	printf '%s\n' "$@" | sort -g |
-		awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
-
-seconds() { local d=$1; case $d in *m) echo $((${d%m} * 60)) ;; *s) echo "${d%s}" ;; *) echo "$d" ;; esac; }
-
-if [[ ! -x $pgbin/pgbench ]]; then
-	echo "installing PostgreSQL 15 (Debian's postgresql package)" >&2
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-fi
+# shellcheck source=bench/lib/pg.sh
+source "$root/bench/lib/pg.sh"
+bench_init
 
 builds=("$@")
 if [[ ${#builds[@]} == 0 ]]; then
@@ -113,10 +79,7 @@ fi
 echo "machine: $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # PostgreSQL: durable by default (fsync, synchronous_commit, full_page_writes on).
-mkdir -p "$work/pg" "$work/sock"
-if [[ $(id -u) == 0 ]]; then chown postgres "$work/pg" "$work/sock"; fi
-as_postgres "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null
-start_pg
+init_pg
 psql=(as_postgres psql -q -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
 "${psql[@]}" -c "create database bench" >/dev/null
 "${psql[@]}" -d bench >/dev/null <<'SQL'
@@ -145,8 +108,7 @@ if [[ " $PARTS " == *" creates "* ]]; then
 		-T "$(seconds "$DURATION")" -f "$work/insert.sql" bench 2>/dev/null |
 		awk '/^tps = / {print $3; exit}')
 	rows=$("${psql[@]}" -d bench -At -c "select count(*) from single_image_metadata")
-	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null
-	pg_started=
+	stop_pg
 	printf 'postgresql 15, pgbench %d clients: %.0f inserts/s (%s rows)\n' "$PG_CLIENTS" "$pg_tps" "$rows"
 
 	# client and server us/create: each process's CPU time (user and system)
@@ -158,10 +120,7 @@ if [[ " $PARTS " == *" creates "* ]]; then
 			data="$work/data-$c"
 			"$build/metadatad" -listen "127.0.0.1:$GRPC_PORT" -data-dir "$data" -log-level "$LOG_LEVEL" 2>"$work/daemon.log" &
 			daemon_pid=$!
-			for _ in $(seq 100); do
-				if "$build/metadata-load" ceiling -addr "127.0.0.1:$GRPC_PORT" -duration 100ms -progress off >/dev/null 2>&1; then break; fi
-				sleep 0.1
-			done
+			wait_daemon "127.0.0.1:$GRPC_PORT" "$build/metadata-load"
 			"$build/metadata-load" bench -addr "127.0.0.1:$GRPC_PORT" -types single -mix create=1 -concurrency "$c" \
 				-duration "$DURATION" -ceiling -progress off >"$work/report.json"
 			kill "$daemon_pid" && wait "$daemon_pid" || true
@@ -223,8 +182,7 @@ SQL
 		pg_vacuum[$c]=$(median "${sums[@]}")
 	done
 	"${psql[@]}" -d bench -c "drop table purge_images" >/dev/null
-	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null
-	pg_started=
+	stop_pg
 
 	# seconds to 3 decimals, ratio to 2; "-" stays "-".
 	secs() { if [[ $1 == - ]]; then echo -; else printf '%.3f' "$1"; fi; }
@@ -291,8 +249,7 @@ SQL
 		pg_rates+=("$(echo "$deleted / ($delete_ms / 1000)" | bc -l)")
 	done
 	"${psql[@]}" -d bench -c "drop table thin_images" >/dev/null
-	as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null
-	pg_started=
+	stop_pg
 	pg_rate=$(median "${pg_rates[@]}")
 	printf '\nthinning %d cameras x %d days of one row a minute to one per 15 minutes past a day (%d rows deleted):\n' \
 		"$THIN_CAMERAS" "$THIN_DAYS" "$want"

@@ -35,6 +35,20 @@ type config struct {
 	historyDays []int
 	// purgeAge: purge-during purges what is older than now minus this.
 	purgeAge time.Duration
+	// purgeFleet, when it has cameras, is a second fleet that holds the
+	// seeded history, all of it older than purgeAge (the rows a purge
+	// takes, every one), while the workload's fleet gets only its first
+	// minute: a purge of a few cameras' many rows under the traffic of
+	// many cameras.
+	purgeFleet fleetConfig
+	// minSpan is the shortest window purge-during compares: the calls
+	// started in max(purge, minSpan) from the purge's start against those
+	// started in as long just before it.
+	minSpan time.Duration
+	// skipSeed: purge-during writes nothing before its workload, as a seed
+	// run with the same fleets did it already (and the server was, say,
+	// compacted since).
+	skipSeed bool
 	// ceiling measures health checks at the workload's concurrency first.
 	ceiling bool
 	// serverPID is the server process whose CPU time is reported and whose
@@ -106,6 +120,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.seedConcurrency, "seed-concurrency", 64, "creates in flight while seeding")
 	historyDays := fs.String("history-days", "1,7,30", "history mode: the history depths, in days, to measure reads at")
 	fs.DurationVar(&c.purgeAge, "purge-older-than", 0, "purge-during: purge images older than this (default half of -days)")
+	fs.IntVar(&c.purgeFleet.cameras, "purge-cameras", 0, "seed and purge-during: seed history into a fleet of this many cameras of its own, all of it expired (from -days ago to -purge-older-than ago), and only the first minute of -cameras' fleet")
+	fs.StringVar(&c.purgeFleet.prefix, "purge-camera-prefix", "purge-cam-", "prefix of the camera ids of the -purge-cameras fleet")
+	fs.DurationVar(&c.minSpan, "min-span", 5*time.Second, "purge-during: the shortest window of calls compared, from the purge's start and just before it")
+	fs.BoolVar(&c.skipSeed, "skip-seed", false, "purge-during: seed nothing; a seed run with the same fleet flags wrote the history already")
 	fs.BoolVar(&c.ceiling, "ceiling", false, "run, soak and history (at every depth): first measure health checks at the same concurrency and report ratios")
 	fs.IntVar(&c.serverPID, "server-pid", 0, "pid of the server whose CPU time runs report and whose RSS soak samples (default: the local process listening on -addr's port, if any; -1: none)")
 	fs.DurationVar(&c.rssInterval, "rss-interval", 5*time.Second, "how often soak samples the server's RSS")
@@ -122,6 +140,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.fleet.kinds, err = parseKinds(*types); err != nil {
 		return config{}, err
 	}
+	c.purgeFleet.kinds = c.fleet.kinds
 	if c.load.mix, err = parseMix(*mixFlag); err != nil {
 		return config{}, err
 	}
@@ -155,8 +174,18 @@ func (c *config) check() error {
 		return errors.New("-progress must be auto, on or off")
 	case c.mode == "seed" && c.days == 0:
 		return errors.New("seed needs -days")
+	case c.purgeFleet.cameras < 0:
+		return errors.New("-purge-cameras must not be negative")
+	case c.purgeFleet.cameras > 0 && c.mode != "seed" && c.mode != "purge-during":
+		return errors.New("-purge-cameras is for seed and purge-during")
+	case c.purgeFleet.cameras > 0 && c.purgeFleet.prefix == c.fleet.prefix:
+		return errors.New("-purge-camera-prefix must differ from -camera-prefix: the two fleets are different cameras")
+	case c.minSpan <= 0:
+		return errors.New("-min-span must be positive")
+	case c.skipSeed && c.mode != "purge-during":
+		return errors.New("-skip-seed is for purge-during")
 	}
-	if c.mode == "purge-during" {
+	if c.mode == "purge-during" || c.purgeFleet.cameras > 0 {
 		if c.days == 0 {
 			return errors.New("purge-during needs -days of history to purge")
 		}

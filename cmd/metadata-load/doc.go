@@ -19,7 +19,11 @@
 //	history        seed history in steps (-history-days 1,7,30) and measure
 //	               the reads after each step
 //	purge-during   the workload with a purge started halfway: each RPC's
-//	               latency during the purge against before it
+//	               latency during the purge against before it, and the
+//	               p99 and p99.9 of the calls started in a window from the
+//	               purge's start (at least -min-span) against as long a
+//	               window just before it; -purge-cameras puts the purged
+//	               history in a fleet of its own
 //	soak           the workload for a bounded time; any error fails the run
 //	               (exit 1); the server's RSS is sampled over time
 //	ceiling        health checks alone: the framework's own ceiling

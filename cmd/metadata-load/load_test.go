@@ -174,6 +174,63 @@ func TestPurgeDuringSplitsLatenciesAroundAnExactPurge(t *testing.T) {
 	}
 }
 
+func TestPurgeDuringPurgesAFleetOfItsOwnSeededBefore(t *testing.T) {
+	s := startServer(t)
+	fleets := []string{"-cameras", "6", "-purge-cameras", "3", "-purge-camera-prefix", "old-cam-", "-types", "single",
+		"-days", "2", "-seed-interval", "2h", "-purge-older-than", "26h"}
+	// As bench/purge-under-traffic.sh does: the seed first (the server
+	// could be compacted between), then purge-during without one.
+	code, rep, _, stderr := runTool(t, append([]string{"seed", "-addr", s.addr}, fleets...)...)
+	if code != exitOK {
+		t.Fatalf("seed: exit %d: %s", code, stderr)
+	}
+	// 11 images of each old camera's history (two days, but for the last 26
+	// hours, every 2 hours; older than the purge's cutoff, and than the
+	// server's retention floor of a day), and each live camera's first minute.
+	const expired = 3 * 11
+	if rep.Seed.Calls != expired+6 || rep.Config.PurgeCameras != 3 {
+		t.Fatalf("seed wrote %d images, purge cameras %d", rep.Seed.Calls, rep.Config.PurgeCameras)
+	}
+	if n := len(s.singles(t, "old-cam-000002")); n != 11 {
+		t.Fatalf("old-cam-000002 has %d images, want 11", n)
+	}
+	if n := len(s.singles(t, "load-cam-000005")); n != 1 {
+		t.Fatalf("load-cam-000005 has %d images, want its first minute only", n)
+	}
+	// A workload of a second, a window of at least two: the workload runs
+	// on until the window from the purge's start closes.
+	code, rep, shape, stderr := runTool(t, append([]string{"purge-during", "-addr", s.addr, "-skip-seed",
+		"-mix", "create=1,get-latest=1", "-rate", "200", "-duration", "1s", "-min-span", "2s", "-concurrency", "4"}, fleets...)...)
+	if code != exitOK {
+		t.Fatalf("purge-during: exit %d: %s", code, stderr)
+	}
+	p := rep.Purge
+	if rep.Seed != nil || p.MetadataRowsDeleted != expired || p.DevicesTotal != 3 || p.JobSeconds <= 0 || p.JobSeconds > p.Seconds {
+		t.Fatalf("seeded again: %v; purge %+v", rep.Seed, p)
+	}
+	w := p.Window
+	if w == nil || w.SpanSeconds < 2 || w.During.CoveredSeconds != w.SpanSeconds || w.Before.CoveredSeconds > w.SpanSeconds {
+		t.Fatalf("window: %+v", w)
+	}
+	for _, name := range []string{"create", "get_latest", allOpsKey} {
+		d, b := w.During.RPCs[name], w.Before.RPCs[name]
+		if d.Calls == 0 || b.Calls == 0 || d.Errors != 0 || !(0 < d.P99 && d.P99 <= d.P999) || w.P999Ratio[name] <= 0 || w.P99Ratio[name] <= 0 {
+			t.Fatalf("%s: during %+v, before %+v, ratios %v %v", name, d, b, w.P99Ratio, w.P999Ratio)
+		}
+	}
+	if all := w.During.RPCs[allOpsKey]; all.Calls != w.During.RPCs["create"].Calls+w.During.RPCs["get_latest"].Calls {
+		t.Fatalf("all ops during: %+v of %+v", all, w.During.RPCs)
+	}
+	_ = field(t, shape, "purge.window.during.rpcs.all.p999")
+	_ = field(t, shape, "purge.window.p999_during_vs_before.all")
+	if n := len(s.singles(t, "old-cam-000000")); n != 0 {
+		t.Fatalf("old-cam-000000 keeps %d images", n)
+	}
+	if n := len(s.singles(t, "load-cam-000000")); n < 1 {
+		t.Fatal("load-cam-000000 lost its first minute to the purge")
+	}
+}
+
 func TestHistoryMeasuresReadsAtEachDepth(t *testing.T) {
 	s := startServer(t)
 	code, rep, _, stderr := runTool(t, "history", "-addr", s.addr, "-cameras", "4", "-history-days", "1,3", "-ceiling",
@@ -258,6 +315,10 @@ func TestUsageErrors(t *testing.T) {
 		{"key without certificate", []string{"ceiling", "-tls-key", "k.pem"}},
 		{"token twice", []string{"ceiling", "-token", "a", "-token-file", "b"}},
 		{"no connection", []string{"run", "-conns", "0"}},
+		{"purge fleet in a run", []string{"run", "-purge-cameras", "4"}},
+		{"purge fleet is the workload's", []string{"seed", "-days", "1", "-purge-cameras", "4", "-purge-camera-prefix", "load-cam-"}},
+		{"no window", []string{"purge-during", "-days", "2", "-min-span", "0s"}},
+		{"skip the seed of a seed", []string{"seed", "-days", "1", "-skip-seed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, _, stderr := runTool(t, tc.args...)

@@ -18,6 +18,9 @@ type runner struct {
 	now time.Time
 	// seeded records every seeding create of the run.
 	seeded *recorder
+	// seedFleet is the fleet seeding writes the -days of history for: the
+	// -purge-cameras fleet when there is one, else the workload's own.
+	seedFleet *fleet
 	// serverPID is the server's process when it runs on this machine
 	// (0 when not, or not visible), or why it could not be looked for.
 	serverPID    int
@@ -40,7 +43,14 @@ func execute(ctx context.Context, cfg config, conns []*clients, show *progress) 
 			SeedIntervalSecond: cfg.seedInterval.Seconds(), Conns: cfg.conns, TLS: cfg.client.Secure(),
 			Token: cfg.client.SendsToken(),
 		}},
-		seeded: newRecorder(),
+		seeded: newRecorder(), seedFleet: f,
+	}
+	if cfg.purgeFleet.cameras > 0 {
+		r.seedFleet = newFleet(cfg.purgeFleet, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+		r.rep.Config.PurgeCameras = cfg.purgeFleet.cameras
+	}
+	if cfg.mode == "purge-during" {
+		r.rep.Config.MinSpanSeconds = cfg.minSpan.Seconds()
 	}
 	for _, k := range cfg.fleet.kinds {
 		r.rep.Config.Types = append(r.rep.Config.Types, k.String())
@@ -67,8 +77,13 @@ func (r *runner) mode(ctx context.Context) error {
 	case "history":
 		return r.history(ctx)
 	case "purge-during":
-		if err := r.seed(ctx, 0, r.cfg.days); err != nil {
-			return err
+		if !r.cfg.skipSeed {
+			if err := r.seed(ctx, 0, r.cfg.days); err != nil {
+				return err
+			}
+		} else if r.seedFleet == r.w.fleet {
+			// Lists range over the history an earlier seed run wrote.
+			r.w.fleet.oldest = r.now.Add(-time.Duration(r.cfg.days) * 24 * time.Hour)
 		}
 		return r.purgeDuring(ctx)
 	case "soak":
@@ -78,21 +93,28 @@ func (r *runner) mode(ctx context.Context) error {
 	}
 }
 
-// seed writes the fleet's history between fromDays and toDays ago, then the
-// fleet's images of the run's first minute (once per run), so every camera
-// has a newest image to read.
+// seed writes the seed fleet's history between fromDays and toDays ago (a
+// -purge-cameras fleet's only until -purge-older-than ago), then the
+// workload fleet's images of the run's first minute (once per run), so
+// every camera the workload reads has a newest image.
 func (r *runner) seed(ctx context.Context, fromDays, toDays int) error {
-	f := r.w.fleet
-	perStep := int64(f.cameras * len(f.kinds))
+	f, h := r.w.fleet, r.seedFleet
 	if toDays > fromDays {
 		span := time.Duration(toDays-fromDays) * 24 * time.Hour
-		tl := &timeline{fleet: f, start: r.now.Add(-time.Duration(toDays) * 24 * time.Hour), step: r.cfg.seedInterval,
-			total: int64(span/r.cfg.seedInterval) * perStep}
+		if h != f {
+			// A fleet of its own for the purge: all its history expired.
+			span -= r.cfg.purgeAge
+		}
+		tl := &timeline{fleet: h, start: r.now.Add(-time.Duration(toDays) * 24 * time.Hour), step: r.cfg.seedInterval,
+			total: int64(span/r.cfg.seedInterval) * int64(h.cameras*len(h.kinds))}
 		r.w.seed(ctx, tl, r.cfg.seedConcurrency, r.seeded, r.show, fmt.Sprintf("seed %d-%dd", fromDays, toDays))
-		f.oldest = tl.start
+		if h == f {
+			f.oldest = tl.start
+		}
 	}
 	if fromDays == 0 {
-		r.w.seed(ctx, &timeline{fleet: f, start: r.now, step: time.Minute, total: perStep}, r.cfg.seedConcurrency, r.seeded, r.show, "seed now")
+		r.w.seed(ctx, &timeline{fleet: f, start: r.now, step: time.Minute, total: int64(f.cameras * len(f.kinds))},
+			r.cfg.seedConcurrency, r.seeded, r.show, "seed now")
 	}
 	r.rep.Seed = r.seeded.summary()
 	if n := r.rep.Seed.Errors; n > 0 {

@@ -20,7 +20,9 @@ var imageTypes = map[kind]metadatav1.ImageType{
 
 // purgeDuring runs the workload and starts a purge of the fleet's image
 // types halfway (by duration, or by calls with -ops). Calls are split by
-// when they start: before the purge, while it runs, after it ended.
+// when they start: before the purge, while it runs, after it ended; and
+// into windows of equal length from the purge's start and just before it,
+// a -duration workload running on until the purge's window closes.
 func (r *runner) purgeDuring(ctx context.Context) error {
 	before, during, after := newRecorder(), newRecorder(), newRecorder()
 	var current atomic.Pointer[recorder]
@@ -28,18 +30,20 @@ func (r *runner) purgeDuring(ctx context.Context) error {
 	pr := &purgeReport{}
 	var purgeErr error
 	var once sync.Once
-	done := make(chan struct{})
+	done, hold := make(chan struct{}), make(chan struct{})
 	started := time.Now()
 	trigger := func() {
 		once.Do(func() {
 			go func() {
 				defer close(done)
 				purgeErr = r.purge(ctx, &current, during, after, started, pr)
+				time.AfterFunc(time.Until(during.started.Add(r.cfg.minSpan)), func() { close(hold) })
 			}()
 		})
 	}
 	lc := r.cfg.load
-	p := phase{label: "purge-during", load: lc, recorder: current.Load}
+	calls := &callLog{}
+	p := phase{label: "purge-during", load: lc, recorder: current.Load, log: calls, hold: hold}
 	if lc.ops > 0 {
 		p.onCall = func(n int64) {
 			if n > lc.ops/2 {
@@ -51,6 +55,7 @@ func (r *runner) purgeDuring(ctx context.Context) error {
 		defer time.AfterFunc(lc.duration/2, trigger).Stop()
 	}
 	r.w.run(ctx, p, r.show)
+	ran := span{started, time.Now()}
 	current.Load().end()
 	trigger() // a run that ended early still purges, without load
 	<-done
@@ -66,6 +71,7 @@ func (r *runner) purgeDuring(ctx context.Context) error {
 		latencyRatios(pr.During, pr.Before, p50, "", "", pr.P50Ratio)
 		latencyRatios(pr.During, pr.Before, p99, "", "", pr.P99Ratio)
 	}
+	pr.Window = calls.windows(span{during.started, after.started}, r.cfg.minSpan, ran)
 	r.rep.Purge = pr
 	if purgeErr != nil {
 		return purgeErr
@@ -115,5 +121,9 @@ func (r *runner) purge(ctx context.Context, current *atomic.Pointer[recorder], d
 	}
 	pr.State, pr.Error = job.GetState().String(), job.GetError()
 	pr.DevicesTotal, pr.MetadataRowsDeleted, pr.IndexRowsDeleted = job.GetDevicesTotal(), job.GetMetadataRowsDeleted(), job.GetIndexRowsDeleted()
+	if job.GetStartTime() != nil && job.GetEndTime() != nil {
+		// To the microsecond: an idle purge takes a few milliseconds.
+		pr.JobSeconds = job.GetEndTime().AsTime().Sub(job.GetStartTime().AsTime()).Round(time.Microsecond).Seconds()
+	}
 	return nil
 }

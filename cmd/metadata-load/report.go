@@ -40,6 +40,8 @@ type reportConfig struct {
 	DurationSeconds    float64        `json:"duration_seconds,omitempty"`
 	Ops                int64          `json:"ops,omitempty"`
 	Days               int            `json:"days,omitempty"`
+	PurgeCameras       int            `json:"purge_cameras,omitempty"`
+	MinSpanSeconds     float64        `json:"min_span_seconds,omitempty"`
 	SeedIntervalSecond float64        `json:"seed_interval_seconds,omitempty"`
 	Conns              int            `json:"conns"`
 	TLS                bool           `json:"tls"`
@@ -116,6 +118,45 @@ type purgeReport struct {
 	// P50Ratio and P99Ratio are each RPC's latency during the purge over before it.
 	P50Ratio map[string]float64 `json:"p50_during_vs_before"`
 	P99Ratio map[string]float64 `json:"p99_during_vs_before"`
+	// JobSeconds is the job's own time, from its start_time to its
+	// end_time as the server stamped them: Seconds without the wait for a
+	// worker to take the job and the watch's delivery of its end.
+	JobSeconds float64 `json:"job_seconds"`
+	// Window compares windows of equal length (the purge's, at least
+	// -min-span) from the purge's start and just before it.
+	Window *windowReport `json:"window,omitempty"`
+}
+
+// windowReport compares the calls started in the purge's window (from its
+// start, as long as the purge ran and at least -min-span) with the calls
+// started in as long a window just before it.
+type windowReport struct {
+	SpanSeconds float64    `json:"span_seconds"`
+	Before      windowSide `json:"before"`
+	During      windowSide `json:"during"`
+	// P99Ratio and P999Ratio are each RPC's tail (and "all" RPCs') during
+	// over before.
+	P99Ratio  map[string]float64 `json:"p99_during_vs_before"`
+	P999Ratio map[string]float64 `json:"p999_during_vs_before"`
+}
+
+// windowSide is one window's calls: per RPC and, as "all", every RPC
+// together.
+type windowSide struct {
+	// CoveredSeconds is how much of the window the workload ran in: less
+	// than span_seconds when the run began after it opened or ended
+	// before it closed.
+	CoveredSeconds float64               `json:"covered_seconds"`
+	RPCs           map[string]tailReport `json:"rpcs"`
+}
+
+// tailReport is the tail of one RPC's latencies in a window, in
+// milliseconds; failed calls count in it as in the phases.
+type tailReport struct {
+	Calls  int64   `json:"calls"`
+	Errors int64   `json:"errors"`
+	P99    float64 `json:"p99"`
+	P999   float64 `json:"p999"`
 }
 
 type rssReport struct {

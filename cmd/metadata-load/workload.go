@@ -187,6 +187,40 @@ type phase struct {
 	recorder func() *recorder
 	// onCall, when set, sees the count of calls started so far.
 	onCall func(n int64)
+	// log, when set, keeps every call with its start.
+	log *callLog
+	// hold, when set, keeps a phase bounded by its duration going past
+	// it until hold is closed: purge-during's window of calls must close
+	// before its workload ends.
+	hold <-chan struct{}
+}
+
+// context is the context of the phase's calls: ctx, ended by the phase's
+// duration (and hold, when set).
+func (p phase) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.load.duration <= 0 {
+		return ctx, func() {}
+	}
+	if p.hold == nil {
+		return context.WithTimeout(ctx, p.load.duration)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		timer := time.NewTimer(p.load.duration)
+		defer timer.Stop()
+		select {
+		case <-runCtx.Done():
+			return
+		case <-timer.C:
+		}
+		select {
+		case <-runCtx.Done():
+			return
+		case <-p.hold:
+		}
+		cancel()
+	}()
+	return runCtx, cancel
 }
 
 // run makes calls until the phase's duration or call count is reached, or
@@ -194,12 +228,8 @@ type phase struct {
 // phase ends finish and are recorded.
 func (w *workload) run(ctx context.Context, p phase, show *progress) {
 	lc := p.load
-	runCtx := ctx
-	if lc.duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, lc.duration)
-		defer cancel()
-	}
+	runCtx, cancel := p.context(ctx)
+	defer cancel()
 	var limiter *rate.Limiter
 	if lc.rate > 0 {
 		limiter = rate.NewLimiter(rate.Limit(lc.rate), 1)
@@ -223,20 +253,23 @@ func (w *workload) run(ctx context.Context, p phase, show *progress) {
 				if p.onCall != nil {
 					p.onCall(n)
 				}
-				w.once(wk, lc.callTimeout, lc.mix.pick(wk.rng), p.recorder())
+				w.once(wk, lc.callTimeout, lc.mix.pick(wk.rng), p.recorder(), p.log)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// once makes one call of o with its own deadline and records it in rec.
-func (w *workload) once(wk *worker, timeout time.Duration, o op, rec *recorder) {
+// once makes one call of o with its own deadline and records it in rec
+// and log.
+func (w *workload) once(wk *worker, timeout time.Duration, o op, rec *recorder, log *callLog) {
 	callCtx, cancel := context.WithTimeout(wk.ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	err := w.call(callCtx, wk, o)
-	rec.record(o, time.Since(start), err)
+	took := time.Since(start)
+	rec.record(o, took, err)
+	log.add(o, start, took, err)
 	w.calls.Add(1)
 	if err != nil {
 		w.errors.Add(1)
@@ -258,6 +291,8 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 		wg.Go(func() {
 			wk := w.worker(ctx, i)
 			defer wk.cancel()
+			// The timeline's fleet may be another than the workload's.
+			creates := tl.fleet.creator()
 			for ctx.Err() == nil {
 				img, ok := tl.take()
 				if !ok {
@@ -265,7 +300,7 @@ func (w *workload) seed(ctx context.Context, tl *timeline, concurrency int, rec 
 				}
 				callCtx, cancel := context.WithTimeout(wk.ctx, w.callTimeout)
 				start := time.Now()
-				err := wk.creates.create(callCtx, wk.cl, img.kind, img.camera, img.at)
+				err := creates.create(callCtx, wk.cl, img.kind, img.camera, img.at)
 				cancel()
 				rec.record(opCreate, time.Since(start), err)
 				w.calls.Add(1)
