@@ -201,10 +201,11 @@ tails() {
 md_case() {
 	local rows=$1 cams=$2 data=$work/data addr=127.0.0.1:$GRPC_PORT
 	local per=$((rows / cams))
-	# An image every 144 minutes is 10 a day: per/10 days of history, all of
-	# it older than two days (past the daemon's retention floor, a day).
+	# The expired rows spread evenly over 1,000 minutes, as PostgreSQL's
+	# (and bench/postgres-compare.sh's): from three days ago to 1,000
+	# minutes later, all of it past the daemon's retention floor (a day).
 	local fleets=(-cameras "$LIVE_CAMERAS" -purge-cameras "$cams" -purge-camera-prefix old-cam- -types single
-		-days $((per / 10 + 2)) -seed-interval 144m -purge-older-than 48h -progress off -server-pid -1)
+		-days 3 -seed-interval "$((60000000 / per))ms" -purge-older-than 3320m -progress off -server-pid -1)
 	local flags=(-listen "$addr" -data-dir "$data")
 	if [[ -n $LOG_LEVEL ]]; then flags+=(-log-level "$LOG_LEVEL"); fi
 	rm -rf "$data"

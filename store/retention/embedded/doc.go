@@ -35,6 +35,15 @@
 // index rows by derived key, in the section's batch with the counts.
 // With Options.Outbox each section also records every image it deletes in
 // the same batch (outbox.go), so the blob side hears of each deletion once.
+// While requests are served (retention.Options.Live) a purge is paced by
+// time, not rows (pace.go): sections of about Options.SectionTime, sized
+// from the time per unit of work the sections before took, each followed
+// by a rest that keeps the purge's share of the time to
+// Options.LiveShare; on an idle store the sections run back to back. A
+// section commits without a sync of its own (store.PurgeBatch.Unsynced):
+// a crash that loses it loses a section not yet run. Sections that write
+// outbox records, which the blob side may act on at once, and the last,
+// which ends the job, are synced.
 // A purge cut short resumes from its record; one cancelled or failed after
 // some sections (or whose kept cameras changed since the survey) ends with
 // an orphans pass (orphans.go) that deletes the index rows whose primary
@@ -47,8 +56,9 @@
 // its capture minute. (An index row with no primary row, which only a copy
 // from Azure can bring, goes with the range deletion uncounted.)
 //
-// Files: embedded.go (the driver, a kind's run, the survey), section.go
-// (one exclusive section and the last one's range deletion of the index),
+// Files: embedded.go (the driver, a kind's run, the survey, the sections'
+// sizes), pace.go (the live pace), section.go (one exclusive section and
+// the last one's range deletion of the index),
 // orphans.go (the orphans pass), outbox.go (the outbox of deleted images,
 // written in the sections' batches and read by sequence).
 package embedded
