@@ -201,11 +201,13 @@ tails() {
 md_case() {
 	local rows=$1 cams=$2 data=$work/data addr=127.0.0.1:$GRPC_PORT
 	local per=$((rows / cams))
-	# The expired rows spread evenly over 1,000 minutes, as PostgreSQL's
-	# (and bench/postgres-compare.sh's): from three days ago to 1,000
-	# minutes later, all of it past the daemon's retention floor (a day).
+	# An image a minute (the load tool seeds whole minutes): per minutes of
+	# history, ending more than a day ago (past the daemon's retention
+	# floor). PostgreSQL's rows lie closer (1,000 minutes), which only
+	# gives the embedded store more days to delete.
+	local days=$((per / 1440 + 2))
 	local fleets=(-cameras "$LIVE_CAMERAS" -purge-cameras "$cams" -purge-camera-prefix old-cam- -types single
-		-days 3 -seed-interval "$((60000000 / per))ms" -purge-older-than 3320m -progress off -server-pid -1)
+		-days "$days" -seed-interval 1m -purge-older-than "$((days * 1440 - per))m" -progress off -server-pid -1)
 	local flags=(-listen "$addr" -data-dir "$data")
 	if [[ -n $LOG_LEVEL ]]; then flags+=(-log-level "$LOG_LEVEL"); fi
 	rm -rf "$data"
