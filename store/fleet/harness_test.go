@@ -136,7 +136,6 @@ func every(start, end time.Time, step time.Duration) []time.Time {
 	return out
 }
 
-
 // settle lets the recorder's interval pass and writes what it holds
 // pending, as its Run would: on Azure the camera rows then hold every
 // image created so far.
