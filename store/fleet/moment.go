@@ -15,8 +15,10 @@ import (
 // it may have to read stay a bounded number of minutes.
 const MaxWindow = time.Hour
 
-// readers bounds the primary rows Moment reads at once: Azure answers
-// each in a round trip, the embedded store in microseconds.
+// readers bounds the primary rows Moment reads at once on Azure, which
+// answers each in a round trip; the embedded store answers in
+// microseconds, less than a goroutine's handoff, so Moment reads its rows
+// one at a time.
 const readers = 16
 
 // Moment returns a page of up to limit images of every camera captured in
@@ -38,21 +40,27 @@ func (v *View) Moment(ctx context.Context, start, end time.Time, limit int, resu
 	}
 	found := make([]images.Image, len(rows))
 	ok := make([]bool, len(rows))
+	read := func(ctx context.Context, i int) error {
+		img, err := v.repo.Image(ctx, rows[i].CameraID, rows[i].RowKey)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // its create is under way, or gave up
+		}
+		found[i], ok[i] = img, err == nil
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readers)
 	for i, row := range rows {
 		at, err := store.TimeFromInvertedTicksRowKey(row.RowKey)
-		if row.CameraID == "" || err != nil || at.Before(start) || !at.Before(end) {
-			continue
-		}
-		g.Go(func() error {
-			img, err := v.repo.Image(gctx, row.CameraID, row.RowKey)
-			if errors.Is(err, store.ErrNotFound) {
-				return nil // its create is under way, or gave up
+		switch {
+		case row.CameraID == "" || err != nil || at.Before(start) || !at.Before(end):
+		case v.embedded != nil:
+			if err := read(ctx, i); err != nil {
+				return nil, nil, err
 			}
-			found[i], ok[i] = img, err == nil
-			return err
-		})
+		default:
+			g.Go(func() error { return read(gctx, i) })
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return nil, nil, err
