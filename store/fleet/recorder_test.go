@@ -2,6 +2,8 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,4 +89,52 @@ func openRepo(t *testing.T, db *pebble.DB) *images.Repository {
 		t.Fatal(err)
 	}
 	return repo
+}
+
+// TestRecorderConcurrentCreates: creates of many cameras at once, as a
+// replica's calls come, leave each row spanning exactly its images once
+// the interval has passed.
+func TestRecorderConcurrentCreates(t *testing.T) {
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	table, err := fleet.OpenCameraTable(t.Context(), db, "SingleImageMetadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: t0}
+	rec, err := fleet.NewRecorder(fleet.RecorderOptions{Table: table, Interval: time.Minute, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				camera := fmt.Sprintf("cam-%d", i%10)
+				rec.Created(t.Context(), images.Image{CameraID: camera, CapturedAt: t0.Add(time.Duration(w*100+i) * time.Second)})
+			}
+		})
+	}
+	wg.Wait()
+	c.add(time.Minute)
+	if _, err := rec.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	view, err := fleet.Open(fleet.Options{Repo: openRepo(t, db), Cameras: table, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cams, _, err := view.Cameras(t.Context(), fleet.CameraQuery{Limit: 100})
+	if err != nil || len(cams) != 10 {
+		t.Fatalf("cameras = %v, %v", cams, err)
+	}
+	for i, cam := range cams {
+		want := fleet.Camera{ID: fmt.Sprintf("cam-%d", i), First: t0.Add(time.Duration(i) * time.Second), Latest: t0.Add(time.Duration(790+i) * time.Second)}
+		if !sameCamera(cam, want) {
+			t.Errorf("camera %v, want %v", cam, want)
+		}
+	}
 }
