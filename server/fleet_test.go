@@ -97,6 +97,35 @@ func (h *fleetHarness) create(t *testing.T, camera string, at time.Time) {
 
 const single = metadatav1.ImageType_IMAGE_TYPE_SINGLE
 
+// harnessFleet are the fleet views startServerOpts serves: on the tallies
+// (which the retention engine's driver keeps) of an embedded store, else
+// on camera tables that no recorder writes, so that every RPC of the API
+// is served.
+func harnessFleet(t testing.TB, backend store.Backend, repos map[images.Kind]*images.Repository) map[images.Kind]*fleet.View {
+	t.Helper()
+	embedded, isEmbedded := backend.(fleet.Embedded)
+	views := map[images.Kind]*fleet.View{}
+	for kind, repo := range repos {
+		opts := fleet.Options{Repo: repo}
+		if isEmbedded {
+			opts.Embedded = embedded
+		} else {
+			primary, _ := repo.Tables()
+			cameras, err := fleet.OpenCameraTable(t.Context(), backend, primary.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Cameras = cameras
+		}
+		view, err := fleet.Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[kind] = view
+	}
+	return views
+}
+
 // TestFleetService reads the four fleet views over gRPC on each backend:
 // the inventory paged with exact first and latest captures, a silent
 // camera found and gone once it sends again, coverage gaps, and the fleet
