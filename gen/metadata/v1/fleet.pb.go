@@ -754,8 +754,9 @@ func (x *ListFleetImagesRequest) GetPageToken() string {
 // ListFleetImagesResponse is the output of ListFleetImages.
 type ListFleetImagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The window's images in capture-minute order (within a minute, newest
-	// first). A page may hold fewer than page_size while more remain.
+	// The window's images in capture-minute order; within a minute newest first
+	// (per index shard when the server spreads a minute over several). A page
+	// may hold fewer than page_size while more remain.
 	Images []*FleetImage `protobuf:"bytes,1,rep,name=images,proto3" json:"images,omitempty"`
 	// Token for the next page; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
