@@ -5,12 +5,13 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
 )
 
 // fleetViews are the fleet views of each image kind and the loops that
-// keep them: on Azure the recorders of the camera tables (nil on the
+// keep them: on Azure the recorders of the camera tables (none on the
 // embedded store, whose views read its tallies), and the silence count.
 type fleetViews struct {
 	views     map[images.Kind]*fleet.View
@@ -18,9 +19,16 @@ type fleetViews struct {
 	silence   *fleet.Silence
 }
 
-// openRecorder is the recorder of kind's camera table on Azure, which the
-// kind's repository tells of every create; nil on the embedded store.
-func openRecorder(ctx context.Context, cfg config, store backend, kind images.Kind, log *slog.Logger) (*fleet.Recorder, error) {
+// cameraTable is an image kind's camera table on Azure and the recorder
+// that writes it, which the kind's repository tells of every create.
+type cameraTable struct {
+	table    store.Table
+	recorder *fleet.Recorder
+}
+
+// openCameraTable is kind's camera table on Azure; nil on the embedded
+// store, whose views read its tallies.
+func openCameraTable(ctx context.Context, cfg config, store backend, kind images.Kind, log *slog.Logger) (*cameraTable, error) {
 	if store.embedded != nil {
 		return nil, nil
 	}
@@ -28,7 +36,11 @@ func openRecorder(ctx context.Context, cfg config, store backend, kind images.Ki
 	if err != nil {
 		return nil, err
 	}
-	return fleet.NewRecorder(fleet.RecorderOptions{Table: table, Interval: cfg.fleetInterval, Logger: log})
+	rec, err := fleet.NewRecorder(fleet.RecorderOptions{Table: table, Interval: cfg.fleetInterval, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &cameraTable{table: table, recorder: rec}, nil
 }
 
 // tableName is the kind's primary table as -table flags name it.
@@ -39,22 +51,18 @@ func tableName(cfg config, kind images.Kind) string {
 	return kind.DefaultTable()
 }
 
-// openFleet opens the views over the repositories, with the recorders
-// openRecorder made (keyed by kind; none on the embedded store).
-func openFleet(ctx context.Context, cfg config, store backend, repos map[images.Kind]*images.Repository,
-	recorders map[images.Kind]*fleet.Recorder, log *slog.Logger) (*fleetViews, error) {
+// openFleet opens the views over the repositories and, on Azure, the
+// camera tables openCameraTable opened (keyed by kind).
+func openFleet(cfg config, store backend, repos map[images.Kind]*images.Repository, cameras map[images.Kind]*cameraTable,
+	log *slog.Logger) (*fleetViews, error) {
 	f := &fleetViews{views: map[images.Kind]*fleet.View{}}
 	for _, kind := range images.Kinds {
 		opts := fleet.Options{Repo: repos[kind]}
 		if store.embedded != nil {
 			opts.Embedded = store.embedded
 		} else {
-			table, err := fleet.OpenCameraTable(ctx, store.tables, tableName(cfg, kind))
-			if err != nil {
-				return nil, err
-			}
-			opts.Cameras = table
-			f.recorders = append(f.recorders, recorders[kind])
+			opts.Cameras = cameras[kind].table
+			f.recorders = append(f.recorders, cameras[kind].recorder)
 		}
 		view, err := fleet.Open(opts)
 		if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/metadatad/metadatad/server/tlscreds"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
-	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
@@ -163,21 +162,21 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 	db := store.tables
 	svc := &services{repos: map[images.Kind]*images.Repository{}, traffic: &server.Traffic{}}
 	var err error
-	recorders := map[images.Kind]*fleet.Recorder{}
+	cameras := map[images.Kind]*cameraTable{}
 	for _, kind := range images.Kinds {
 		opts := images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
 			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}
-		if recorders[kind], err = openRecorder(ctx, cfg, store, kind, log); err != nil {
+		if cameras[kind], err = openCameraTable(ctx, cfg, store, kind, log); err != nil {
 			return nil, err
 		}
-		if recorders[kind] != nil {
-			opts.Created = recorders[kind].Created
+		if cameras[kind] != nil {
+			opts.Created = cameras[kind].recorder.Created
 		}
 		if svc.repos[kind], err = images.Open(ctx, db, opts); err != nil {
 			return nil, err
 		}
 	}
-	if svc.fleet, err = openFleet(ctx, cfg, store, svc.repos, recorders, log); err != nil {
+	if svc.fleet, err = openFleet(cfg, store, svc.repos, cameras, log); err != nil {
 		return nil, err
 	}
 	if svc.videos, err = video.Open(ctx, db, video.Options{Table: cfg.videoTable}); err != nil {
