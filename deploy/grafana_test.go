@@ -77,7 +77,7 @@ func TestDashboard(t *testing.T) {
 		}
 		checkQuery(t, "variable "+v.Name, dashboardVariables.Replace(selector[:i]))
 	}
-	want := []string{"RPCs", "Purges", "Store", "Disk and memory"}
+	want := []string{"RPCs", "Purges", "Store", "Disk and memory", "Fleet"}
 	if strings.Join(rows, ",") != strings.Join(want, ",") {
 		t.Errorf("the dashboard's rows are %q, want %q", rows, want)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
@@ -46,6 +47,7 @@ var errorCodes = []struct {
 	{retention.ErrBadResumeToken, codes.InvalidArgument, "not a resume_token of WatchDeletedImages", ""},
 	{retention.ErrJobEnded, codes.FailedPrecondition, "the purge has ended", ""},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted, fmt.Sprintf("at most %d prefix policies", retention.MaxPrefixPolicies), ""},
+	{fleet.ErrNoDailyCounts, codes.FailedPrecondition, "this store keeps no images per day: only the embedded store tallies them", ""},
 	{backup.ErrBusy, codes.FailedPrecondition, "another backup is running; try again once it has ended", ""},
 	{store.ErrCorrupt, codes.DataLoss, "stored data is damaged", ""},
 	{store.ErrInsufficientStorage, codes.ResourceExhausted, "storage nearly full; writes resume once space is freed", ""},

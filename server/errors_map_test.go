@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 )
@@ -45,6 +46,7 @@ var sentinelCodes = []struct {
 	{retention.ErrBadResumeToken, codes.InvalidArgument},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted},
 	{backup.ErrBusy, codes.FailedPrecondition},
+	{fleet.ErrNoDailyCounts, codes.FailedPrecondition},
 	{store.ErrCorrupt, codes.DataLoss},
 	{store.ErrInsufficientStorage, codes.ResourceExhausted},
 	{context.Canceled, codes.Canceled},
@@ -115,6 +117,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
 		"retention.ErrOutboxTrimmed": retention.ErrOutboxTrimmed, "retention.ErrBadResumeToken": retention.ErrBadResumeToken,
 		"retention.ErrOutboxAhead": retention.ErrOutboxAhead, "backup.ErrBusy": backup.ErrBusy,
+		"fleet.ErrNoDailyCounts": fleet.ErrNoDailyCounts,
 	}
 	var dirs []string
 	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {

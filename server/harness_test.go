@@ -226,6 +226,7 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 	clock := &testClock{now: base}
 	control := openControlPlane(t, backend, clock)
 	srv, err := server.New(server.Options{
+		Fleet:       harnessFleet(t, backend, repos),
 		Single:      repos[images.Single],
 		Pano:        repos[images.Pano],
 		PreStitch:   repos[images.PreStitch],

@@ -319,6 +319,11 @@ var refusedCalls = map[string]func(ctx context.Context, h *harness) error{
 				RuntimeStatus: metadatav1.RuntimeStatus_RUNTIME_STATUS_RUNNING}})
 		return err
 	},
+	"metadata.v1.FleetService": func(ctx context.Context, h *harness) error {
+		_, err := metadatav1.NewFleetServiceClient(h.conn).ListCameras(ctx, &metadatav1.ListCamerasRequest{
+			ImageType: metadatav1.ImageType_IMAGE_TYPE_SINGLE})
+		return err
+	},
 	"metadata.v1.AdminService": func(ctx context.Context, h *harness) error {
 		stream, err := metadatav1.NewAdminServiceClient(h.conn).Backup(ctx, &metadatav1.BackupRequest{})
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/metadatad/metadatad/server/auth"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
+	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
@@ -52,6 +53,8 @@ type Options struct {
 	Video *video.Repository
 	// Devices serves the DeviceStateService; nil leaves it out.
 	Devices *devices.Repository
+	// Fleet serves the FleetService, a view per image kind; nil leaves it out.
+	Fleet map[images.Kind]*fleet.View
 	// Acquisition serves the AcquisitionInstanceService; nil leaves it out.
 	Acquisition *acquisition.Repository
 	// Backups takes the snapshots AdminService.Backup streams; nil (on
@@ -181,6 +184,11 @@ func (o *Options) fill() error {
 	if o.Single == nil || o.Pano == nil || o.PreStitch == nil {
 		return errors.New("server: Options needs the Single, Pano and PreStitch repositories")
 	}
+	for _, kind := range images.Kinds {
+		if o.Fleet != nil && o.Fleet[kind] == nil {
+			return fmt.Errorf("server: Options.Fleet needs a view of every image kind; %s has none", kind)
+		}
+	}
 	if o.AccessLog < 0 || o.AccessLog > 1 {
 		return fmt.Errorf("server: Options.AccessLog is a fraction, 0 to 1, not %g", o.AccessLog)
 	}
@@ -219,6 +227,9 @@ func (o *Options) services(feeds []*watchfeed.Feed, stopping chan struct{}) []se
 	}
 	if o.Devices != nil {
 		services = append(services, service{&metadatav1.DeviceStateService_ServiceDesc, &deviceStateService{repo: o.Devices, log: log}})
+	}
+	if o.Fleet != nil {
+		services = append(services, service{&metadatav1.FleetService_ServiceDesc, &fleetService{views: o.Fleet, log: log}})
 	}
 	if o.Acquisition != nil {
 		services = append(services, service{&metadatav1.AcquisitionInstanceService_ServiceDesc, &acquisitionInstanceService{repo: o.Acquisition, log: log}})

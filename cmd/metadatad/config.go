@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/devices"
+	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
@@ -90,10 +91,12 @@ type config struct {
 	watchWindow       time.Duration
 	watchBuffer       int
 	watchResumeMaxAge time.Duration
-	metricsListen     string
-	healthListen      string
-	security          securityConfig
-	limits            limitsConfig
+	// fleet configures the fleet views (-fleet-*).
+	fleetSilentAfter, fleetLookBack, fleetInterval time.Duration
+	metricsListen                                  string
+	healthListen                                   string
+	security                                       securityConfig
+	limits                                         limitsConfig
 	// version is -version: print it and exit.
 	version bool
 	// warnings are what parsing found unwise but not wrong, for the log.
@@ -144,6 +147,9 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 	}
 	if c.watchPoll <= 0 || c.watchWindow <= 0 || c.watchBuffer <= 0 || c.watchResumeMaxAge <= 0 {
 		return config{}, fmt.Errorf("-watch-poll, -watch-window, -watch-buffer and -watch-resume-max-age must be positive")
+	}
+	if c.fleetSilentAfter < time.Minute || c.fleetLookBack <= c.fleetSilentAfter || c.fleetInterval <= 0 {
+		return config{}, fmt.Errorf("-fleet-silent-after must be a minute or more, -fleet-look-back longer, and -fleet-interval positive")
 	}
 	if c.purgeRowsPerSec < 0 {
 		return config{}, fmt.Errorf("-purge-rows-per-second must not be negative, not %g", c.purgeRowsPerSec)
@@ -233,6 +239,9 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.Var(&c.cacheSize, "cache-size", "with -store embedded: the block cache, e.g. 256MiB; with -memtable-size (up to 4 held) it is most of the daemon's memory")
 	fs.Var(&c.memTableSize, "memtable-size", "with -store embedded: one memtable, e.g. 64MiB; up to 4 are held while flushes catch up, and each write-ahead log file reserves 1.1 times it on disk")
 	fs.DurationVar(&c.writeStallLimit, "write-stall-limit", pebble.DefaultStallLimit, "with -store embedded: how long writes may stay stalled while the engine's compactions fail (a full disk) before the process exits with status 70")
+	fs.DurationVar(&c.fleetSilentAfter, "fleet-silent-after", fleet.DefaultSilentFor, "the age of its latest image past which the metric metadatad_silent_cameras counts a camera silent")
+	fs.DurationVar(&c.fleetLookBack, "fleet-look-back", fleet.DefaultLookBack, "cameras whose latest image is older than this are retired, not silent, for metadatad_silent_cameras")
+	fs.DurationVar(&c.fleetInterval, "fleet-interval", fleet.DefaultInterval, "with -store azure: the least time between two writes of a camera's row of the camera table by one replica, and so how far its latest capture may lag the newest image")
 	fs.DurationVar(&c.watchPoll, "watch-poll", time.Second, "with -store azure: how often each replica reads the new images of the cameras its Watch calls watch (the create may land on any replica): their primary partitions, or the index for many cameras; with no Watch open it reads nothing")
 	fs.DurationVar(&c.watchWindow, "watch-window", watchfeed.DefaultWindow, "Watch calls stream an image whose capture time lies within this of the moment it became readable; older captures (backlog uploads) are not streamed. With -store azure it must exceed -create-timeout plus -create-landing-margin")
 	fs.DurationVar(&c.watchResumeMaxAge, "watch-resume-max-age", watchfeed.DefaultMaxResumeAge, "the oldest resume token a Watch call accepts (the API promises an hour); a resume reads the watched cameras' images from the token's point on, so a shorter age bounds what one resume costs")

@@ -88,6 +88,8 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopFleet := svc.fleet.start()
+	defer stopFleet()
 	purges := startPurges(svc.engine, svc.schedule, svc.budget, deleter, log)
 	defer func() {
 		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
@@ -99,6 +101,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		// calls of the shutdown.
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
+		obs.metrics.WatchSilentCameras(svc.fleet.silentCounts)
 		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, svc.engine, svc.repos, log)
 	}
 	if lis.health != nil {
@@ -147,6 +150,7 @@ type services struct {
 	videos       *video.Repository
 	deviceStates *devices.Repository
 	acquisitions *acquisition.Repository
+	fleet        *fleetViews
 	engine       *retention.Engine
 	schedule     retention.Schedule // zero: no built-in schedule
 	budget       retention.Budget   // zero: no storage budget
@@ -158,11 +162,22 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 	db := store.tables
 	svc := &services{repos: map[images.Kind]*images.Repository{}, traffic: &server.Traffic{}}
 	var err error
+	cameras := map[images.Kind]*cameraTable{}
 	for _, kind := range images.Kinds {
-		if svc.repos[kind], err = images.Open(ctx, db, images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
-			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}); err != nil {
+		opts := images.Options{Kind: kind, Table: cfg.tables[kind], IndexShards: cfg.indexShards,
+			CreateTimeout: cfg.createTimeout, LandingMargin: cfg.landingMargin}
+		if cameras[kind], err = openCameraTable(ctx, cfg, store, kind, log); err != nil {
 			return nil, err
 		}
+		if cameras[kind] != nil {
+			opts.Created = cameras[kind].recorder.Created
+		}
+		if svc.repos[kind], err = images.Open(ctx, db, opts); err != nil {
+			return nil, err
+		}
+	}
+	if svc.fleet, err = openFleet(cfg, store, svc.repos, cameras, log); err != nil {
+		return nil, err
 	}
 	if svc.videos, err = video.Open(ctx, db, video.Options{Table: cfg.videoTable}); err != nil {
 		return nil, err
@@ -204,7 +219,7 @@ func serverOptions(cfg config, store backend, svc *services, obs observability, 
 	o := server.Options{
 		Single: svc.repos[images.Single], Pano: svc.repos[images.Pano], PreStitch: svc.repos[images.PreStitch],
 		Retention: svc.engine, MinRetentionDays: int32(cfg.minRetentionDays), RetentionSchedule: svc.schedule, Logger: log, AccessLog: float64(cfg.accessLog),
-		Video: svc.videos, Devices: svc.deviceStates, Acquisition: svc.acquisitions, TracerProvider: obs.tracing,
+		Video: svc.videos, Devices: svc.deviceStates, Acquisition: svc.acquisitions, Fleet: svc.fleet.views, TracerProvider: obs.tracing,
 		StoreCheck: reachable(primary), WriteCheck: store.writeCheck, HealthInterval: cfg.healthInterval, BudgetCheck: budgetCheck(svc),
 		Auth: authn, OpenReflection: cfg.security.reflection == "open",
 		Limits: cfg.limits.server(), Traffic: svc.traffic,

@@ -94,6 +94,13 @@ func (r *Repository) BatchCreate(ctx context.Context, imgs []Image) []CreateResu
 		}
 		results[p.at] = CreateResult{Image: img, Existed: err == nil, Err: err}
 	}
+	if r.created != nil {
+		for _, res := range results {
+			if res.Err == nil {
+				r.created(ctx, res.Image)
+			}
+		}
+	}
 	return results
 }
 

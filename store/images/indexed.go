@@ -29,9 +29,19 @@ func (r *Repository) IndexedImage(ctx context.Context, index store.Entity) (Imag
 	if camera == "" || rowKey == "" {
 		return Image{}, fmt.Errorf("images: index row %s/%s names no primary row: %w", index.PartitionKey, index.RowKey, store.ErrCorrupt)
 	}
-	e, err := r.primary.Get(ctx, camera, rowKey)
+	img, err := r.Image(ctx, camera, rowKey)
 	if err != nil {
 		return Image{}, fmt.Errorf("images: primary row of index row %s/%s: %w", index.PartitionKey, index.RowKey, err)
+	}
+	return img, nil
+}
+
+// Image reads the camera's image of the given row key; store.ErrNotFound
+// if there is none.
+func (r *Repository) Image(ctx context.Context, cameraID, rowKey string) (Image, error) {
+	e, err := r.primary.Get(ctx, cameraID, rowKey)
+	if err != nil {
+		return Image{}, err
 	}
 	return imageFromEntity(e)
 }

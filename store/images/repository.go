@@ -57,6 +57,11 @@ type Options struct {
 	// had already sent may still land at the backend. 0 means
 	// DefaultLandingMargin.
 	LandingMargin time.Duration
+	// Created, if set, is told of each image a Create or BatchCreate
+	// stored (or found stored identically), once durable and before the reply: how the fleet's
+	// per-camera table learns of cameras on a backend without tallies
+	// (store/fleet). It cannot fail the create.
+	Created func(ctx context.Context, img Image)
 }
 
 // Repository reads and writes one image kind's primary and index tables.
@@ -70,6 +75,7 @@ type Repository struct {
 	shards      int
 	timeout     time.Duration
 	lag         time.Duration
+	created     func(context.Context, Image)
 }
 
 // Open opens (creating if needed) the kind's two tables on backend.
@@ -107,7 +113,7 @@ func Open(ctx context.Context, backend store.Backend, opts Options) (*Repository
 		opts.LandingMargin = DefaultLandingMargin
 	}
 	r := &Repository{kind: opts.Kind, primary: primary, index: index, pointers: pointers, concurrency: opts.BatchConcurrency,
-		shards: opts.IndexShards, timeout: opts.CreateTimeout}
+		shards: opts.IndexShards, timeout: opts.CreateTimeout, created: opts.Created}
 	r.transactor, _ = backend.(store.Transactor)
 	if r.transactor == nil {
 		r.lag = opts.CreateTimeout + opts.LandingMargin
@@ -179,10 +185,14 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 		}
 	}
 	if errors.Is(err, store.ErrAlreadyExists) {
-		return r.resolveDuplicate(ctx, primary)
+		// A retry may be the first attempt that reaches the reply.
+		img, err = r.resolveDuplicate(ctx, primary)
 	}
 	if err != nil {
 		return Image{}, err
+	}
+	if r.created != nil {
+		r.created(ctx, img)
 	}
 	return img, nil
 }
