@@ -214,9 +214,10 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 	if r.rules, err = r.env.Rules(ctx, j, r.kind); err != nil {
 		return err
 	}
-	if !j.UsePolicies && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil {
+	if !j.UsePolicies && j.Camera == "" && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil {
 		// Every camera has the job's boundary: a fleet that fits one section
-		// needs no survey. A larger one stops the section, which commits
+		// needs no survey (a delete of one camera surveys, to stop the
+		// index's range deletion before the other cameras' rows). A larger one stops the section, which commits
 		// nothing, at its limit. (A paced job surveys, to size its sections;
 		// one with holds, to stop the index's range deletion before them.)
 		err := r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras)
