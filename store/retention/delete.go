@@ -29,14 +29,13 @@ var everything = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // designs are. DeleteImage deletes the image of the kind stored under the
 // camera's partition at row (its capture instant's row key): its primary
 // row, then or with it its index row, and, with Options.Outbox, names it
-// once in the outbox of deleted images. ifMatch, when not empty, must be
-// the primary row's ETag (store.ErrConflict if not). It returns
+// once in the outbox of deleted images. It returns
 // store.ErrNotFound for an image that is not there, and finishes, as a
 // retry, a delete cut short after the primary row went. The pointer rows
 // need nothing: their reads verify the rows they point to
 // (images/pointer.go), so the camera's latest is the previous image.
 type ImageDeleter interface {
-	DeleteImage(ctx context.Context, kind images.Kind, camera, row, ifMatch string) error
+	DeleteImage(ctx context.Context, kind images.Kind, camera, row string) error
 }
 
 // DeleteImageRequest names one image to delete on purpose.
@@ -44,13 +43,11 @@ type DeleteImageRequest struct {
 	Kind       images.Kind
 	CameraID   string
 	CapturedAt time.Time
-	// ETag, when not empty, must be the stored image's.
-	ETag string
 }
 
 // DeleteImage deletes one image on purpose (ImageDeleter): ErrCameraHeld
 // for a camera on legal hold, store.ErrNotFound for an image that is not
-// there, store.ErrConflict when ETag is not the image's.
+// there. (Images carry no ETag, so a delete has no precondition.)
 func (e *Engine) DeleteImage(ctx context.Context, req DeleteImageRequest) error {
 	if _, ok := e.repos[req.Kind]; !ok {
 		return fmt.Errorf("retention: no repository for kind %s", req.Kind)
@@ -63,7 +60,7 @@ func (e *Engine) DeleteImage(ctx context.Context, req DeleteImageRequest) error 
 		return err
 	}
 	row := store.InvertedTicksRowKey(store.TruncateToTicks(req.CapturedAt))
-	return d.DeleteImage(ctx, req.Kind, req.CameraID, row, req.ETag)
+	return d.DeleteImage(ctx, req.Kind, req.CameraID, row)
 }
 
 // refuseHeld returns ErrCameraHeld for a camera on legal hold.

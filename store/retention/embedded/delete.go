@@ -20,13 +20,13 @@ const maxDeleteAttempts = 100
 // form it was written, and, with an outbox, its outbox row and the
 // outbox's next sequence. It is all or nothing, so a crash leaves the
 // image whole or gone and named once.
-func (d *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row, ifMatch string) error {
+func (d *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row string) error {
 	tx, ok := d.env.Options().Backend.(store.Transactor)
 	if !ok {
 		return errors.New("retention/embedded: the backend has no transactions")
 	}
 	for range maxDeleteAttempts {
-		ops, err := d.deleteOps(ctx, kind, camera, row, ifMatch)
+		ops, err := d.deleteOps(ctx, kind, camera, row)
 		if err != nil {
 			return err
 		}
@@ -35,8 +35,8 @@ func (d *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row,
 		if !errors.As(err, &be) {
 			return err
 		}
-		if be.Index == 0 && (ifMatch != "" || errors.Is(be.Err, store.ErrNotFound)) {
-			return fmt.Errorf("image %s/%s: %w", camera, row, be.Err) // deleted or changed meanwhile
+		if be.Index == 0 && errors.Is(be.Err, store.ErrNotFound) {
+			return fmt.Errorf("image %s/%s: %w", camera, row, be.Err) // deleted meanwhile
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -47,15 +47,12 @@ func (d *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row,
 
 // deleteOps reads the image's rows and returns the transaction that
 // deletes them at the ETags read.
-func (d *driver) deleteOps(ctx context.Context, kind images.Kind, camera, row, ifMatch string) ([]store.TableOp, error) {
+func (d *driver) deleteOps(ctx context.Context, kind images.Kind, camera, row string) ([]store.TableOp, error) {
 	repo := d.env.Repository(kind)
 	primary, index := repo.Tables()
 	e, err := primary.Get(ctx, camera, row)
 	if err != nil {
 		return nil, err
-	}
-	if ifMatch != "" && ifMatch != e.ETag {
-		return nil, fmt.Errorf("image %s/%s: %w", camera, row, store.ErrConflict)
 	}
 	ops := []store.TableOp{{Table: primary, Op: store.Op{Kind: store.OpDelete, IfMatch: e.ETag,
 		Entity: store.Entity{PartitionKey: camera, RowKey: row}}}}

@@ -48,7 +48,25 @@ type pendingDelete struct {
 }
 
 // DeleteImage deletes one image: see the comment at the top of the file.
-func (e *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row, ifMatch string) error {
+// A primary row whose ETag changed between its read and its delete (a
+// fence) is read again.
+func (e *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row string) error {
+	for range maxDeleteAttempts {
+		err := e.deleteImage(ctx, kind, camera, row)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("retention/queue: image %s/%s changed %d times in a row", camera, row, maxDeleteAttempts)
+}
+
+// maxDeleteAttempts bounds the attempts of one image's delete.
+const maxDeleteAttempts = 10
+
+func (e *driver) deleteImage(ctx context.Context, kind images.Kind, camera, row string) error {
 	primary, _ := e.repos[kind].Tables()
 	stored, err := primary.Get(ctx, camera, row)
 	if errors.Is(err, store.ErrNotFound) {
@@ -62,15 +80,12 @@ func (e *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row,
 	if err != nil {
 		return err
 	}
-	if ifMatch != "" && ifMatch != stored.ETag {
-		return fmt.Errorf("image %s/%s: %w", camera, row, store.ErrConflict)
-	}
 	p, err := e.recordPending(ctx, kind, camera, stored)
 	if err != nil {
 		return err
 	}
 	if err := primary.Delete(ctx, camera, row, stored.ETag); err != nil {
-		// Changed or deleted meanwhile: this delete deleted nothing.
+		// Changed or deleted meanwhile: this attempt deleted nothing.
 		return errors.Join(fmt.Errorf("image %s/%s: %w", camera, row, err), e.dropPending(ctx, p))
 	}
 	return e.finishDelete(ctx, p)
