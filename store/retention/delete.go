@@ -22,8 +22,10 @@ import (
 var ErrCameraHeld = errors.New("retention: the camera is on legal hold")
 
 // everything is the boundary of a camera's delete: after any capture
-// instant the service stores, so that every image of the camera goes.
-var everything = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+// instant the service stores, so that every image of the camera goes, yet
+// far enough from the end of year 9999 that the days and minutes the
+// stores count after it (a section's horizon) still format.
+var everything = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // An ImageDeleter is a Driver that deletes one image on purpose: both
 // designs are. DeleteImage deletes the image of the kind stored under the
