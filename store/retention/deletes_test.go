@@ -297,9 +297,9 @@ func crashCameraDelete(t *testing.T, open func(*testing.T, retention.Options) *f
 		t.Fatalf("resumed camera delete: %s (%s)", j.State, j.Error)
 	}
 	for _, kind := range images.Kinds {
-		if got, want := j.Progress(kind).Counts, wantCameraDelete(kind); got != want {
-			t.Errorf("%s counts %+v, want %+v", kind, got, want)
-		}
+		// The queue design may flag a count as a bound it still meets (see
+		// retention.Counts.MetadataRowsLowerBound).
+		wantCountsAfterFaults(t, kind.String(), j.Progress(kind).Counts, wantCameraDelete(kind))
 	}
 	c.restarted.checkCameraDeleted(t)
 	c.restarted.checkNamedOnce(t)
