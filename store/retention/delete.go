@@ -21,11 +21,12 @@ import (
 // ErrCameraHeld refuses a delete on purpose of a camera on legal hold.
 var ErrCameraHeld = errors.New("retention: the camera is on legal hold")
 
-// everything is the boundary of a camera's delete: after any capture
-// instant the service stores, so that every image of the camera goes, yet
-// far enough from the end of year 9999 that the days and minutes the
-// stores count after it (a section's horizon) still format.
-var everything = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
+// everything is the boundary of a camera's delete: every image captured
+// before it goes, which is every image the API accepts (captures run to
+// the end of year 9999) but those of its last two days, since the day and
+// minute a store counts after the boundary (a section's horizon) must
+// still have a year of four digits.
+var everything = time.Date(9999, 12, 30, 0, 0, 0, 0, time.UTC)
 
 // An ImageDeleter is a Driver that deletes one image on purpose: both
 // designs are. DeleteImage deletes the image of the kind stored under the

@@ -67,7 +67,7 @@ func TestDeleteOneImage(t *testing.T) {
 			t.Fatalf("the outbox names %d images, want %d: %+v", len(deleted), len(images.Kinds), deleted)
 		}
 		for i, d := range deleted {
-			if d.CameraID != gone || !d.CapturedAt.Equal(newest) || d.Kind != images.Kinds[i] {
+			if d.CameraID != gone || !d.CapturedAt.Equal(newest) || d.Kind != images.Kinds[i] || d.JobID != "" {
 				t.Errorf("outbox record %d: %+v", i, d)
 			}
 		}
