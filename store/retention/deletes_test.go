@@ -305,3 +305,36 @@ func crashCameraDelete(t *testing.T, open func(*testing.T, retention.Options) *f
 	c.restarted.checkNamedOnce(t)
 	return c.dead
 }
+
+// TestAHoldPlacedDuringACameraDeleteKeepsTheRest: a hold placed after a
+// camera's delete started, before its deletes begin, keeps the camera
+// whole, counted held, as it would in any purge.
+func TestAHoldPlacedDuringACameraDeleteKeepsTheRest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+		f := open(t, quickOptions())
+		f.seed(t, 3)
+		block := newBlockOnce(func(table, op string) bool {
+			return op == "exclusive" || table == retention.DefaultTasksTable && op == "batch-insert"
+		})
+		f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
+		f.run(t)
+		single := []images.Kind{images.Single}
+		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: single, Camera: gone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-block.reached
+		if _, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: gone}); err != nil {
+			t.Fatal(err)
+		}
+		close(block.release)
+		j := f.await(t, started.ID)
+		if c := j.Totals(); j.State != retention.Succeeded || c.MetadataRows != 0 || c.DevicesHeld != 1 {
+			t.Errorf("camera delete held midway: %s (%s), %+v; want it to end deleting nothing, the camera held", j.State, j.Error, c)
+		}
+		primary, _ := f.repo(images.Single).Tables()
+		if n := len(rows(t, primary)); n != 3*perCamera {
+			t.Errorf("%d single rows left, want %d", n, 3*perCamera)
+		}
+	})
+}

@@ -37,7 +37,7 @@ type StartRequest struct {
 	// DryRun counts without deleting.
 	DryRun bool
 	// Camera, when set, deletes every image of that one camera, whatever
-	// its age: Cutoff and UsePolicies are then ignored and refused. A
+	// its age: Cutoff and UsePolicies must be unset (ErrCameraCutoff). A
 	// camera on legal hold is refused with ErrCameraHeld; a hold placed
 	// while the job runs spares what is not yet deleted, as in any purge.
 	Camera string
@@ -56,13 +56,9 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	}
 	now := e.opts.Now().UTC()
 	if req.Camera != "" {
-		if req.UsePolicies || !req.Cutoff.IsZero() {
-			return nil, ErrCameraCutoff
-		}
-		if err := e.refuseHeld(ctx, req.Camera); err != nil {
+		if err := e.startCamera(ctx, &req); err != nil {
 			return nil, err
 		}
-		req.Cutoff = everything
 	} else if req.Cutoff.After(now) && !req.UsePolicies {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
@@ -123,6 +119,16 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	e.notify()
 	e.launch(j.ID)
 	return j, nil
+}
+
+// startCamera readies a delete of every image of req.Camera: its cutoff
+// is everything, for a camera not on legal hold.
+func (e *Engine) startCamera(ctx context.Context, req *StartRequest) error {
+	if req.UsePolicies || !req.Cutoff.IsZero() {
+		return ErrCameraCutoff
+	}
+	req.Cutoff = everything
+	return e.refuseHeld(ctx, req.Camera)
 }
 
 // startTimeout bounds Start's writes; an unconfirmed job older than

@@ -216,10 +216,10 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 	}
 	if !j.UsePolicies && j.Camera == "" && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil {
 		// Every camera has the job's boundary: a fleet that fits one section
-		// needs no survey (a delete of one camera surveys, to stop the
-		// index's range deletion before the other cameras' rows). A larger one stops the section, which commits
+		// needs no survey. A larger one stops the section, which commits
 		// nothing, at its limit. (A paced job surveys, to size its sections;
-		// one with holds, to stop the index's range deletion before them.)
+		// one with holds, or a delete of one camera, to stop the index's
+		// range deletion before the rows of the cameras it keeps.)
 		err := r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras)
 		if !errors.Is(err, errSectionFull) {
 			return r.finishRun(ctx, err)
