@@ -102,8 +102,8 @@ SQL
 	left=$("${psql[@]}" -d bench -At -c "select count(*) from images")
 	if [[ $left != "$kept" ]]; then echo "postgresql: $left rows left, want $kept" >&2; exit 1; fi
 	mapfile -t ms < <(awk '/^Time: / {print $2}' <<<"$out")
-	pg_del+=("$(bc -l <<<"${ms[0]} / 1000")")
-	pg_delvac+=("$(bc -l <<<"(${ms[0]} + ${ms[1]}) / 1000")")
+	pg_del+=("$(printf "%.3f" "$(bc -l <<<"${ms[0]} / 1000")")")
+	pg_delvac+=("$(printf "%.3f" "$(bc -l <<<"(${ms[0]} + ${ms[1]}) / 1000")")")
 
 	bench=$(cd "$root/store/retention" && "$work/retention.test" -test.run '^$' \
 		-test.bench 'BenchmarkCameraDeleteAgainstPostgres' -test.benchtime 1x)
