@@ -46,6 +46,7 @@ var errorCodes = []struct {
 	{retention.ErrOutboxAhead, codes.OutOfRange, "that position is past the end of the deleted images", ""},
 	{retention.ErrBadResumeToken, codes.InvalidArgument, "not a resume_token of WatchDeletedImages", ""},
 	{retention.ErrJobEnded, codes.FailedPrecondition, "the purge has ended", ""},
+	{retention.ErrCameraHeld, codes.FailedPrecondition, "the camera is on legal hold: release the hold first", "CAMERA_HELD"},
 	{retention.ErrTooManyPrefixes, codes.ResourceExhausted, fmt.Sprintf("at most %d prefix policies", retention.MaxPrefixPolicies), ""},
 	{fleet.ErrNoDailyCounts, codes.FailedPrecondition, "this store keeps no images per day: only the embedded store tallies them", ""},
 	{backup.ErrBusy, codes.FailedPrecondition, "another backup is running; try again once it has ended", ""},

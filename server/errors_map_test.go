@@ -41,6 +41,7 @@ var sentinelCodes = []struct {
 	{retention.ErrPurgeRunning, codes.FailedPrecondition},
 	{retention.ErrNoPolicies, codes.FailedPrecondition},
 	{retention.ErrJobEnded, codes.FailedPrecondition},
+	{retention.ErrCameraHeld, codes.FailedPrecondition},
 	{retention.ErrOutboxTrimmed, codes.OutOfRange},
 	{retention.ErrOutboxAhead, codes.OutOfRange},
 	{retention.ErrBadResumeToken, codes.InvalidArgument},
@@ -88,6 +89,7 @@ var offTheAPI = map[string]string{
 	"retention.ErrLeaseLost":     "the purge engine's and its drivers': stops a run another replica took over",
 	"retention.ErrForeignJob":    "the purge engine's: ends a job of an earlier release, recorded as its state",
 	"retention.ErrTaskLost":      "the purge engine's and the queue design's: ends a job, recorded as its state",
+	"retention.ErrCameraCutoff":  "the purge engine's Start: DeleteCameraImages has no cutoff to send",
 }
 
 // TestEverySentinelHasACode: an exported Err variable of the store and
@@ -118,6 +120,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrOutboxTrimmed": retention.ErrOutboxTrimmed, "retention.ErrBadResumeToken": retention.ErrBadResumeToken,
 		"retention.ErrOutboxAhead": retention.ErrOutboxAhead, "backup.ErrBusy": backup.ErrBusy,
 		"fleet.ErrNoDailyCounts": fleet.ErrNoDailyCounts,
+		"retention.ErrCameraHeld": retention.ErrCameraHeld,
 	}
 	var dirs []string
 	err := filepath.WalkDir("../store", func(path string, d fs.DirEntry, err error) error {

@@ -75,18 +75,7 @@ type retentionService struct {
 
 func (s *retentionService) StartPurge(ctx context.Context, req *metadatav1.StartPurgeRequest) (*metadatav1.StartPurgeResponse, error) {
 	var v violations
-	var kinds []images.Kind
-	for i, t := range req.GetImageTypes() {
-		kind, ok := imageTypes[t]
-		if !ok {
-			v.add(fmt.Sprintf("image_types[%d]", i), fmt.Sprintf("unknown image type %v", t))
-			continue
-		}
-		kinds = append(kinds, kind)
-	}
-	if len(req.GetImageTypes()) == 0 {
-		kinds = s.engine.Kinds()
-	}
+	kinds := s.checkImageTypes(&v, req.GetImageTypes())
 	now := s.engine.Now()
 	var cutoff time.Time
 	switch c := req.GetCutoff().(type) {
@@ -250,6 +239,7 @@ func purgeJob(j *retention.Job) *metadatav1.PurgeJob {
 		CancelRequested:     j.CancelRequested,
 		RowsPerSecond:       int32(j.RowsPerSecond),
 		UsePolicies:         j.UsePolicies,
+		CameraId:            j.Camera,
 		DevicesHeld:         totals.DevicesHeld,
 		MetadataRowsThinned: totals.ThinnedRows,
 

@@ -50,4 +50,12 @@
 // retired after Options.JobRetention. Engine.Run loops on Engine.RunOnce,
 // one step that launches every unfinished job this process may run; a test
 // calls RunOnce to step the engine instead of waiting for its ticker.
+//
+// # Deletes on purpose
+//
+// A delete of every image of one camera (StartRequest.Camera) is a purge
+// whose Rules give that camera a boundary after every capture and every
+// other camera none, so both drivers' own paths delete, count, resume and
+// cancel it; a delete of one image is each driver's ImageDeleter
+// (delete.go). Both refuse a camera on legal hold (ErrCameraHeld).
 package retention

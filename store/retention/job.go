@@ -201,6 +201,10 @@ type Job struct {
 	// job of another, or of an earlier release, which has none, ends
 	// failed rather than resume on progress it does not know.
 	Driver string `json:"driver,omitempty"`
+	// Camera, when set, makes the job a delete on purpose of every image
+	// of that one camera (StartRequest.Camera): its rule is "everything"
+	// for the camera and "nothing" for every other (Rules).
+	Camera string `json:"camera,omitempty"`
 }
 
 // Boundary is the start of the cutoff's minute: every row captured before

@@ -52,6 +52,9 @@ type Rules struct {
 	now time.Time
 	// fixed, in a purge by cutoff, is every camera's boundary.
 	fixed time.Time
+	// camera, in a delete of one camera (Job.Camera), is the only camera
+	// with a boundary: every other keeps everything.
+	camera string
 	// rules, in a purge with policies, are the default and the prefix
 	// policies; nil in a purge by cutoff.
 	rules *policy.Rules
@@ -62,7 +65,7 @@ type Rules struct {
 // rules returns the Rules of one kind of j, with the holds as they
 // stand now.
 func (e *Engine) rules(ctx context.Context, j *Job, kind images.Kind) (*Rules, error) {
-	r := &Rules{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary()}
+	r := &Rules{p: e.policies, kind: kind, now: j.Created, fixed: j.Boundary(), camera: j.Camera}
 	if j.UsePolicies {
 		if err := r.readPolicies(ctx); err != nil {
 			return nil, err
@@ -121,6 +124,9 @@ func (r *Rules) resolve(ctx context.Context, camera string, oldest time.Time) (p
 			return policy.CameraRule{}, err
 		}
 		boundary, thin = r.rules.For(camera, own).At(r.now)
+	}
+	if r.camera != "" && camera != r.camera {
+		boundary = time.Time{}
 	}
 	return policy.Resolve(boundary, thin, oldest, r.holds.Has(camera)), nil
 }

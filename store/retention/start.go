@@ -16,6 +16,9 @@ var (
 	ErrNoKinds = errors.New("retention: no image kind to purge")
 	// ErrFutureCutoff reports a cutoff after now.
 	ErrFutureCutoff = errors.New("retention: cutoff is in the future")
+	// ErrCameraCutoff reports a delete of a camera given a cutoff or
+	// policies: it deletes everything of the camera.
+	ErrCameraCutoff = errors.New("retention: a delete of a camera takes no cutoff and no policies")
 )
 
 // StartRequest describes a purge.
@@ -33,6 +36,11 @@ type StartRequest struct {
 	UsePolicies bool
 	// DryRun counts without deleting.
 	DryRun bool
+	// Camera, when set, deletes every image of that one camera, whatever
+	// its age: Cutoff and UsePolicies must be unset (ErrCameraCutoff). A
+	// camera on legal hold is refused with ErrCameraHeld; a hold placed
+	// while the job runs spares what is not yet deleted, as in any purge.
+	Camera string
 	// RowsPerSecond caps the rows the job deletes per second in each
 	// process working on it, not across processes; Options.RowsPerSecond
 	// applies too, and the lower binds. 0 means no cap of its own.
@@ -47,12 +55,16 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		return nil, ErrNoKinds
 	}
 	now := e.opts.Now().UTC()
-	if req.Cutoff.After(now) && !req.UsePolicies {
+	if req.Camera != "" {
+		if err := e.startCamera(ctx, &req); err != nil {
+			return nil, err
+		}
+	} else if req.Cutoff.After(now) && !req.UsePolicies {
 		return nil, fmt.Errorf("%w: %s is after %s", ErrFutureCutoff, req.Cutoff.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
 	j := &Job{ID: newJobID(now), Cutoff: req.Cutoff.UTC(), DryRun: req.DryRun, State: Pending, Created: now, Unconfirmed: true,
 		RowsPerSecond: max(0, req.RowsPerSecond), UsePolicies: req.UsePolicies,
-		Outbox: e.outbox != nil && e.driver.JobKeepsOutbox(req.DryRun), Driver: e.driver.Name()}
+		Outbox: e.outbox != nil && e.driver.JobKeepsOutbox(req.DryRun), Driver: e.driver.Name(), Camera: req.Camera}
 	var reaches policy.Reaches
 	if req.UsePolicies {
 		var err error
@@ -107,6 +119,16 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 	e.notify()
 	e.launch(j.ID)
 	return j, nil
+}
+
+// startCamera readies a delete of every image of req.Camera: its cutoff
+// is everything, for a camera not on legal hold.
+func (e *Engine) startCamera(ctx context.Context, req *StartRequest) error {
+	if req.UsePolicies || !req.Cutoff.IsZero() {
+		return ErrCameraCutoff
+	}
+	req.Cutoff = everything
+	return e.refuseHeld(ctx, req.Camera)
 }
 
 // startTimeout bounds Start's writes; an unconfirmed job older than

@@ -322,8 +322,11 @@ type PurgeJob struct {
 	MetadataRowsDeletedLowerBound bool `protobuf:"varint,20,opt,name=metadata_rows_deleted_lower_bound,json=metadataRowsDeletedLowerBound,proto3" json:"metadata_rows_deleted_lower_bound,omitempty"`
 	// Totals over the purged types.
 	MetadataRowsThinned int64 `protobuf:"varint,21,opt,name=metadata_rows_thinned,json=metadataRowsThinned,proto3" json:"metadata_rows_thinned,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The camera whose every image the job deletes (DeleteCameraImages);
+	// empty for a purge by age. cutoff_time is then far in the future.
+	CameraId      string `protobuf:"bytes,22,opt,name=camera_id,json=cameraId,proto3" json:"camera_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PurgeJob) Reset() {
@@ -503,6 +506,13 @@ func (x *PurgeJob) GetMetadataRowsThinned() int64 {
 	return 0
 }
 
+func (x *PurgeJob) GetCameraId() string {
+	if x != nil {
+		return x.CameraId
+	}
+	return ""
+}
+
 // StartPurgeRequest is the input of StartPurge.
 type StartPurgeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -640,6 +650,226 @@ func (*StartPurgeRequest_RetentionDays) isStartPurgeRequest_Cutoff() {}
 
 func (*StartPurgeRequest_CutoffTime) isStartPurgeRequest_Cutoff() {}
 
+// DeleteImageRequest is the input of DeleteImage.
+type DeleteImageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image's type; required.
+	ImageType ImageType `protobuf:"varint,1,opt,name=image_type,json=imageType,proto3,enum=metadata.v1.ImageType" json:"image_type,omitempty"`
+	// The image's camera.
+	CameraId string `protobuf:"bytes,2,opt,name=camera_id,json=cameraId,proto3" json:"camera_id,omitempty"`
+	// The image's capture instant, as it was created (tick precision).
+	CapturedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=captured_at,json=capturedAt,proto3" json:"captured_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteImageRequest) Reset() {
+	*x = DeleteImageRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteImageRequest) ProtoMessage() {}
+
+func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteImageRequest.ProtoReflect.Descriptor instead.
+func (*DeleteImageRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeleteImageRequest) GetImageType() ImageType {
+	if x != nil {
+		return x.ImageType
+	}
+	return ImageType_IMAGE_TYPE_UNSPECIFIED
+}
+
+func (x *DeleteImageRequest) GetCameraId() string {
+	if x != nil {
+		return x.CameraId
+	}
+	return ""
+}
+
+func (x *DeleteImageRequest) GetCapturedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CapturedAt
+	}
+	return nil
+}
+
+// DeleteImageResponse is the output of DeleteImage.
+type DeleteImageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteImageResponse) Reset() {
+	*x = DeleteImageResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteImageResponse) ProtoMessage() {}
+
+func (x *DeleteImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteImageResponse.ProtoReflect.Descriptor instead.
+func (*DeleteImageResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{4}
+}
+
+// DeleteCameraImagesRequest is the input of DeleteCameraImages.
+type DeleteCameraImagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The camera whose images go.
+	CameraId string `protobuf:"bytes,1,opt,name=camera_id,json=cameraId,proto3" json:"camera_id,omitempty"`
+	// Types to delete; empty means all three.
+	ImageTypes []ImageType `protobuf:"varint,2,rep,packed,name=image_types,json=imageTypes,proto3,enum=metadata.v1.ImageType" json:"image_types,omitempty"`
+	// Count what would be deleted without deleting anything.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Caps the rows the job deletes per second, as StartPurgeRequest's.
+	RowsPerSecond int32 `protobuf:"varint,4,opt,name=rows_per_second,json=rowsPerSecond,proto3" json:"rows_per_second,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCameraImagesRequest) Reset() {
+	*x = DeleteCameraImagesRequest{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCameraImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCameraImagesRequest) ProtoMessage() {}
+
+func (x *DeleteCameraImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCameraImagesRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCameraImagesRequest) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DeleteCameraImagesRequest) GetCameraId() string {
+	if x != nil {
+		return x.CameraId
+	}
+	return ""
+}
+
+func (x *DeleteCameraImagesRequest) GetImageTypes() []ImageType {
+	if x != nil {
+		return x.ImageTypes
+	}
+	return nil
+}
+
+func (x *DeleteCameraImagesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *DeleteCameraImagesRequest) GetRowsPerSecond() int32 {
+	if x != nil {
+		return x.RowsPerSecond
+	}
+	return 0
+}
+
+// DeleteCameraImagesResponse is the output of DeleteCameraImages.
+type DeleteCameraImagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new job, a purge of the camera's images.
+	Job           *PurgeJob `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCameraImagesResponse) Reset() {
+	*x = DeleteCameraImagesResponse{}
+	mi := &file_metadata_v1_retention_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCameraImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCameraImagesResponse) ProtoMessage() {}
+
+func (x *DeleteCameraImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_v1_retention_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCameraImagesResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCameraImagesResponse) Descriptor() ([]byte, []int) {
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteCameraImagesResponse) GetJob() *PurgeJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 // StartPurgeResponse is the output of StartPurge.
 type StartPurgeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -651,7 +881,7 @@ type StartPurgeResponse struct {
 
 func (x *StartPurgeResponse) Reset() {
 	*x = StartPurgeResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[3]
+	mi := &file_metadata_v1_retention_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +893,7 @@ func (x *StartPurgeResponse) String() string {
 func (*StartPurgeResponse) ProtoMessage() {}
 
 func (x *StartPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[3]
+	mi := &file_metadata_v1_retention_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +906,7 @@ func (x *StartPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPurgeResponse.ProtoReflect.Descriptor instead.
 func (*StartPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{3}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StartPurgeResponse) GetJob() *PurgeJob {
@@ -697,7 +927,7 @@ type GetPurgeRequest struct {
 
 func (x *GetPurgeRequest) Reset() {
 	*x = GetPurgeRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[4]
+	mi := &file_metadata_v1_retention_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +939,7 @@ func (x *GetPurgeRequest) String() string {
 func (*GetPurgeRequest) ProtoMessage() {}
 
 func (x *GetPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[4]
+	mi := &file_metadata_v1_retention_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +952,7 @@ func (x *GetPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPurgeRequest.ProtoReflect.Descriptor instead.
 func (*GetPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{4}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetPurgeRequest) GetJobId() string {
@@ -743,7 +973,7 @@ type GetPurgeResponse struct {
 
 func (x *GetPurgeResponse) Reset() {
 	*x = GetPurgeResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[5]
+	mi := &file_metadata_v1_retention_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +985,7 @@ func (x *GetPurgeResponse) String() string {
 func (*GetPurgeResponse) ProtoMessage() {}
 
 func (x *GetPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[5]
+	mi := &file_metadata_v1_retention_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +998,7 @@ func (x *GetPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPurgeResponse.ProtoReflect.Descriptor instead.
 func (*GetPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{5}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPurgeResponse) GetJob() *PurgeJob {
@@ -795,7 +1025,7 @@ type ListPurgesRequest struct {
 
 func (x *ListPurgesRequest) Reset() {
 	*x = ListPurgesRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[6]
+	mi := &file_metadata_v1_retention_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1037,7 @@ func (x *ListPurgesRequest) String() string {
 func (*ListPurgesRequest) ProtoMessage() {}
 
 func (x *ListPurgesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[6]
+	mi := &file_metadata_v1_retention_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1050,7 @@ func (x *ListPurgesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPurgesRequest.ProtoReflect.Descriptor instead.
 func (*ListPurgesRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{6}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPurgesRequest) GetPageSize() int32 {
@@ -857,7 +1087,7 @@ type ListPurgesResponse struct {
 
 func (x *ListPurgesResponse) Reset() {
 	*x = ListPurgesResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[7]
+	mi := &file_metadata_v1_retention_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1099,7 @@ func (x *ListPurgesResponse) String() string {
 func (*ListPurgesResponse) ProtoMessage() {}
 
 func (x *ListPurgesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[7]
+	mi := &file_metadata_v1_retention_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1112,7 @@ func (x *ListPurgesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPurgesResponse.ProtoReflect.Descriptor instead.
 func (*ListPurgesResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{7}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPurgesResponse) GetJobs() []*PurgeJob {
@@ -913,7 +1143,7 @@ type WatchDeletedImagesRequest struct {
 
 func (x *WatchDeletedImagesRequest) Reset() {
 	*x = WatchDeletedImagesRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[8]
+	mi := &file_metadata_v1_retention_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1155,7 @@ func (x *WatchDeletedImagesRequest) String() string {
 func (*WatchDeletedImagesRequest) ProtoMessage() {}
 
 func (x *WatchDeletedImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[8]
+	mi := &file_metadata_v1_retention_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1168,7 @@ func (x *WatchDeletedImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDeletedImagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchDeletedImagesRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{8}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchDeletedImagesRequest) GetResumeToken() string {
@@ -972,7 +1202,7 @@ type WatchDeletedImagesResponse struct {
 
 func (x *WatchDeletedImagesResponse) Reset() {
 	*x = WatchDeletedImagesResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[9]
+	mi := &file_metadata_v1_retention_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1214,7 @@ func (x *WatchDeletedImagesResponse) String() string {
 func (*WatchDeletedImagesResponse) ProtoMessage() {}
 
 func (x *WatchDeletedImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[9]
+	mi := &file_metadata_v1_retention_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1227,7 @@ func (x *WatchDeletedImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchDeletedImagesResponse.ProtoReflect.Descriptor instead.
 func (*WatchDeletedImagesResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{9}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchDeletedImagesResponse) GetImages() []*DeletedImage {
@@ -1022,7 +1252,7 @@ type DeletedImage struct {
 	CapturedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=captured_at,json=capturedAt,proto3" json:"captured_at,omitempty"`
 	// The image's blob_uri, as it was created.
 	BlobUri string `protobuf:"bytes,4,opt,name=blob_uri,json=blobUri,proto3" json:"blob_uri,omitempty"`
-	// The purge that deleted it.
+	// The purge that deleted it; empty for an image DeleteImage deleted.
 	PurgeJobId    string                 `protobuf:"bytes,5,opt,name=purge_job_id,json=purgeJobId,proto3" json:"purge_job_id,omitempty"`
 	DeleteTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=delete_time,json=deleteTime,proto3" json:"delete_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1031,7 +1261,7 @@ type DeletedImage struct {
 
 func (x *DeletedImage) Reset() {
 	*x = DeletedImage{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	mi := &file_metadata_v1_retention_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1273,7 @@ func (x *DeletedImage) String() string {
 func (*DeletedImage) ProtoMessage() {}
 
 func (x *DeletedImage) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[10]
+	mi := &file_metadata_v1_retention_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1286,7 @@ func (x *DeletedImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedImage.ProtoReflect.Descriptor instead.
 func (*DeletedImage) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{10}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeletedImage) GetImageType() ImageType {
@@ -1112,7 +1342,7 @@ type WatchPurgeRequest struct {
 
 func (x *WatchPurgeRequest) Reset() {
 	*x = WatchPurgeRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[11]
+	mi := &file_metadata_v1_retention_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1354,7 @@ func (x *WatchPurgeRequest) String() string {
 func (*WatchPurgeRequest) ProtoMessage() {}
 
 func (x *WatchPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[11]
+	mi := &file_metadata_v1_retention_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1367,7 @@ func (x *WatchPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPurgeRequest.ProtoReflect.Descriptor instead.
 func (*WatchPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{11}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchPurgeRequest) GetJobId() string {
@@ -1158,7 +1388,7 @@ type WatchPurgeResponse struct {
 
 func (x *WatchPurgeResponse) Reset() {
 	*x = WatchPurgeResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[12]
+	mi := &file_metadata_v1_retention_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1400,7 @@ func (x *WatchPurgeResponse) String() string {
 func (*WatchPurgeResponse) ProtoMessage() {}
 
 func (x *WatchPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[12]
+	mi := &file_metadata_v1_retention_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1413,7 @@ func (x *WatchPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPurgeResponse.ProtoReflect.Descriptor instead.
 func (*WatchPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{12}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchPurgeResponse) GetJob() *PurgeJob {
@@ -1204,7 +1434,7 @@ type CancelPurgeRequest struct {
 
 func (x *CancelPurgeRequest) Reset() {
 	*x = CancelPurgeRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[13]
+	mi := &file_metadata_v1_retention_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1446,7 @@ func (x *CancelPurgeRequest) String() string {
 func (*CancelPurgeRequest) ProtoMessage() {}
 
 func (x *CancelPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[13]
+	mi := &file_metadata_v1_retention_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1459,7 @@ func (x *CancelPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPurgeRequest.ProtoReflect.Descriptor instead.
 func (*CancelPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{13}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelPurgeRequest) GetJobId() string {
@@ -1250,7 +1480,7 @@ type CancelPurgeResponse struct {
 
 func (x *CancelPurgeResponse) Reset() {
 	*x = CancelPurgeResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[14]
+	mi := &file_metadata_v1_retention_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1492,7 @@ func (x *CancelPurgeResponse) String() string {
 func (*CancelPurgeResponse) ProtoMessage() {}
 
 func (x *CancelPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[14]
+	mi := &file_metadata_v1_retention_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1505,7 @@ func (x *CancelPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPurgeResponse.ProtoReflect.Descriptor instead.
 func (*CancelPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{14}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelPurgeResponse) GetJob() *PurgeJob {
@@ -1307,7 +1537,7 @@ type RetentionSchedule struct {
 
 func (x *RetentionSchedule) Reset() {
 	*x = RetentionSchedule{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[15]
+	mi := &file_metadata_v1_retention_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1549,7 @@ func (x *RetentionSchedule) String() string {
 func (*RetentionSchedule) ProtoMessage() {}
 
 func (x *RetentionSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[15]
+	mi := &file_metadata_v1_retention_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1562,7 @@ func (x *RetentionSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionSchedule.ProtoReflect.Descriptor instead.
 func (*RetentionSchedule) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{15}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetentionSchedule) GetConfigured() bool {
@@ -1386,7 +1616,7 @@ type PauseRetentionScheduleRequest struct {
 
 func (x *PauseRetentionScheduleRequest) Reset() {
 	*x = PauseRetentionScheduleRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[16]
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1628,7 @@ func (x *PauseRetentionScheduleRequest) String() string {
 func (*PauseRetentionScheduleRequest) ProtoMessage() {}
 
 func (x *PauseRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[16]
+	mi := &file_metadata_v1_retention_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1641,7 @@ func (x *PauseRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRetentionScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseRetentionScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{16}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
 }
 
 // PauseRetentionScheduleResponse is the output of PauseRetentionSchedule.
@@ -1425,7 +1655,7 @@ type PauseRetentionScheduleResponse struct {
 
 func (x *PauseRetentionScheduleResponse) Reset() {
 	*x = PauseRetentionScheduleResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[17]
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1667,7 @@ func (x *PauseRetentionScheduleResponse) String() string {
 func (*PauseRetentionScheduleResponse) ProtoMessage() {}
 
 func (x *PauseRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[17]
+	mi := &file_metadata_v1_retention_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1680,7 @@ func (x *PauseRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRetentionScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseRetentionScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{17}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
@@ -1469,7 +1699,7 @@ type ResumeRetentionScheduleRequest struct {
 
 func (x *ResumeRetentionScheduleRequest) Reset() {
 	*x = ResumeRetentionScheduleRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[18]
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1711,7 @@ func (x *ResumeRetentionScheduleRequest) String() string {
 func (*ResumeRetentionScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[18]
+	mi := &file_metadata_v1_retention_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1724,7 @@ func (x *ResumeRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRetentionScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRetentionScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{18}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
 }
 
 // ResumeRetentionScheduleResponse is the output of ResumeRetentionSchedule.
@@ -1508,7 +1738,7 @@ type ResumeRetentionScheduleResponse struct {
 
 func (x *ResumeRetentionScheduleResponse) Reset() {
 	*x = ResumeRetentionScheduleResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[19]
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1750,7 @@ func (x *ResumeRetentionScheduleResponse) String() string {
 func (*ResumeRetentionScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[19]
+	mi := &file_metadata_v1_retention_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1763,7 @@ func (x *ResumeRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRetentionScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeRetentionScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{19}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
@@ -1552,7 +1782,7 @@ type GetRetentionScheduleRequest struct {
 
 func (x *GetRetentionScheduleRequest) Reset() {
 	*x = GetRetentionScheduleRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1794,7 @@ func (x *GetRetentionScheduleRequest) String() string {
 func (*GetRetentionScheduleRequest) ProtoMessage() {}
 
 func (x *GetRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[20]
+	mi := &file_metadata_v1_retention_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1807,7 @@ func (x *GetRetentionScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetRetentionScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{20}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
 }
 
 // GetRetentionScheduleResponse is the output of GetRetentionSchedule.
@@ -1591,7 +1821,7 @@ type GetRetentionScheduleResponse struct {
 
 func (x *GetRetentionScheduleResponse) Reset() {
 	*x = GetRetentionScheduleResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1833,7 @@ func (x *GetRetentionScheduleResponse) String() string {
 func (*GetRetentionScheduleResponse) ProtoMessage() {}
 
 func (x *GetRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[21]
+	mi := &file_metadata_v1_retention_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1846,7 @@ func (x *GetRetentionScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetRetentionScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{21}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRetentionScheduleResponse) GetSchedule() *RetentionSchedule {
@@ -1671,7 +1901,7 @@ type RetentionPolicy struct {
 
 func (x *RetentionPolicy) Reset() {
 	*x = RetentionPolicy{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1913,7 @@ func (x *RetentionPolicy) String() string {
 func (*RetentionPolicy) ProtoMessage() {}
 
 func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[22]
+	mi := &file_metadata_v1_retention_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1926,7 @@ func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
 func (*RetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{22}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetentionPolicy) GetName() string {
@@ -1787,7 +2017,7 @@ type ThinningTier struct {
 
 func (x *ThinningTier) Reset() {
 	*x = ThinningTier{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +2029,7 @@ func (x *ThinningTier) String() string {
 func (*ThinningTier) ProtoMessage() {}
 
 func (x *ThinningTier) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[23]
+	mi := &file_metadata_v1_retention_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2042,7 @@ func (x *ThinningTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinningTier.ProtoReflect.Descriptor instead.
 func (*ThinningTier) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{23}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ThinningTier) GetAfterDays() int32 {
@@ -1856,7 +2086,7 @@ type LegalHold struct {
 
 func (x *LegalHold) Reset() {
 	*x = LegalHold{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +2098,7 @@ func (x *LegalHold) String() string {
 func (*LegalHold) ProtoMessage() {}
 
 func (x *LegalHold) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[24]
+	mi := &file_metadata_v1_retention_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +2111,7 @@ func (x *LegalHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LegalHold.ProtoReflect.Descriptor instead.
 func (*LegalHold) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{24}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LegalHold) GetName() string {
@@ -1930,7 +2160,7 @@ type CreateRetentionPolicyRequest struct {
 
 func (x *CreateRetentionPolicyRequest) Reset() {
 	*x = CreateRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2172,7 @@ func (x *CreateRetentionPolicyRequest) String() string {
 func (*CreateRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[25]
+	mi := &file_metadata_v1_retention_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2185,7 @@ func (x *CreateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*CreateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{25}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
@@ -1976,7 +2206,7 @@ type CreateRetentionPolicyResponse struct {
 
 func (x *CreateRetentionPolicyResponse) Reset() {
 	*x = CreateRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2218,7 @@ func (x *CreateRetentionPolicyResponse) String() string {
 func (*CreateRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[26]
+	mi := &file_metadata_v1_retention_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2231,7 @@ func (x *CreateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*CreateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{26}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -2022,7 +2252,7 @@ type GetRetentionPolicyRequest struct {
 
 func (x *GetRetentionPolicyRequest) Reset() {
 	*x = GetRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2264,7 @@ func (x *GetRetentionPolicyRequest) String() string {
 func (*GetRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[27]
+	mi := &file_metadata_v1_retention_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2277,7 @@ func (x *GetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{27}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetRetentionPolicyRequest) GetName() string {
@@ -2068,7 +2298,7 @@ type GetRetentionPolicyResponse struct {
 
 func (x *GetRetentionPolicyResponse) Reset() {
 	*x = GetRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2310,7 @@ func (x *GetRetentionPolicyResponse) String() string {
 func (*GetRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[28]
+	mi := &file_metadata_v1_retention_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2323,7 @@ func (x *GetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{28}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -2117,7 +2347,7 @@ type ListRetentionPoliciesRequest struct {
 
 func (x *ListRetentionPoliciesRequest) Reset() {
 	*x = ListRetentionPoliciesRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2359,7 @@ func (x *ListRetentionPoliciesRequest) String() string {
 func (*ListRetentionPoliciesRequest) ProtoMessage() {}
 
 func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[29]
+	mi := &file_metadata_v1_retention_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2372,7 @@ func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRetentionPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListRetentionPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{29}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListRetentionPoliciesRequest) GetPageSize() int32 {
@@ -2172,7 +2402,7 @@ type ListRetentionPoliciesResponse struct {
 
 func (x *ListRetentionPoliciesResponse) Reset() {
 	*x = ListRetentionPoliciesResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2414,7 @@ func (x *ListRetentionPoliciesResponse) String() string {
 func (*ListRetentionPoliciesResponse) ProtoMessage() {}
 
 func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[30]
+	mi := &file_metadata_v1_retention_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2427,7 @@ func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRetentionPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListRetentionPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{30}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRetentionPoliciesResponse) GetRetentionPolicies() []*RetentionPolicy {
@@ -2234,7 +2464,7 @@ type UpdateRetentionPolicyRequest struct {
 
 func (x *UpdateRetentionPolicyRequest) Reset() {
 	*x = UpdateRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2476,7 @@ func (x *UpdateRetentionPolicyRequest) String() string {
 func (*UpdateRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[31]
+	mi := &file_metadata_v1_retention_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2489,7 @@ func (x *UpdateRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{31}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateRetentionPolicyRequest) GetRetentionPolicy() *RetentionPolicy {
@@ -2294,7 +2524,7 @@ type UpdateRetentionPolicyResponse struct {
 
 func (x *UpdateRetentionPolicyResponse) Reset() {
 	*x = UpdateRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2536,7 @@ func (x *UpdateRetentionPolicyResponse) String() string {
 func (*UpdateRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[32]
+	mi := &file_metadata_v1_retention_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2549,7 @@ func (x *UpdateRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdateRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{32}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateRetentionPolicyResponse) GetRetentionPolicy() *RetentionPolicy {
@@ -2342,7 +2572,7 @@ type DeleteRetentionPolicyRequest struct {
 
 func (x *DeleteRetentionPolicyRequest) Reset() {
 	*x = DeleteRetentionPolicyRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2584,7 @@ func (x *DeleteRetentionPolicyRequest) String() string {
 func (*DeleteRetentionPolicyRequest) ProtoMessage() {}
 
 func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[33]
+	mi := &file_metadata_v1_retention_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2597,7 @@ func (x *DeleteRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRetentionPolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRetentionPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{33}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteRetentionPolicyRequest) GetName() string {
@@ -2393,7 +2623,7 @@ type DeleteRetentionPolicyResponse struct {
 
 func (x *DeleteRetentionPolicyResponse) Reset() {
 	*x = DeleteRetentionPolicyResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2635,7 @@ func (x *DeleteRetentionPolicyResponse) String() string {
 func (*DeleteRetentionPolicyResponse) ProtoMessage() {}
 
 func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[34]
+	mi := &file_metadata_v1_retention_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2648,7 @@ func (x *DeleteRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRetentionPolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRetentionPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{34}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
 }
 
 // CreateLegalHoldRequest is the input of CreateLegalHold.
@@ -2432,7 +2662,7 @@ type CreateLegalHoldRequest struct {
 
 func (x *CreateLegalHoldRequest) Reset() {
 	*x = CreateLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2674,7 @@ func (x *CreateLegalHoldRequest) String() string {
 func (*CreateLegalHoldRequest) ProtoMessage() {}
 
 func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[35]
+	mi := &file_metadata_v1_retention_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2687,7 @@ func (x *CreateLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*CreateLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{35}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateLegalHoldRequest) GetLegalHold() *LegalHold {
@@ -2478,7 +2708,7 @@ type CreateLegalHoldResponse struct {
 
 func (x *CreateLegalHoldResponse) Reset() {
 	*x = CreateLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +2720,7 @@ func (x *CreateLegalHoldResponse) String() string {
 func (*CreateLegalHoldResponse) ProtoMessage() {}
 
 func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[36]
+	mi := &file_metadata_v1_retention_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +2733,7 @@ func (x *CreateLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*CreateLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{36}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2524,7 +2754,7 @@ type GetLegalHoldRequest struct {
 
 func (x *GetLegalHoldRequest) Reset() {
 	*x = GetLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	mi := &file_metadata_v1_retention_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2766,7 @@ func (x *GetLegalHoldRequest) String() string {
 func (*GetLegalHoldRequest) ProtoMessage() {}
 
 func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[37]
+	mi := &file_metadata_v1_retention_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2779,7 @@ func (x *GetLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*GetLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{37}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetLegalHoldRequest) GetName() string {
@@ -2570,7 +2800,7 @@ type GetLegalHoldResponse struct {
 
 func (x *GetLegalHoldResponse) Reset() {
 	*x = GetLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	mi := &file_metadata_v1_retention_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2812,7 @@ func (x *GetLegalHoldResponse) String() string {
 func (*GetLegalHoldResponse) ProtoMessage() {}
 
 func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[38]
+	mi := &file_metadata_v1_retention_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2825,7 @@ func (x *GetLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*GetLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{38}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2619,7 +2849,7 @@ type ListLegalHoldsRequest struct {
 
 func (x *ListLegalHoldsRequest) Reset() {
 	*x = ListLegalHoldsRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	mi := &file_metadata_v1_retention_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2861,7 @@ func (x *ListLegalHoldsRequest) String() string {
 func (*ListLegalHoldsRequest) ProtoMessage() {}
 
 func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[39]
+	mi := &file_metadata_v1_retention_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2874,7 @@ func (x *ListLegalHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLegalHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListLegalHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{39}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListLegalHoldsRequest) GetPageSize() int32 {
@@ -2674,7 +2904,7 @@ type ListLegalHoldsResponse struct {
 
 func (x *ListLegalHoldsResponse) Reset() {
 	*x = ListLegalHoldsResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	mi := &file_metadata_v1_retention_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2916,7 @@ func (x *ListLegalHoldsResponse) String() string {
 func (*ListLegalHoldsResponse) ProtoMessage() {}
 
 func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[40]
+	mi := &file_metadata_v1_retention_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2929,7 @@ func (x *ListLegalHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLegalHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListLegalHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{40}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListLegalHoldsResponse) GetLegalHolds() []*LegalHold {
@@ -2732,7 +2962,7 @@ type UpdateLegalHoldRequest struct {
 
 func (x *UpdateLegalHoldRequest) Reset() {
 	*x = UpdateLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[41]
+	mi := &file_metadata_v1_retention_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2974,7 @@ func (x *UpdateLegalHoldRequest) String() string {
 func (*UpdateLegalHoldRequest) ProtoMessage() {}
 
 func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[41]
+	mi := &file_metadata_v1_retention_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2987,7 @@ func (x *UpdateLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{41}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateLegalHoldRequest) GetLegalHold() *LegalHold {
@@ -2785,7 +3015,7 @@ type UpdateLegalHoldResponse struct {
 
 func (x *UpdateLegalHoldResponse) Reset() {
 	*x = UpdateLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[42]
+	mi := &file_metadata_v1_retention_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +3027,7 @@ func (x *UpdateLegalHoldResponse) String() string {
 func (*UpdateLegalHoldResponse) ProtoMessage() {}
 
 func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[42]
+	mi := &file_metadata_v1_retention_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +3040,7 @@ func (x *UpdateLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{42}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateLegalHoldResponse) GetLegalHold() *LegalHold {
@@ -2833,7 +3063,7 @@ type DeleteLegalHoldRequest struct {
 
 func (x *DeleteLegalHoldRequest) Reset() {
 	*x = DeleteLegalHoldRequest{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[43]
+	mi := &file_metadata_v1_retention_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +3075,7 @@ func (x *DeleteLegalHoldRequest) String() string {
 func (*DeleteLegalHoldRequest) ProtoMessage() {}
 
 func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[43]
+	mi := &file_metadata_v1_retention_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +3088,7 @@ func (x *DeleteLegalHoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLegalHoldRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLegalHoldRequest) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{43}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteLegalHoldRequest) GetName() string {
@@ -2884,7 +3114,7 @@ type DeleteLegalHoldResponse struct {
 
 func (x *DeleteLegalHoldResponse) Reset() {
 	*x = DeleteLegalHoldResponse{}
-	mi := &file_metadata_v1_retention_proto_msgTypes[44]
+	mi := &file_metadata_v1_retention_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +3126,7 @@ func (x *DeleteLegalHoldResponse) String() string {
 func (*DeleteLegalHoldResponse) ProtoMessage() {}
 
 func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_v1_retention_proto_msgTypes[44]
+	mi := &file_metadata_v1_retention_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3139,7 @@ func (x *DeleteLegalHoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLegalHoldResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLegalHoldResponse) Descriptor() ([]byte, []int) {
-	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{44}
+	return file_metadata_v1_retention_proto_rawDescGZIP(), []int{48}
 }
 
 var File_metadata_v1_retention_proto protoreflect.FileDescriptor
@@ -2927,7 +3157,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x12index_rows_deleted\x18\x06 \x01(\x03R\x10indexRowsDeleted\x12!\n" +
 	"\fdevices_held\x18\a \x01(\x03R\vdevicesHeld\x12H\n" +
 	"!metadata_rows_deleted_lower_bound\x18\b \x01(\bR\x1dmetadataRowsDeletedLowerBound\x122\n" +
-	"\x15metadata_rows_thinned\x18\t \x01(\x03R\x13metadataRowsThinned\"\xc7\a\n" +
+	"\x15metadata_rows_thinned\x18\t \x01(\x03R\x13metadataRowsThinned\"\xe4\a\n" +
 	"\bPurgeJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x127\n" +
 	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
@@ -2955,7 +3185,8 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\fuse_policies\x18\x12 \x01(\bR\vusePolicies\x12!\n" +
 	"\fdevices_held\x18\x13 \x01(\x03R\vdevicesHeld\x12H\n" +
 	"!metadata_rows_deleted_lower_bound\x18\x14 \x01(\bR\x1dmetadataRowsDeletedLowerBound\x122\n" +
-	"\x15metadata_rows_thinned\x18\x15 \x01(\x03R\x13metadataRowsThinned\"\xa2\x02\n" +
+	"\x15metadata_rows_thinned\x18\x15 \x01(\x03R\x13metadataRowsThinned\x12\x1b\n" +
+	"\tcamera_id\x18\x16 \x01(\tR\bcameraId\"\xa2\x02\n" +
 	"\x11StartPurgeRequest\x127\n" +
 	"\vimage_types\x18\x01 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
 	"imageTypes\x12'\n" +
@@ -2965,7 +3196,22 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12&\n" +
 	"\x0frows_per_second\x18\x05 \x01(\x05R\rrowsPerSecond\x12!\n" +
 	"\fuse_policies\x18\x06 \x01(\bR\vusePoliciesB\b\n" +
-	"\x06cutoff\"=\n" +
+	"\x06cutoff\"\xa5\x01\n" +
+	"\x12DeleteImageRequest\x125\n" +
+	"\n" +
+	"image_type\x18\x01 \x01(\x0e2\x16.metadata.v1.ImageTypeR\timageType\x12\x1b\n" +
+	"\tcamera_id\x18\x02 \x01(\tR\bcameraId\x12;\n" +
+	"\vcaptured_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"capturedAt\"\x15\n" +
+	"\x13DeleteImageResponse\"\xb2\x01\n" +
+	"\x19DeleteCameraImagesRequest\x12\x1b\n" +
+	"\tcamera_id\x18\x01 \x01(\tR\bcameraId\x127\n" +
+	"\vimage_types\x18\x02 \x03(\x0e2\x16.metadata.v1.ImageTypeR\n" +
+	"imageTypes\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12&\n" +
+	"\x0frows_per_second\x18\x04 \x01(\x05R\rrowsPerSecond\"E\n" +
+	"\x1aDeleteCameraImagesResponse\x12'\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"=\n" +
 	"\x12StartPurgeResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.metadata.v1.PurgeJobR\x03job\"(\n" +
 	"\x0fGetPurgeRequest\x12\x15\n" +
@@ -3120,7 +3366,7 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\x13PURGE_STATE_RUNNING\x10\x02\x12\x19\n" +
 	"\x15PURGE_STATE_SUCCEEDED\x10\x03\x12\x16\n" +
 	"\x12PURGE_STATE_FAILED\x10\x04\x12\x19\n" +
-	"\x15PURGE_STATE_CANCELLED\x10\x052\xe2\x11\n" +
+	"\x15PURGE_STATE_CANCELLED\x10\x052\xc5\x13\n" +
 	"\x10RetentionService\x12b\n" +
 	"\n" +
 	"StartPurge\x12\x1e.metadata.v1.StartPurgeRequest\x1a\x1f.metadata.v1.StartPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\\\n" +
@@ -3130,7 +3376,9 @@ const file_metadata_v1_retention_proto_rawDesc = "" +
 	"\n" +
 	"WatchPurge\x12\x1e.metadata.v1.WatchPurgeRequest\x1a\x1f.metadata.v1.WatchPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12|\n" +
 	"\x12WatchDeletedImages\x12&.metadata.v1.WatchDeletedImagesRequest\x1a'.metadata.v1.WatchDeletedImagesResponse\"\x13\xa2\xbb\x18\x0fretention.admin0\x01\x12e\n" +
-	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x86\x01\n" +
+	"\vCancelPurge\x12\x1f.metadata.v1.CancelPurgeRequest\x1a .metadata.v1.CancelPurgeResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12e\n" +
+	"\vDeleteImage\x12\x1f.metadata.v1.DeleteImageRequest\x1a .metadata.v1.DeleteImageResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12z\n" +
+	"\x12DeleteCameraImages\x12&.metadata.v1.DeleteCameraImagesRequest\x1a'.metadata.v1.DeleteCameraImagesResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x86\x01\n" +
 	"\x16PauseRetentionSchedule\x12*.metadata.v1.PauseRetentionScheduleRequest\x1a+.metadata.v1.PauseRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x89\x01\n" +
 	"\x17ResumeRetentionSchedule\x12+.metadata.v1.ResumeRetentionScheduleRequest\x1a,.metadata.v1.ResumeRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x80\x01\n" +
 	"\x14GetRetentionSchedule\x12(.metadata.v1.GetRetentionScheduleRequest\x1a).metadata.v1.GetRetentionScheduleResponse\"\x13\xa2\xbb\x18\x0fretention.admin\x12\x83\x01\n" +
@@ -3158,150 +3406,162 @@ func file_metadata_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_metadata_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_metadata_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_metadata_v1_retention_proto_goTypes = []any{
 	(ImageType)(0),                          // 0: metadata.v1.ImageType
 	(PurgeState)(0),                         // 1: metadata.v1.PurgeState
 	(*PurgeCounts)(nil),                     // 2: metadata.v1.PurgeCounts
 	(*PurgeJob)(nil),                        // 3: metadata.v1.PurgeJob
 	(*StartPurgeRequest)(nil),               // 4: metadata.v1.StartPurgeRequest
-	(*StartPurgeResponse)(nil),              // 5: metadata.v1.StartPurgeResponse
-	(*GetPurgeRequest)(nil),                 // 6: metadata.v1.GetPurgeRequest
-	(*GetPurgeResponse)(nil),                // 7: metadata.v1.GetPurgeResponse
-	(*ListPurgesRequest)(nil),               // 8: metadata.v1.ListPurgesRequest
-	(*ListPurgesResponse)(nil),              // 9: metadata.v1.ListPurgesResponse
-	(*WatchDeletedImagesRequest)(nil),       // 10: metadata.v1.WatchDeletedImagesRequest
-	(*WatchDeletedImagesResponse)(nil),      // 11: metadata.v1.WatchDeletedImagesResponse
-	(*DeletedImage)(nil),                    // 12: metadata.v1.DeletedImage
-	(*WatchPurgeRequest)(nil),               // 13: metadata.v1.WatchPurgeRequest
-	(*WatchPurgeResponse)(nil),              // 14: metadata.v1.WatchPurgeResponse
-	(*CancelPurgeRequest)(nil),              // 15: metadata.v1.CancelPurgeRequest
-	(*CancelPurgeResponse)(nil),             // 16: metadata.v1.CancelPurgeResponse
-	(*RetentionSchedule)(nil),               // 17: metadata.v1.RetentionSchedule
-	(*PauseRetentionScheduleRequest)(nil),   // 18: metadata.v1.PauseRetentionScheduleRequest
-	(*PauseRetentionScheduleResponse)(nil),  // 19: metadata.v1.PauseRetentionScheduleResponse
-	(*ResumeRetentionScheduleRequest)(nil),  // 20: metadata.v1.ResumeRetentionScheduleRequest
-	(*ResumeRetentionScheduleResponse)(nil), // 21: metadata.v1.ResumeRetentionScheduleResponse
-	(*GetRetentionScheduleRequest)(nil),     // 22: metadata.v1.GetRetentionScheduleRequest
-	(*GetRetentionScheduleResponse)(nil),    // 23: metadata.v1.GetRetentionScheduleResponse
-	(*RetentionPolicy)(nil),                 // 24: metadata.v1.RetentionPolicy
-	(*ThinningTier)(nil),                    // 25: metadata.v1.ThinningTier
-	(*LegalHold)(nil),                       // 26: metadata.v1.LegalHold
-	(*CreateRetentionPolicyRequest)(nil),    // 27: metadata.v1.CreateRetentionPolicyRequest
-	(*CreateRetentionPolicyResponse)(nil),   // 28: metadata.v1.CreateRetentionPolicyResponse
-	(*GetRetentionPolicyRequest)(nil),       // 29: metadata.v1.GetRetentionPolicyRequest
-	(*GetRetentionPolicyResponse)(nil),      // 30: metadata.v1.GetRetentionPolicyResponse
-	(*ListRetentionPoliciesRequest)(nil),    // 31: metadata.v1.ListRetentionPoliciesRequest
-	(*ListRetentionPoliciesResponse)(nil),   // 32: metadata.v1.ListRetentionPoliciesResponse
-	(*UpdateRetentionPolicyRequest)(nil),    // 33: metadata.v1.UpdateRetentionPolicyRequest
-	(*UpdateRetentionPolicyResponse)(nil),   // 34: metadata.v1.UpdateRetentionPolicyResponse
-	(*DeleteRetentionPolicyRequest)(nil),    // 35: metadata.v1.DeleteRetentionPolicyRequest
-	(*DeleteRetentionPolicyResponse)(nil),   // 36: metadata.v1.DeleteRetentionPolicyResponse
-	(*CreateLegalHoldRequest)(nil),          // 37: metadata.v1.CreateLegalHoldRequest
-	(*CreateLegalHoldResponse)(nil),         // 38: metadata.v1.CreateLegalHoldResponse
-	(*GetLegalHoldRequest)(nil),             // 39: metadata.v1.GetLegalHoldRequest
-	(*GetLegalHoldResponse)(nil),            // 40: metadata.v1.GetLegalHoldResponse
-	(*ListLegalHoldsRequest)(nil),           // 41: metadata.v1.ListLegalHoldsRequest
-	(*ListLegalHoldsResponse)(nil),          // 42: metadata.v1.ListLegalHoldsResponse
-	(*UpdateLegalHoldRequest)(nil),          // 43: metadata.v1.UpdateLegalHoldRequest
-	(*UpdateLegalHoldResponse)(nil),         // 44: metadata.v1.UpdateLegalHoldResponse
-	(*DeleteLegalHoldRequest)(nil),          // 45: metadata.v1.DeleteLegalHoldRequest
-	(*DeleteLegalHoldResponse)(nil),         // 46: metadata.v1.DeleteLegalHoldResponse
-	(*timestamppb.Timestamp)(nil),           // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 48: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),           // 49: google.protobuf.FieldMask
+	(*DeleteImageRequest)(nil),              // 5: metadata.v1.DeleteImageRequest
+	(*DeleteImageResponse)(nil),             // 6: metadata.v1.DeleteImageResponse
+	(*DeleteCameraImagesRequest)(nil),       // 7: metadata.v1.DeleteCameraImagesRequest
+	(*DeleteCameraImagesResponse)(nil),      // 8: metadata.v1.DeleteCameraImagesResponse
+	(*StartPurgeResponse)(nil),              // 9: metadata.v1.StartPurgeResponse
+	(*GetPurgeRequest)(nil),                 // 10: metadata.v1.GetPurgeRequest
+	(*GetPurgeResponse)(nil),                // 11: metadata.v1.GetPurgeResponse
+	(*ListPurgesRequest)(nil),               // 12: metadata.v1.ListPurgesRequest
+	(*ListPurgesResponse)(nil),              // 13: metadata.v1.ListPurgesResponse
+	(*WatchDeletedImagesRequest)(nil),       // 14: metadata.v1.WatchDeletedImagesRequest
+	(*WatchDeletedImagesResponse)(nil),      // 15: metadata.v1.WatchDeletedImagesResponse
+	(*DeletedImage)(nil),                    // 16: metadata.v1.DeletedImage
+	(*WatchPurgeRequest)(nil),               // 17: metadata.v1.WatchPurgeRequest
+	(*WatchPurgeResponse)(nil),              // 18: metadata.v1.WatchPurgeResponse
+	(*CancelPurgeRequest)(nil),              // 19: metadata.v1.CancelPurgeRequest
+	(*CancelPurgeResponse)(nil),             // 20: metadata.v1.CancelPurgeResponse
+	(*RetentionSchedule)(nil),               // 21: metadata.v1.RetentionSchedule
+	(*PauseRetentionScheduleRequest)(nil),   // 22: metadata.v1.PauseRetentionScheduleRequest
+	(*PauseRetentionScheduleResponse)(nil),  // 23: metadata.v1.PauseRetentionScheduleResponse
+	(*ResumeRetentionScheduleRequest)(nil),  // 24: metadata.v1.ResumeRetentionScheduleRequest
+	(*ResumeRetentionScheduleResponse)(nil), // 25: metadata.v1.ResumeRetentionScheduleResponse
+	(*GetRetentionScheduleRequest)(nil),     // 26: metadata.v1.GetRetentionScheduleRequest
+	(*GetRetentionScheduleResponse)(nil),    // 27: metadata.v1.GetRetentionScheduleResponse
+	(*RetentionPolicy)(nil),                 // 28: metadata.v1.RetentionPolicy
+	(*ThinningTier)(nil),                    // 29: metadata.v1.ThinningTier
+	(*LegalHold)(nil),                       // 30: metadata.v1.LegalHold
+	(*CreateRetentionPolicyRequest)(nil),    // 31: metadata.v1.CreateRetentionPolicyRequest
+	(*CreateRetentionPolicyResponse)(nil),   // 32: metadata.v1.CreateRetentionPolicyResponse
+	(*GetRetentionPolicyRequest)(nil),       // 33: metadata.v1.GetRetentionPolicyRequest
+	(*GetRetentionPolicyResponse)(nil),      // 34: metadata.v1.GetRetentionPolicyResponse
+	(*ListRetentionPoliciesRequest)(nil),    // 35: metadata.v1.ListRetentionPoliciesRequest
+	(*ListRetentionPoliciesResponse)(nil),   // 36: metadata.v1.ListRetentionPoliciesResponse
+	(*UpdateRetentionPolicyRequest)(nil),    // 37: metadata.v1.UpdateRetentionPolicyRequest
+	(*UpdateRetentionPolicyResponse)(nil),   // 38: metadata.v1.UpdateRetentionPolicyResponse
+	(*DeleteRetentionPolicyRequest)(nil),    // 39: metadata.v1.DeleteRetentionPolicyRequest
+	(*DeleteRetentionPolicyResponse)(nil),   // 40: metadata.v1.DeleteRetentionPolicyResponse
+	(*CreateLegalHoldRequest)(nil),          // 41: metadata.v1.CreateLegalHoldRequest
+	(*CreateLegalHoldResponse)(nil),         // 42: metadata.v1.CreateLegalHoldResponse
+	(*GetLegalHoldRequest)(nil),             // 43: metadata.v1.GetLegalHoldRequest
+	(*GetLegalHoldResponse)(nil),            // 44: metadata.v1.GetLegalHoldResponse
+	(*ListLegalHoldsRequest)(nil),           // 45: metadata.v1.ListLegalHoldsRequest
+	(*ListLegalHoldsResponse)(nil),          // 46: metadata.v1.ListLegalHoldsResponse
+	(*UpdateLegalHoldRequest)(nil),          // 47: metadata.v1.UpdateLegalHoldRequest
+	(*UpdateLegalHoldResponse)(nil),         // 48: metadata.v1.UpdateLegalHoldResponse
+	(*DeleteLegalHoldRequest)(nil),          // 49: metadata.v1.DeleteLegalHoldRequest
+	(*DeleteLegalHoldResponse)(nil),         // 50: metadata.v1.DeleteLegalHoldResponse
+	(*timestamppb.Timestamp)(nil),           // 51: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 52: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),           // 53: google.protobuf.FieldMask
 }
 var file_metadata_v1_retention_proto_depIdxs = []int32{
 	0,  // 0: metadata.v1.PurgeCounts.image_type:type_name -> metadata.v1.ImageType
 	0,  // 1: metadata.v1.PurgeJob.image_types:type_name -> metadata.v1.ImageType
-	47, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
+	51, // 2: metadata.v1.PurgeJob.cutoff_time:type_name -> google.protobuf.Timestamp
 	1,  // 3: metadata.v1.PurgeJob.state:type_name -> metadata.v1.PurgeState
 	2,  // 4: metadata.v1.PurgeJob.type_counts:type_name -> metadata.v1.PurgeCounts
-	47, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
-	47, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
-	47, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
+	51, // 5: metadata.v1.PurgeJob.create_time:type_name -> google.protobuf.Timestamp
+	51, // 6: metadata.v1.PurgeJob.start_time:type_name -> google.protobuf.Timestamp
+	51, // 7: metadata.v1.PurgeJob.end_time:type_name -> google.protobuf.Timestamp
 	0,  // 8: metadata.v1.StartPurgeRequest.image_types:type_name -> metadata.v1.ImageType
-	47, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
-	3,  // 10: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	3,  // 11: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	1,  // 12: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
-	3,  // 13: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
-	0,  // 14: metadata.v1.WatchDeletedImagesRequest.image_types:type_name -> metadata.v1.ImageType
-	12, // 15: metadata.v1.WatchDeletedImagesResponse.images:type_name -> metadata.v1.DeletedImage
-	0,  // 16: metadata.v1.DeletedImage.image_type:type_name -> metadata.v1.ImageType
-	47, // 17: metadata.v1.DeletedImage.captured_at:type_name -> google.protobuf.Timestamp
-	47, // 18: metadata.v1.DeletedImage.delete_time:type_name -> google.protobuf.Timestamp
-	3,  // 19: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	3,  // 20: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
-	48, // 21: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
-	47, // 22: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
-	17, // 23: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	17, // 24: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	17, // 25: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
-	47, // 26: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
-	25, // 27: metadata.v1.RetentionPolicy.single_thinning:type_name -> metadata.v1.ThinningTier
-	25, // 28: metadata.v1.RetentionPolicy.pano_thinning:type_name -> metadata.v1.ThinningTier
-	25, // 29: metadata.v1.RetentionPolicy.pre_stitch_thinning:type_name -> metadata.v1.ThinningTier
-	48, // 30: metadata.v1.ThinningTier.keep_one_per:type_name -> google.protobuf.Duration
-	47, // 31: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
-	47, // 32: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
-	24, // 33: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	24, // 34: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	24, // 35: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	24, // 36: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
-	24, // 37: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	49, // 38: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
-	24, // 39: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
-	26, // 40: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
-	26, // 41: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	26, // 42: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	26, // 43: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
-	26, // 44: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
-	49, // 45: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
-	26, // 46: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
-	4,  // 47: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
-	6,  // 48: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
-	8,  // 49: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
-	13, // 50: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
-	10, // 51: metadata.v1.RetentionService.WatchDeletedImages:input_type -> metadata.v1.WatchDeletedImagesRequest
-	15, // 52: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
-	18, // 53: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
-	20, // 54: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
-	22, // 55: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
-	27, // 56: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
-	29, // 57: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
-	31, // 58: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
-	33, // 59: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
-	35, // 60: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
-	37, // 61: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
-	39, // 62: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
-	41, // 63: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
-	43, // 64: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
-	45, // 65: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
-	5,  // 66: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
-	7,  // 67: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
-	9,  // 68: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
-	14, // 69: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
-	11, // 70: metadata.v1.RetentionService.WatchDeletedImages:output_type -> metadata.v1.WatchDeletedImagesResponse
-	16, // 71: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
-	19, // 72: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
-	21, // 73: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
-	23, // 74: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
-	28, // 75: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
-	30, // 76: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
-	32, // 77: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
-	34, // 78: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
-	36, // 79: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
-	38, // 80: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
-	40, // 81: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
-	42, // 82: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
-	44, // 83: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
-	46, // 84: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
-	66, // [66:85] is the sub-list for method output_type
-	47, // [47:66] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	51, // 9: metadata.v1.StartPurgeRequest.cutoff_time:type_name -> google.protobuf.Timestamp
+	0,  // 10: metadata.v1.DeleteImageRequest.image_type:type_name -> metadata.v1.ImageType
+	51, // 11: metadata.v1.DeleteImageRequest.captured_at:type_name -> google.protobuf.Timestamp
+	0,  // 12: metadata.v1.DeleteCameraImagesRequest.image_types:type_name -> metadata.v1.ImageType
+	3,  // 13: metadata.v1.DeleteCameraImagesResponse.job:type_name -> metadata.v1.PurgeJob
+	3,  // 14: metadata.v1.StartPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	3,  // 15: metadata.v1.GetPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	1,  // 16: metadata.v1.ListPurgesRequest.state:type_name -> metadata.v1.PurgeState
+	3,  // 17: metadata.v1.ListPurgesResponse.jobs:type_name -> metadata.v1.PurgeJob
+	0,  // 18: metadata.v1.WatchDeletedImagesRequest.image_types:type_name -> metadata.v1.ImageType
+	16, // 19: metadata.v1.WatchDeletedImagesResponse.images:type_name -> metadata.v1.DeletedImage
+	0,  // 20: metadata.v1.DeletedImage.image_type:type_name -> metadata.v1.ImageType
+	51, // 21: metadata.v1.DeletedImage.captured_at:type_name -> google.protobuf.Timestamp
+	51, // 22: metadata.v1.DeletedImage.delete_time:type_name -> google.protobuf.Timestamp
+	3,  // 23: metadata.v1.WatchPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	3,  // 24: metadata.v1.CancelPurgeResponse.job:type_name -> metadata.v1.PurgeJob
+	52, // 25: metadata.v1.RetentionSchedule.interval:type_name -> google.protobuf.Duration
+	51, // 26: metadata.v1.RetentionSchedule.update_time:type_name -> google.protobuf.Timestamp
+	21, // 27: metadata.v1.PauseRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	21, // 28: metadata.v1.ResumeRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	21, // 29: metadata.v1.GetRetentionScheduleResponse.schedule:type_name -> metadata.v1.RetentionSchedule
+	51, // 30: metadata.v1.RetentionPolicy.update_time:type_name -> google.protobuf.Timestamp
+	29, // 31: metadata.v1.RetentionPolicy.single_thinning:type_name -> metadata.v1.ThinningTier
+	29, // 32: metadata.v1.RetentionPolicy.pano_thinning:type_name -> metadata.v1.ThinningTier
+	29, // 33: metadata.v1.RetentionPolicy.pre_stitch_thinning:type_name -> metadata.v1.ThinningTier
+	52, // 34: metadata.v1.ThinningTier.keep_one_per:type_name -> google.protobuf.Duration
+	51, // 35: metadata.v1.LegalHold.create_time:type_name -> google.protobuf.Timestamp
+	51, // 36: metadata.v1.LegalHold.update_time:type_name -> google.protobuf.Timestamp
+	28, // 37: metadata.v1.CreateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	28, // 38: metadata.v1.CreateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	28, // 39: metadata.v1.GetRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	28, // 40: metadata.v1.ListRetentionPoliciesResponse.retention_policies:type_name -> metadata.v1.RetentionPolicy
+	28, // 41: metadata.v1.UpdateRetentionPolicyRequest.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	53, // 42: metadata.v1.UpdateRetentionPolicyRequest.update_mask:type_name -> google.protobuf.FieldMask
+	28, // 43: metadata.v1.UpdateRetentionPolicyResponse.retention_policy:type_name -> metadata.v1.RetentionPolicy
+	30, // 44: metadata.v1.CreateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	30, // 45: metadata.v1.CreateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	30, // 46: metadata.v1.GetLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	30, // 47: metadata.v1.ListLegalHoldsResponse.legal_holds:type_name -> metadata.v1.LegalHold
+	30, // 48: metadata.v1.UpdateLegalHoldRequest.legal_hold:type_name -> metadata.v1.LegalHold
+	53, // 49: metadata.v1.UpdateLegalHoldRequest.update_mask:type_name -> google.protobuf.FieldMask
+	30, // 50: metadata.v1.UpdateLegalHoldResponse.legal_hold:type_name -> metadata.v1.LegalHold
+	4,  // 51: metadata.v1.RetentionService.StartPurge:input_type -> metadata.v1.StartPurgeRequest
+	10, // 52: metadata.v1.RetentionService.GetPurge:input_type -> metadata.v1.GetPurgeRequest
+	12, // 53: metadata.v1.RetentionService.ListPurges:input_type -> metadata.v1.ListPurgesRequest
+	17, // 54: metadata.v1.RetentionService.WatchPurge:input_type -> metadata.v1.WatchPurgeRequest
+	14, // 55: metadata.v1.RetentionService.WatchDeletedImages:input_type -> metadata.v1.WatchDeletedImagesRequest
+	19, // 56: metadata.v1.RetentionService.CancelPurge:input_type -> metadata.v1.CancelPurgeRequest
+	5,  // 57: metadata.v1.RetentionService.DeleteImage:input_type -> metadata.v1.DeleteImageRequest
+	7,  // 58: metadata.v1.RetentionService.DeleteCameraImages:input_type -> metadata.v1.DeleteCameraImagesRequest
+	22, // 59: metadata.v1.RetentionService.PauseRetentionSchedule:input_type -> metadata.v1.PauseRetentionScheduleRequest
+	24, // 60: metadata.v1.RetentionService.ResumeRetentionSchedule:input_type -> metadata.v1.ResumeRetentionScheduleRequest
+	26, // 61: metadata.v1.RetentionService.GetRetentionSchedule:input_type -> metadata.v1.GetRetentionScheduleRequest
+	31, // 62: metadata.v1.RetentionService.CreateRetentionPolicy:input_type -> metadata.v1.CreateRetentionPolicyRequest
+	33, // 63: metadata.v1.RetentionService.GetRetentionPolicy:input_type -> metadata.v1.GetRetentionPolicyRequest
+	35, // 64: metadata.v1.RetentionService.ListRetentionPolicies:input_type -> metadata.v1.ListRetentionPoliciesRequest
+	37, // 65: metadata.v1.RetentionService.UpdateRetentionPolicy:input_type -> metadata.v1.UpdateRetentionPolicyRequest
+	39, // 66: metadata.v1.RetentionService.DeleteRetentionPolicy:input_type -> metadata.v1.DeleteRetentionPolicyRequest
+	41, // 67: metadata.v1.RetentionService.CreateLegalHold:input_type -> metadata.v1.CreateLegalHoldRequest
+	43, // 68: metadata.v1.RetentionService.GetLegalHold:input_type -> metadata.v1.GetLegalHoldRequest
+	45, // 69: metadata.v1.RetentionService.ListLegalHolds:input_type -> metadata.v1.ListLegalHoldsRequest
+	47, // 70: metadata.v1.RetentionService.UpdateLegalHold:input_type -> metadata.v1.UpdateLegalHoldRequest
+	49, // 71: metadata.v1.RetentionService.DeleteLegalHold:input_type -> metadata.v1.DeleteLegalHoldRequest
+	9,  // 72: metadata.v1.RetentionService.StartPurge:output_type -> metadata.v1.StartPurgeResponse
+	11, // 73: metadata.v1.RetentionService.GetPurge:output_type -> metadata.v1.GetPurgeResponse
+	13, // 74: metadata.v1.RetentionService.ListPurges:output_type -> metadata.v1.ListPurgesResponse
+	18, // 75: metadata.v1.RetentionService.WatchPurge:output_type -> metadata.v1.WatchPurgeResponse
+	15, // 76: metadata.v1.RetentionService.WatchDeletedImages:output_type -> metadata.v1.WatchDeletedImagesResponse
+	20, // 77: metadata.v1.RetentionService.CancelPurge:output_type -> metadata.v1.CancelPurgeResponse
+	6,  // 78: metadata.v1.RetentionService.DeleteImage:output_type -> metadata.v1.DeleteImageResponse
+	8,  // 79: metadata.v1.RetentionService.DeleteCameraImages:output_type -> metadata.v1.DeleteCameraImagesResponse
+	23, // 80: metadata.v1.RetentionService.PauseRetentionSchedule:output_type -> metadata.v1.PauseRetentionScheduleResponse
+	25, // 81: metadata.v1.RetentionService.ResumeRetentionSchedule:output_type -> metadata.v1.ResumeRetentionScheduleResponse
+	27, // 82: metadata.v1.RetentionService.GetRetentionSchedule:output_type -> metadata.v1.GetRetentionScheduleResponse
+	32, // 83: metadata.v1.RetentionService.CreateRetentionPolicy:output_type -> metadata.v1.CreateRetentionPolicyResponse
+	34, // 84: metadata.v1.RetentionService.GetRetentionPolicy:output_type -> metadata.v1.GetRetentionPolicyResponse
+	36, // 85: metadata.v1.RetentionService.ListRetentionPolicies:output_type -> metadata.v1.ListRetentionPoliciesResponse
+	38, // 86: metadata.v1.RetentionService.UpdateRetentionPolicy:output_type -> metadata.v1.UpdateRetentionPolicyResponse
+	40, // 87: metadata.v1.RetentionService.DeleteRetentionPolicy:output_type -> metadata.v1.DeleteRetentionPolicyResponse
+	42, // 88: metadata.v1.RetentionService.CreateLegalHold:output_type -> metadata.v1.CreateLegalHoldResponse
+	44, // 89: metadata.v1.RetentionService.GetLegalHold:output_type -> metadata.v1.GetLegalHoldResponse
+	46, // 90: metadata.v1.RetentionService.ListLegalHolds:output_type -> metadata.v1.ListLegalHoldsResponse
+	48, // 91: metadata.v1.RetentionService.UpdateLegalHold:output_type -> metadata.v1.UpdateLegalHoldResponse
+	50, // 92: metadata.v1.RetentionService.DeleteLegalHold:output_type -> metadata.v1.DeleteLegalHoldResponse
+	72, // [72:93] is the sub-list for method output_type
+	51, // [51:72] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_metadata_v1_retention_proto_init() }
@@ -3320,7 +3580,7 @@ func file_metadata_v1_retention_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_v1_retention_proto_rawDesc), len(file_metadata_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,8 @@ const (
 	RetentionService_WatchPurge_FullMethodName              = "/metadata.v1.RetentionService/WatchPurge"
 	RetentionService_WatchDeletedImages_FullMethodName      = "/metadata.v1.RetentionService/WatchDeletedImages"
 	RetentionService_CancelPurge_FullMethodName             = "/metadata.v1.RetentionService/CancelPurge"
+	RetentionService_DeleteImage_FullMethodName             = "/metadata.v1.RetentionService/DeleteImage"
+	RetentionService_DeleteCameraImages_FullMethodName      = "/metadata.v1.RetentionService/DeleteCameraImages"
 	RetentionService_PauseRetentionSchedule_FullMethodName  = "/metadata.v1.RetentionService/PauseRetentionSchedule"
 	RetentionService_ResumeRetentionSchedule_FullMethodName = "/metadata.v1.RetentionService/ResumeRetentionSchedule"
 	RetentionService_GetRetentionSchedule_FullMethodName    = "/metadata.v1.RetentionService/GetRetentionSchedule"
@@ -82,6 +84,23 @@ type RetentionServiceClient interface {
 	// the store. NOT_FOUND for an unknown job, FAILED_PRECONDITION for one
 	// that has ended.
 	CancelPurge(ctx context.Context, in *CancelPurgeRequest, opts ...grpc.CallOption) (*CancelPurgeResponse, error)
+	// DeleteImage deletes one image on purpose, by its type, camera and
+	// capture instant: its metadata, its index entry, and (with
+	// -retention-outbox) a record in WatchDeletedImages so the blob side
+	// deletes its bytes. The camera's latest image is then the one before it,
+	// and a new image can be created at the freed instant. NOT_FOUND if there
+	// is no such image, FAILED_PRECONDITION if the camera is on legal hold.
+	DeleteImage(ctx context.Context, in *DeleteImageRequest, opts ...grpc.CallOption) (*DeleteImageResponse, error)
+	// DeleteCameraImages starts a job that deletes every image of one camera,
+	// whatever its age or retention policy (for a decommissioned camera, or a
+	// privacy request), and returns it at once. The job is a purge: watch it
+	// with GetPurge, WatchPurge and ListPurges, stop it with CancelPurge; it
+	// resumes after a restart, counts exactly what it deleted and names each
+	// image in WatchDeletedImages. The retention floor does not apply.
+	// FAILED_PRECONDITION if the camera is on legal hold (a hold placed while
+	// the job runs keeps what is not yet deleted) or a purge of one of the
+	// image types is running.
+	DeleteCameraImages(ctx context.Context, in *DeleteCameraImagesRequest, opts ...grpc.CallOption) (*DeleteCameraImagesResponse, error)
 	// PauseRetentionSchedule stops the built-in schedule (-retention-days and
 	// -retention-interval) of every replica from starting purges until
 	// ResumeRetentionSchedule. Purges already running go on, and StartPurge
@@ -214,6 +233,26 @@ func (c *retentionServiceClient) CancelPurge(ctx context.Context, in *CancelPurg
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelPurgeResponse)
 	err := c.cc.Invoke(ctx, RetentionService_CancelPurge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) DeleteImage(ctx context.Context, in *DeleteImageRequest, opts ...grpc.CallOption) (*DeleteImageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteImageResponse)
+	err := c.cc.Invoke(ctx, RetentionService_DeleteImage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) DeleteCameraImages(ctx context.Context, in *DeleteCameraImagesRequest, opts ...grpc.CallOption) (*DeleteCameraImagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteCameraImagesResponse)
+	err := c.cc.Invoke(ctx, RetentionService_DeleteCameraImages_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +431,23 @@ type RetentionServiceServer interface {
 	// the store. NOT_FOUND for an unknown job, FAILED_PRECONDITION for one
 	// that has ended.
 	CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error)
+	// DeleteImage deletes one image on purpose, by its type, camera and
+	// capture instant: its metadata, its index entry, and (with
+	// -retention-outbox) a record in WatchDeletedImages so the blob side
+	// deletes its bytes. The camera's latest image is then the one before it,
+	// and a new image can be created at the freed instant. NOT_FOUND if there
+	// is no such image, FAILED_PRECONDITION if the camera is on legal hold.
+	DeleteImage(context.Context, *DeleteImageRequest) (*DeleteImageResponse, error)
+	// DeleteCameraImages starts a job that deletes every image of one camera,
+	// whatever its age or retention policy (for a decommissioned camera, or a
+	// privacy request), and returns it at once. The job is a purge: watch it
+	// with GetPurge, WatchPurge and ListPurges, stop it with CancelPurge; it
+	// resumes after a restart, counts exactly what it deleted and names each
+	// image in WatchDeletedImages. The retention floor does not apply.
+	// FAILED_PRECONDITION if the camera is on legal hold (a hold placed while
+	// the job runs keeps what is not yet deleted) or a purge of one of the
+	// image types is running.
+	DeleteCameraImages(context.Context, *DeleteCameraImagesRequest) (*DeleteCameraImagesResponse, error)
 	// PauseRetentionSchedule stops the built-in schedule (-retention-days and
 	// -retention-interval) of every replica from starting purges until
 	// ResumeRetentionSchedule. Purges already running go on, and StartPurge
@@ -469,6 +525,12 @@ func (UnimplementedRetentionServiceServer) WatchDeletedImages(*WatchDeletedImage
 }
 func (UnimplementedRetentionServiceServer) CancelPurge(context.Context, *CancelPurgeRequest) (*CancelPurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelPurge not implemented")
+}
+func (UnimplementedRetentionServiceServer) DeleteImage(context.Context, *DeleteImageRequest) (*DeleteImageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteImage not implemented")
+}
+func (UnimplementedRetentionServiceServer) DeleteCameraImages(context.Context, *DeleteCameraImagesRequest) (*DeleteCameraImagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteCameraImages not implemented")
 }
 func (UnimplementedRetentionServiceServer) PauseRetentionSchedule(context.Context, *PauseRetentionScheduleRequest) (*PauseRetentionScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PauseRetentionSchedule not implemented")
@@ -620,6 +682,42 @@ func _RetentionService_CancelPurge_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RetentionServiceServer).CancelPurge(ctx, req.(*CancelPurgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_DeleteImage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).DeleteImage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_DeleteImage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).DeleteImage(ctx, req.(*DeleteImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_DeleteCameraImages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteCameraImagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).DeleteCameraImages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_DeleteCameraImages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).DeleteCameraImages(ctx, req.(*DeleteCameraImagesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -880,6 +978,14 @@ var RetentionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelPurge",
 			Handler:    _RetentionService_CancelPurge_Handler,
+		},
+		{
+			MethodName: "DeleteImage",
+			Handler:    _RetentionService_DeleteImage_Handler,
+		},
+		{
+			MethodName: "DeleteCameraImages",
+			Handler:    _RetentionService_DeleteCameraImages_Handler,
 		},
 		{
 			MethodName: "PauseRetentionSchedule",

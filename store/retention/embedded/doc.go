@@ -60,5 +60,6 @@
 // sizes), pace.go (the live pace), section.go (one exclusive section and
 // the last one's range deletion of the index),
 // orphans.go (the orphans pass), outbox.go (the outbox of deleted images,
-// written in the sections' batches and read by sequence).
+// written in the sections' batches and read by sequence), delete.go (one
+// image deleted on purpose, in one transaction).
 package embedded

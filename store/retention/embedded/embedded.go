@@ -230,12 +230,13 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 	if r.rules, err = r.env.Rules(ctx, j, r.kind); err != nil {
 		return err
 	}
-	if !j.UsePolicies && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil && r.pace.units() == 0 {
+	if !j.UsePolicies && j.Camera == "" && r.rules.Holds() == 0 && !j.DryRun && r.env.PaceStep(j) == math.MaxInt64 && r.env.Outbox() == nil && r.pace.units() == 0 {
 		// Every camera has the job's boundary: a fleet that fits one section
 		// needs no survey. A larger one stops the section, which commits
 		// nothing, at its limit. (A paced job surveys, to size its sections;
-		// so does one while requests are served; one with holds, to stop the
-		// index's range deletion before them.)
+		// so does one while requests are served; one with holds, or a delete
+		// of one camera, to stop the index's range deletion before the rows
+		// of the cameras it keeps.)
 		err := r.pace.section(ctx, 0, func(started func()) error {
 			return r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras, started)
 		})

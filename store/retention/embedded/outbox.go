@@ -51,20 +51,29 @@ func (w *outboxWriter) add(ctx context.Context, camera string, row store.Entity)
 			w.next = max(retention.SeqOf(e), 1)
 		}
 	}
-	captured, err := store.TimeFromInvertedTicksRowKey(row.RowKey)
-	if err != nil {
+	rec, ok := outboxRow(w.next, w.kind, camera, row, w.job, w.at)
+	if !ok {
 		return nil // not an image's row: never tallied, never deleted by range
 	}
-	blob, _ := row.Properties[images.PropBlobURI].(string)
-	_, err = w.b.Put(w.table.Name(), store.Entity{PartitionKey: outboxPart, RowKey: retention.SeqKey(w.next),
-		Properties: retention.DeletedImageProperties(retention.DeletedImage{Kind: w.kind, CameraID: camera, CapturedAt: captured,
-			BlobURI: blob, JobID: w.job, DeletedAt: w.at})})
-	if err != nil {
+	if _, err := w.b.Put(w.table.Name(), rec); err != nil {
 		return err
 	}
 	w.next++
 	w.wrote = true
 	return nil
+}
+
+// outboxRow is the outbox row at position seq naming the deleted primary
+// row of camera; false if the row is not an image's.
+func outboxRow(seq uint64, kind images.Kind, camera string, row store.Entity, job string, at time.Time) (store.Entity, bool) {
+	captured, err := store.TimeFromInvertedTicksRowKey(row.RowKey)
+	if err != nil {
+		return store.Entity{}, false
+	}
+	blob, _ := row.Properties[images.PropBlobURI].(string)
+	return store.Entity{PartitionKey: outboxPart, RowKey: retention.SeqKey(seq),
+		Properties: retention.DeletedImageProperties(retention.DeletedImage{Kind: kind, CameraID: camera, CapturedAt: captured,
+			BlobURI: blob, JobID: job, DeletedAt: at})}, true
 }
 
 // finish stages the next sequence number, if the section wrote any row.

@@ -49,5 +49,6 @@
 // deletes.go, janitor.go, owner.go (lease epochs on the tasks),
 // boundaries.go (each camera's boundary, for the janitor), cancel.go
 // (settling a cancelled job's tasks), outboxseal.go (the outbox of
-// deleted images, sealed per job).
+// deleted images, sealed per job), imagedelete.go (one image deleted on
+// purpose).
 package queue

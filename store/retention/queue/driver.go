@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -156,18 +157,20 @@ type deadLetterRetirer interface {
 }
 
 // Retire deletes the dead letters of the queue in a table older than
-// horizon, with the jobs they failed; an Azure poison queue's messages
-// expire by their own TTL.
+// horizon, with the jobs they failed (an Azure poison queue's messages
+// expire by their own TTL), and settles the pending records of image
+// deletes that stopped (imagedelete.go).
 func (e *driver) Retire(ctx context.Context, horizon time.Time) error {
+	settled := e.settlePending(ctx)
 	q, ok := e.queue.(deadLetterRetirer)
 	if !ok {
-		return nil
+		return settled
 	}
 	n, err := q.RetireDeadLetters(ctx, horizon)
 	if n > 0 {
 		e.log.Info("purge: retired old dead-lettered tasks", "messages", n, "dead_lettered_before", horizon)
 	}
-	return err
+	return errors.Join(settled, err)
 }
 
 // queueProgress is a kind's progress in the queue design, kept in the

@@ -398,6 +398,7 @@ func (e *driver) checkSealAhead(ctx context.Context, pos sealToken) error {
 func (e *driver) readSealed(ctx context.Context, job string, pos sealToken, out []retention.DeletedImage, limit int) ([]retention.DeletedImage, error) {
 	q := store.Query{PartitionKey: job, Rows: store.Range{From: pos.row},
 		Where: []store.Equal{{Property: propReady, Value: true}}}
+	first := len(out) // out[first:] are this job's
 	for {
 		q.Limit = min(limit-len(out)+1, store.MaxPageSize)
 		page, err := e.outbox.Query(ctx, q)
@@ -412,11 +413,14 @@ func (e *driver) readSealed(ctx context.Context, job string, pos sealToken, out 
 				return out, nil
 			}
 			d := retention.DeletedImageFrom(r)
-			d.JobID, d.Token = job, sealToken{seq: pos.seq, row: r.RowKey}.String()
+			d.Token = sealToken{seq: pos.seq, row: r.RowKey}.String()
+			if !strings.HasPrefix(job, deletePrefix) { // an image deleted on purpose has no job
+				d.JobID = job
+			}
 			out = append(out, d)
 		}
 		if page.Next == nil {
-			if n := len(out); n > 0 && out[n-1].JobID == job {
+			if n := len(out); n > first {
 				out[n-1].Token = sealToken{seq: pos.seq + 1}.String()
 			}
 			return out, nil

@@ -328,6 +328,9 @@ func (e *driver) dryRunBuckets(ctx context.Context, j *retention.Job, kind image
 			if seen.full() {
 				return errOutgrown
 			}
+			if !rule.Purge && len(rule.Thin) == 0 && !rule.Held {
+				return nil // kept whole: another camera than a camera delete's
+			}
 			if rule.Held {
 				c.DevicesTotal++
 				c.DevicesHeld++
