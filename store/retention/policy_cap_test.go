@@ -29,7 +29,7 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 		var mu sync.Mutex
 		arrived := map[string]bool{}
 		all := make(chan struct{})
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, _ string, keys []store.Key) error {
+		f.OpenEngine(t, &hookedBackend{Backend: f.Base, Before: func(table, _ string, keys []store.Key) error {
 			if !strings.EqualFold(table, retention.DefaultPoliciesTable) {
 				return nil
 			}
@@ -54,7 +54,7 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 			}
 			return nil
 		}})
-		policies := f.engine.Policies()
+		policies := f.Engine.Policies()
 		retention.SetMaxPrefixPolicies(policies, limit)
 
 		errs := make([]error, creators)

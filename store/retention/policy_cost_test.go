@@ -18,7 +18,7 @@ func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
 	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
-		p := f.engine.Policies()
+		p := f.Engine.Policies()
 		for _, pol := range []policy.Policy{
 			{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
 			{Scope: policy.ScopeCamera, Target: sparedPrefix + "own", Days: map[images.Kind]int{images.Single: policyDays + 5}},
@@ -31,15 +31,15 @@ func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
 			t.Fatal(err)
 		}
 		days := map[string]int{"cam-a": 3, "cam-b": 3, sparedPrefix + "own": 0, sparedPrefix + "held": 0}
-		f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
+		f.SeedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
 		ops := &opCounter{watch: sparedPrefix}
-		f.openEngine(t, &countingBackend{Backend: f.base, only: images.Single.DefaultTable(), c: ops})
-		f.run(t)
+		f.OpenEngine(t, &countingBackend{Backend: f.Base, only: images.Single.DefaultTable(), c: ops})
+		f.Run(t)
 
 		want := expired(days)
 		for _, dry := range []bool{true, false} {
 			ops.reset()
-			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true, DryRun: dry})
+			j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true, DryRun: dry})
 			if j.State != retention.Succeeded {
 				t.Fatalf("dry run %t: purge ended %s (%s)", dry, j.State, j.Error)
 			}
@@ -53,6 +53,6 @@ func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
 				t.Errorf("dry run %t: no primary-table read counted at all: the counter sees nothing", dry)
 			}
 		}
-		f.checkKept(t, now, images.Single, days)
+		f.CheckKept(t, now, images.Single, days)
 	})
 }
