@@ -348,7 +348,7 @@ func testPrefixPolicyBound(t *testing.T, ts *suite) {
 func testCrashAtAnyWriteWithPoliciesResumesExactly(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
 	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
-		crashAtEveryWrite(t, newFixture, crashWithPoliciesAndResume)
+		crashAtEveryWrite(t, ts, crashWithPoliciesAndResume)
 	})
 }
 

@@ -328,7 +328,7 @@ func testCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T, ts *suite) {
 			if v.queue && v.outbox {
 				wrap = base.OutboxWritesOnly
 			}
-			crashAtEveryNthWrite(t, v.step, nil, func(t *testing.T, _ func(*testing.T, retention.Options) *Fixture, n int) bool {
+			crashAtEveryNthWrite(t, ts, v.step, func(t *testing.T, _ func(*testing.T, retention.Options) *Fixture, n int) bool {
 				return crashWhileThinning(t, base, sc, n, v.outbox, wrap)
 			})
 		})
