@@ -6,6 +6,7 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/retentiontest"
 )
 
 // TestAJobOfAnEarlierReleaseEndsFailedAndIsRerun: a purge an earlier
@@ -14,7 +15,7 @@ import (
 // not know: it ends failed, saying to start it again, and the next purge
 // deletes what it left, index rows of its deleted rows included.
 func TestAJobOfAnEarlierReleaseEndsFailedAndIsRerun(t *testing.T) {
-	forEachOf(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachOf(t, func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture) {
 		for _, phase := range []string{"work", "sweep"} {
 			t.Run(phase, func(t *testing.T) { earlierReleaseRerun(t, open(t, quickOptions()), phase) })
 		}

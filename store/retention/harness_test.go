@@ -16,7 +16,7 @@ import (
 // itself runs in the drivers' packages).
 var (
 	pebbleHarness = retentiontest.Harness{Name: "pebble", Backend: retentiontest.Pebble,
-		Driver: func(*queue.Hooks) retention.NewDriver { return embedded.New }}
+		Driver: func(queue.Options, *queue.Hooks) retention.NewDriver { return embedded.New }}
 	pebbleQueueHarness = retentiontest.Harness{Name: "pebble-queue", Backend: retentiontest.Pebble, Driver: queue.WithHooks, Queue: true}
 	azureHarness       = retentiontest.Harness{Name: "azure", Backend: retentiontest.Azure, Driver: queue.WithHooks, Queue: true}
 )
@@ -50,27 +50,27 @@ type (
 )
 
 // forEachStore runs test on each backend with the driver the daemon runs on it.
-func forEachStore(t *testing.T, test func(t *testing.T, open func(*testing.T, retention.Options) *fixture)) {
+func forEachStore(t *testing.T, test func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture)) {
 	forEachOf(t, test, stores...)
 }
 
 // forEachOf runs test on each harness, opened afresh per test.
-func forEachOf(t *testing.T, test func(t *testing.T, open func(*testing.T, retention.Options) *fixture), hs ...retentiontest.Harness) {
+func forEachOf(t *testing.T, test func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture), hs ...retentiontest.Harness) {
 	for _, h := range hs {
 		t.Run(h.Name, func(t *testing.T) {
-			test(t, func(t *testing.T, opts retention.Options) *fixture { return retentiontest.Open(t, h, opts) })
+			test(t, func(t *testing.T, opts retentiontest.Options) *fixture { return retentiontest.Open(t, h, opts) })
 		})
 	}
 }
 
 // forEachQueueStore runs test on the queue design on both backends.
-func forEachQueueStore(t *testing.T, test func(t *testing.T, open func(*testing.T, retention.Options) *fixture)) {
+func forEachQueueStore(t *testing.T, test func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture)) {
 	forEachOf(t, test, pebbleQueueHarness, azureHarness)
 }
 
 // newBubbleFixture opens a fixture on Pebble, with the queue design or
 // the embedded driver, for a test in a synctest bubble.
-func newBubbleFixture(t *testing.T, opts retention.Options, queueDesign bool) *fixture {
+func newBubbleFixture(t *testing.T, opts retentiontest.Options, queueDesign bool) *fixture {
 	t.Helper()
 	if queueDesign {
 		return retentiontest.OpenInBubble(t, pebbleQueueHarness, opts)

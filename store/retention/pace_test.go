@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/retentiontest"
 )
 
 // TestPurgePacesEveryDeletedRow: a capped purge asks every cap in force,
@@ -31,7 +32,7 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 		{"job cap below the process's", 400, 200},
 		{"job cap above the process's", 200, 400},
 	}
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachStore(t, func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts := quickOptions()
@@ -84,7 +85,7 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 // theirs once they see it ended, so a fleet's long run of capped purges
 // leaves no limiter behind on any replica.
 func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retentiontest.Options) *fixture) {
 		const cameras = 12
 		a := newFixture(t, quickOptions())
 		a.Seed(t, cameras)

@@ -6,6 +6,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/retentiontest"
 )
 
 // TestSparedCamerasCostNoPrimaryWork: a purge with policies, real or dry,
@@ -15,7 +16,7 @@ import (
 // reads the policy and hold tables alone. (BenchmarkPurgeWithPolicies
 // shows the same at scale.)
 func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
 		p := f.Engine.Policies()

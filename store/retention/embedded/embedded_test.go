@@ -15,6 +15,6 @@ func TestConformance(t *testing.T) {
 	retentiontest.Run(t, retentiontest.Harness{
 		Name:    "pebble",
 		Backend: retentiontest.Pebble,
-		Driver:  func(*queue.Hooks) retention.NewDriver { return embedded.New },
+		Driver:  func(queue.Options, *queue.Hooks) retention.NewDriver { return embedded.New },
 	})
 }

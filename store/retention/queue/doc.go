@@ -9,7 +9,7 @@
 //
 //  1. plan: one range scan over the expired index partitions, by keys alone
 //     (ours and the fleet's), finds the cameras with expired rows and sends
-//     tasks of retention.Options.GroupSize cameras through the queue, so its cost
+//     tasks of Options.GroupSize cameras through the queue, so its cost
 //     follows the expired volume;
 //  2. work: workers on every replica take tasks (at-least-once, hidden
 //     while they run), count each camera's expired rows, record the count,

@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // blockOnce holds the first write that matches until released, and says
@@ -51,7 +52,7 @@ var cancelPhases = []struct {
 	{"planning", func(string, string) func(string, string) bool {
 		inserts := 0
 		return func(table, op string) bool {
-			if table == retention.DefaultTasksTable && op == "batch-insert" {
+			if table == queue.DefaultTasksTable && op == "batch-insert" {
 				inserts++
 				return inserts == 2 // the second task of three
 			}
@@ -80,7 +81,7 @@ func deletesRows(op string) bool {
 func testCancelStopsAtATaskBoundary(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
 	kind := images.Single
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, phase := range cancelPhases {
 			t.Run(phase.name, func(t *testing.T) {
 				opts := quickOptions()
@@ -155,7 +156,7 @@ func testCancelStopsAtATaskBoundary(t *testing.T, ts *suite) {
 // its index rows, the held camera untouched.
 func testCancelPurgeWithPolicies(t *testing.T, ts *suite) {
 	kind := images.Single
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, phase := range cancelPhases {
 			t.Run(phase.name, func(t *testing.T) {
 				opts, now := policyOptions()
@@ -218,7 +219,7 @@ func testCancelPurgeWithPolicies(t *testing.T, ts *suite) {
 // closed, its cameras left for the next purge.
 func testCancelFinishesARedeliveredTask(t *testing.T, ts *suite) {
 	kind := images.Single
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Workers = 1
 		f := ts.open(t, opts)
@@ -274,7 +275,7 @@ func testCancelFinishesARedeliveredTask(t *testing.T, ts *suite) {
 // the job ends Cancelled counting exactly the task's rows.
 func testCancelCountsATaskThatEndsWhileSettling(t *testing.T, ts *suite) {
 	kind := images.Single
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Workers = 1
 		f := ts.open(t, opts)
@@ -283,10 +284,10 @@ func testCancelCountsATaskThatEndsWhileSettling(t *testing.T, ts *suite) {
 		// write that begins it.
 		var mu sync.Mutex
 		var held store.Key
-		block := newBlockOnce(func(table, op string) bool { return table == retention.DefaultTasksTable && op == "update" })
+		block := newBlockOnce(func(table, op string) bool { return table == queue.DefaultTasksTable && op == "update" })
 		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
 			mu.Lock()
-			if held == (store.Key{}) && table == retention.DefaultTasksTable && op == "update" {
+			if held == (store.Key{}) && table == queue.DefaultTasksTable && op == "update" {
 				held = keys[0]
 			}
 			mu.Unlock()
@@ -369,8 +370,8 @@ func (f *Fixture) OtherReplica(t *testing.T) *retention.Engine {
 	t.Helper()
 	opts := f.Opts
 	opts.Backend, opts.Repositories, opts.Queue, opts.ReplicaID = f.Backend, f.Repos, f.Queue, "other"
-	opts.Driver = drivers.For(f.Backend)
-	e, err := retention.Open(t.Context(), opts)
+	opts.Driver = drivers.For(f.Backend, opts.QueueOptions)
+	e, err := retention.Open(t.Context(), opts.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // expiredCreator creates images of the fixture's cameras with capture times
@@ -49,7 +50,7 @@ func (c *expiredCreator) create(ctx context.Context, camera int) error {
 // first record after counting creates one for every camera. The job's
 // counts must equal the rows that are gone, primary and index.
 func testCountsIncludeExpiredCreatesDuringThePurge(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				// Each task is worked by one delivery at a time: a second
@@ -62,7 +63,7 @@ func testCountsIncludeExpiredCreatesDuringThePurge(t *testing.T, ts *suite) {
 				var mu sync.Mutex
 				recorded := map[store.Key]bool{}
 				hooked := &HookedBackend{Backend: f.Base, Plain: plain, Before: func(table, op string, keys []store.Key) error {
-					if table != retention.DefaultTasksTable || op != "update" {
+					if table != queue.DefaultTasksTable || op != "update" {
 						return nil
 					}
 					mu.Lock()
@@ -132,7 +133,7 @@ func testCountsIncludeExpiredCreatesDuringThePurge(t *testing.T, ts *suite) {
 // created meanwhile, and the job must say so. A purge whose deliveries all
 // record their deletes must not.
 func testUnrecordedDeleteFlagsItsCount(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, lose := range []bool{false, true} {
 			t.Run(map[bool]string{false: "every delete recorded", true: "a delete's record lost"}[lose], func(t *testing.T) {
 				opts := quickOptions()
@@ -143,7 +144,7 @@ func testUnrecordedDeleteFlagsItsCount(t *testing.T, ts *suite) {
 				updates := map[store.Key]int{}
 				lost := 0
 				hooked := &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
-					if table != retention.DefaultTasksTable || op != "update" {
+					if table != queue.DefaultTasksTable || op != "update" {
 						return nil
 					}
 					mu.Lock()

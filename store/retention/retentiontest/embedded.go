@@ -14,6 +14,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // testEmbeddedPurgeRunsWithoutTheQueue: on the embedded store a purge,
@@ -37,7 +38,7 @@ func testEmbeddedPurgeRunsWithoutTheQueue(t *testing.T, ts *suite) {
 			if got := f.Census(t, images.Single, j.Boundary()); got != (Census{PrimaryNew: cameras * keptPerCamera, IndexNew: cameras * keptPerCamera}) {
 				t.Fatalf("after the purge %+v", got)
 			}
-			for _, name := range []string{retention.DefaultTasksTable, retention.DefaultQueueTable} {
+			for _, name := range []string{queue.DefaultTasksTable, queue.DefaultQueueTable} {
 				tbl, err := f.Base.Table(t.Context(), name)
 				if err != nil {
 					t.Fatal(err)

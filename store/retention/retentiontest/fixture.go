@@ -33,7 +33,7 @@ type Fixture struct {
 	Base    store.Backend
 	Backend store.Backend
 	// queue is the engine's queue; nil for the table queue in base.
-	Queue retention.Queue
+	Queue queue.Queue
 	Repos []*images.Repository
 	// shards is the image repositories' IndexShards.
 	Shards int
@@ -43,7 +43,7 @@ type Fixture struct {
 	// repositories.
 	CreateTimeout time.Duration
 	Engine        *retention.Engine
-	Opts          retention.Options
+	Opts          Options
 	// fs is the embedded store's filesystem, which a crash clones.
 	FS *vfs.MemFS
 	// clock is the embedded store's clock (and the engine's, unless the
@@ -65,18 +65,28 @@ type Fixture struct {
 	Harness Harness
 }
 
+// Options are an engine's and, for the queue design, its driver's.
+type Options struct {
+	retention.Options
+	QueueOptions
+}
+
+// QueueOptions are the queue design's options, by a name that does not
+// clash with retention.Options as a field of Options.
+type QueueOptions = queue.Options
+
 // quickOptions make redeliveries and polls fast enough for tests.
-func quickOptions() retention.Options {
-	return retention.Options{
-		Logger:            slog.New(slog.DiscardHandler),
-		GroupSize:         2,
-		VisibilityTimeout: 50 * time.Millisecond,
-		PollInterval:      5 * time.Millisecond,
-		MaxAttempts:       3,
-		// One identity across restarts, as the embedded daemon has: a
-		// restarted engine resumes its own jobs at once.
-		ReplicaID:     "embedded",
-		LeaseDuration: time.Second,
+func quickOptions() Options {
+	return Options{
+		Options: retention.Options{
+			Logger:       slog.New(slog.DiscardHandler),
+			PollInterval: 5 * time.Millisecond,
+			// One identity across restarts, as the embedded daemon has: a
+			// restarted engine resumes its own jobs at once.
+			ReplicaID:     "embedded",
+			LeaseDuration: time.Second,
+		},
+		QueueOptions: queue.Options{GroupSize: 2, VisibilityTimeout: 50 * time.Millisecond, MaxAttempts: 3},
 	}
 }
 
@@ -135,8 +145,8 @@ func (f *Fixture) OpenEngine(t *testing.T, backend store.Backend) {
 	if f.Hooks == nil {
 		f.Hooks = &queue.Hooks{}
 	}
-	opts.Driver = f.Harness.Driver(f.Hooks)
-	e, err := retention.Open(t.Context(), opts)
+	opts.Driver = f.Harness.Driver(opts.QueueOptions, f.Hooks)
+	e, err := retention.Open(t.Context(), opts.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // service's own: the purge reads keys, falls back on the DeviceId where a
 // key does not tell, and never mistakes a camera id for a row key.
 func testFleetIndexKeysArePurged(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		n := seedFleetKeys(t, f)
 		f.Run(t)
@@ -78,7 +78,7 @@ func seedFleetKeys(t *testing.T, f *Fixture) int64 {
 // form each has, after the primary rows: when the janitor begins, no index
 // row of a purged camera's expired rows is left in either form.
 func testWorkersDeleteIndexRowsInBothKeyForms(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		// No redelivery: one cut short between a batch's primary and index
 		// deletes rightly leaves those index rows to the janitor.

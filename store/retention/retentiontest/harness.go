@@ -23,10 +23,11 @@ type Harness struct {
 	Name string
 	// Backend is the store the driver runs on.
 	Backend Backend
-	// Driver makes the driver under test. Hooks are the queue design's,
-	// which its scenarios set to stop or watch its work; they outlive a
-	// reopened engine. A driver that is not the queue design ignores them.
-	Driver func(hooks *queue.Hooks) retention.NewDriver
+	// Driver makes the driver under test. The options and hooks are the
+	// queue design's: a scenario tunes it with the options and sets the
+	// hooks to stop or watch its work; they outlive a reopened engine. A
+	// driver that is not the queue design ignores both.
+	Driver func(o queue.Options, hooks *queue.Hooks) retention.NewDriver
 	// Queue says the driver is the queue design (tasks on a queue with
 	// visibility timeouts, a janitor): its scenarios run too. On Pebble the
 	// harness then hides the store's transactions and purges from the
@@ -63,7 +64,7 @@ func (h Harness) mode() mode {
 
 // Open opens a fresh store of h's backend, seeded with nothing, and an
 // engine over it with h's driver.
-func Open(t *testing.T, h Harness, opts retention.Options) *Fixture {
+func Open(t *testing.T, h Harness, opts Options) *Fixture {
 	t.Helper()
 	if h.Backend == Azure {
 		return openAzure(t, h, opts)
@@ -76,7 +77,7 @@ func Open(t *testing.T, h Harness, opts retention.Options) *Fixture {
 // store's clock starts a month after the fixture's images, since the
 // bubble's own starts in 2000, before them. Pebble only: Azurite is a real
 // process.
-func OpenInBubble(t *testing.T, h Harness, opts retention.Options) *Fixture {
+func OpenInBubble(t *testing.T, h Harness, opts Options) *Fixture {
 	t.Helper()
 	if h.Backend != Pebble {
 		t.Fatalf("harness %s: only the embedded store runs in a bubble", h.Name)
@@ -88,7 +89,7 @@ func OpenInBubble(t *testing.T, h Harness, opts retention.Options) *Fixture {
 
 // openPebble opens the embedded store on fs with clock, which a restarted
 // process keeps: time does not go back across a crash.
-func openPebble(t *testing.T, h Harness, opts retention.Options, fs *vfs.MemFS, clock *Clock) *Fixture {
+func openPebble(t *testing.T, h Harness, opts Options, fs *vfs.MemFS, clock *Clock) *Fixture {
 	t.Helper()
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: fs, Logger: opts.Logger, Now: clock.Now})
 	if err != nil {
@@ -104,7 +105,7 @@ func openPebble(t *testing.T, h Harness, opts retention.Options, fs *vfs.MemFS, 
 }
 
 // openAzure opens tables and a queue of the test's own on Azurite.
-func openAzure(t *testing.T, h Harness, opts retention.Options) *Fixture {
+func openAzure(t *testing.T, h Harness, opts Options) *Fixture {
 	t.Helper()
 	conn := azurite.Require(t)
 	var id [5]byte

@@ -11,6 +11,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // testAHoldHoldsAgainstEveryPurge: a legal hold keeps its camera whole
@@ -21,7 +22,7 @@ import (
 // its expired images.
 func testAHoldHoldsAgainstEveryPurge(t *testing.T, ts *suite) {
 	single := []images.Kind{images.Single}
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		cameras := map[string]int{"cam-a": 3, "cam-b": 3, "held-1": 0}
 		opts, now := policyOptions()
 		opts.Outbox = true
@@ -109,7 +110,7 @@ func testTheScheduleSparesAHold(t *testing.T, ts *suite) {
 // begin, spares it, counted held, index rows and all.
 func testAHoldPlacedDuringAPurgeSparesTheCamerasNotBegun(t *testing.T, ts *suite) {
 	single := []images.Kind{images.Single}
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		cameras := map[string]int{"cam-a": 3, "cam-b": 3, "cam-c": 3}
 		opts, now := policyOptions()
 		opts.SectionCameras, opts.GroupSize = 1, 1
@@ -119,7 +120,7 @@ func testAHoldPlacedDuringAPurgeSparesTheCamerasNotBegun(t *testing.T, ts *suite
 		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, _ []store.Key) error {
 			// The first section (cam-a's) or the first task's count: the
 			// job has found its cameras, and cam-c's deletes are to come.
-			first := op == "exclusive" || (strings.EqualFold(table, retention.DefaultTasksTable) && op == "update")
+			first := op == "exclusive" || (strings.EqualFold(table, queue.DefaultTasksTable) && op == "update")
 			if first && placed.CompareAndSwap(false, true) {
 				_, err := f.Engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: "cam-c"})
 				return err

@@ -30,7 +30,7 @@ func testLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T, ts *suite) {
 		{"between primary and index deletes", func(_, index, table, op string) bool { return table == index && op == "batch-delete" }, false},
 		{"as the janitor begins", nil, true},
 	}
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, point := range points {
 			t.Run(point.name, func(t *testing.T) {
 				f := ts.open(t, quickOptions())

@@ -13,7 +13,7 @@ import (
 // each camera once: the counts are exact, devices included, and a dry run
 // under the same bound agrees.
 func testCamerasBeyondThePlansMemory(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.CameraMemory = 2 * (len("cam-000") + 64) // two cameras fit, a third does not
 		f := ts.open(t, opts)

@@ -49,7 +49,7 @@ func requireAhead(t *testing.T, f *Fixture, token, end string) {
 // a token of the other design's form is not a token. On every engine.
 func testOutboxRefusesAPositionAheadOfIt(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		o, now := thinOptions()
 		o.Outbox = true
 		f := open(t, o)

@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // steppedClock is real time plus an offset the test steps forward, so a
@@ -47,12 +48,12 @@ func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 // job alone, with exact counts and no primary row left without its index
 // row.
 func testOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const cameras = 6
 		a := ts.open(t, quickOptions())
 		a.Seed(t, cameras)
 		clock := &steppedClock{}
-		tasksTable := retention.DefaultTasksTable
+		tasksTable := queue.DefaultTasksTable
 		secondTask := images.Single.String() + "_000001"
 		writesTask := func(table, op string, keys []store.Key, row string) bool {
 			if !strings.EqualFold(table, tasksTable) || (op != "insert" && op != "batch-insert") {

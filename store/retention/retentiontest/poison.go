@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // faultBackend wraps every table of a backend to fail chosen reads and
@@ -103,11 +104,11 @@ func testCameraFailingEveryAttemptEndsItsJob(t *testing.T, ts *suite) {
 			name: "task write",
 			fails: func(_, table, op string, _ store.Key, props store.Properties) bool {
 				doc, _ := props["Doc"].(string)
-				return table == retention.DefaultTasksTable && op == "update" && strings.Contains(doc, `"`+victim+`"`)
+				return table == queue.DefaultTasksTable && op == "update" && strings.Contains(doc, `"`+victim+`"`)
 			},
 		},
 	}
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts := quickOptions()

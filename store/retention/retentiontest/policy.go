@@ -28,7 +28,7 @@ import (
 const policyDays = 5
 
 // policyOptions returns the options of a policy fixture and its clock's start.
-func policyOptions() (retention.Options, time.Time) {
+func policyOptions() (Options, time.Time) {
 	start := time.Now()
 	now := start.Add(10 * time.Minute).UTC().Truncate(time.Minute)
 	o := quickOptions()
@@ -177,7 +177,7 @@ func expired(days map[string]int) int64 {
 // also in the partitions every other camera's rows left; once the hold is
 // released, the next purge deletes the held camera's expired images.
 func testPurgeWithPolicies(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts, now := policyOptions()
 		purgeWithPolicies(t, open(t, opts), now)
 	})
@@ -347,12 +347,12 @@ func testPrefixPolicyBound(t *testing.T, ts *suite) {
 // keeps, each with its index row, the held camera untouched.
 func testCrashAtAnyWriteWithPoliciesResumesExactly(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		crashAtEveryWrite(t, ts, crashWithPoliciesAndResume)
 	})
 }
 
-func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture, n int) bool {
+func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int) bool {
 	opts, now := policyOptions()
 	opts.GroupSize = 1 // a task per camera: more writes to crash at
 	f := newFixture(t, opts)

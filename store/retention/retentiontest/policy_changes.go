@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // testPolicyChangesDuringPurge: a purge applies each camera's policy as it
@@ -19,14 +20,14 @@ import (
 // takes effect at the next purge; a hold placed after the plan reached the
 // camera, before its delete, spares it, counted as held, index rows and all.
 func testPolicyChangesDuringPurge(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
 		single := setPolicies(t, f.Engine)
 		f.SeedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
 		var once sync.Map
 		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
-			if !strings.EqualFold(table, retention.DefaultTasksTable) || op != "batch" {
+			if !strings.EqualFold(table, queue.DefaultTasksTable) || op != "batch" {
 				return nil
 			}
 			for _, k := range keys {
@@ -90,7 +91,7 @@ func testPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T, ts *suite) {
 		{"own policy", policy.ScopeCamera, "cam-long", "cam-long", 3, 3},
 		{"prefix policy", policy.ScopePrefix, "acme-x-", "acme-x-1", 4, 2},
 	}
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts, now := policyOptions()
@@ -103,7 +104,7 @@ func testPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T, ts *suite) {
 				var batches [][]string
 				var removed atomic.Bool
 				f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
-					if !strings.EqualFold(table, retention.DefaultTasksTable) || op != "batch" {
+					if !strings.EqualFold(table, queue.DefaultTasksTable) || op != "batch" {
 						return nil
 					}
 					var planned []string

@@ -13,6 +13,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 const cameras = 5
@@ -52,7 +53,7 @@ func expiredCounts(kinds int) retention.Counts {
 // no row captured at or after it is touched, other kinds are untouched, and
 // the counts are exact.
 func testPurgeRetiresExactlyTheExpired(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		// The embedded driver deletes by range and by key in exclusive
 		// batches; the queue design in plain batches, on Pebble too.
 		for _, plain := range []bool{ts.h.Queue} {
@@ -92,7 +93,7 @@ func testPurgeRetiresExactlyTheExpired(t *testing.T, ts *suite) {
 // with an expired capture time written after its camera's rows were
 // deleted (a camera uploading a backlog): its index row must stay.
 func testIndexRowGoesOnlyAfterItsPrimary(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				f := ts.open(t, quickOptions())
@@ -163,7 +164,7 @@ func testIndexRowGoesOnlyAfterItsPrimary(t *testing.T, ts *suite) {
 // testDryRunDeletesNothing proves invariant 4: a dry run reports what a real
 // run then deletes, and deletes nothing itself.
 func testDryRunDeletesNothing(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		f.Seed(t, cameras)
 		f.Run(t)
@@ -188,7 +189,7 @@ func testDryRunDeletesNothing(t *testing.T, ts *suite) {
 
 // testOverlappingPurgeIsRefused: at most one running purge per kind.
 func testOverlappingPurgeIsRefused(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		f.Seed(t, 1)
 		// Without Run the first job stays pending, holding its lock.
@@ -225,7 +226,7 @@ func testOverlappingPurgeIsRefused(t *testing.T, ts *suite) {
 // is counted failed, keeps its rows (index rows included) and is purged by
 // the next purge.
 func testFailedCameraIsCountedAndRetried(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		// Read by the engine's workers, written by the test.
 		var broken atomic.Bool
@@ -280,7 +281,7 @@ func testFailedCameraIsCountedAndRetried(t *testing.T, ts *suite) {
 // stopped, without reaching the crash point; every point before it crashed.
 func testCrashAtAnyWriteResumesExactly(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		crashAtEveryWrite(t, ts, crashAndResume)
 	})
 }
@@ -288,14 +289,14 @@ func testCrashAtAnyWriteResumesExactly(t *testing.T, ts *suite) {
 // crashAtEveryWrite runs crashAndResume after 0, 1, 2, ... writes (every
 // 7th in -short) until a purge ends without reaching the crash point. It
 // runs ts.crashBatch() points at a time, each on a store of its own.
-func crashAtEveryWrite(t *testing.T, ts *suite, crashAndResume func(*testing.T, func(*testing.T, retention.Options) *Fixture, int) bool) {
+func crashAtEveryWrite(t *testing.T, ts *suite, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
 	crashAtEveryNthWrite(t, ts, 1, crashAndResume)
 }
 
 // crashAtEveryNthWrite is crashAtEveryWrite crashing after 0, n, 2n, ...
 // writes (7n in -short).
-func crashAtEveryNthWrite(t *testing.T, ts *suite, step int, crashAndResume func(*testing.T, func(*testing.T, retention.Options) *Fixture, int) bool) {
+func crashAtEveryNthWrite(t *testing.T, ts *suite, step int, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
 	batch := ts.crashBatch()
 	if testing.Short() {
@@ -357,7 +358,7 @@ func (ts *suite) crashBatch() int {
 // crashAndResume runs a purge whose store dies after n writes, restarts it
 // when it died, and checks the job ends with exact counts. It reports
 // whether the store died: false means the purge made fewer than n+1 writes.
-func crashAndResume(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture, n int) bool {
+func crashAndResume(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int) bool {
 	return crashAndResumeOn(t, newFixture, n, func(b *HookedBackend) store.Backend { return b })
 }
 
@@ -391,7 +392,7 @@ func requireIndexed(t *testing.T, f *Fixture, kind images.Kind) {
 // it: a crash before or after any write, its exclusive batches included,
 // resumes with exact counts and no row without its partner.
 func testCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T, ts *suite) {
-	crashAtEveryWrite(t, ts, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture, n int) bool {
+	crashAtEveryWrite(t, ts, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int) bool {
 		return crashAndResumeOn(t, newFixture, n, func(b *HookedBackend) store.Backend { return transactingBackend{b} })
 	})
 }
@@ -440,7 +441,7 @@ func (f *Fixture) StartCrashing(t *testing.T, n int, wrap func(*HookedBackend) s
 	return c
 }
 
-func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture, n int, wrap func(*HookedBackend) store.Backend) bool {
+func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int, wrap func(*HookedBackend) store.Backend) bool {
 	kinds := []images.Kind{images.Single, images.Pano}
 	f := newFixture(t, quickOptions())
 	f.SeedKinds(t, 3, kinds) // the kinds purged: each crash point seeds anew
@@ -524,7 +525,7 @@ func waitCrashed(t *testing.T, f *Fixture, crash *crashAfter, id string) {
 // (yyyyMMddHHmm_<n>), the expired partitions are still one range and the
 // purge retires exactly the expired rows.
 func testPurgeShardedIndex(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		f.Shards = 3
 		f.OpenEngine(t, f.Base)
@@ -556,7 +557,7 @@ func testPurgeShardedIndex(t *testing.T, ts *suite) {
 // allTasksDone reports whether the store holds purge tasks and all are done.
 func allTasksDone(t *testing.T, backend store.Backend) bool {
 	t.Helper()
-	tasks, err := backend.Table(t.Context(), retention.DefaultTasksTable)
+	tasks, err := backend.Table(t.Context(), queue.DefaultTasksTable)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (d *deleteLog) count(replica string) int {
 // the purge one of them started, both read the same job, and every
 // camera's rows are deleted once.
 func testTwoReplicasShareAPurge(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const cameras = 12
 		a := ts.open(t, quickOptions())
 		a.Seed(t, cameras)
@@ -111,7 +111,7 @@ func testTwoReplicasShareAPurge(t *testing.T, ts *suite) {
 // (as a crashed pod does); once its lease runs out another replica takes
 // the job over and finishes it with exact counts.
 func testReplicaTakesOverAStalledJob(t *testing.T, ts *suite) {
-	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const cameras = 6
 		a := newFixture(t, quickOptions())
 		a.Seed(t, cameras)

@@ -9,13 +9,14 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // testOldJobsAreRetired: once the configured age has passed since a job
 // ended, RetireJobs deletes its record and the tasks its end failed to
 // delete; younger jobs stay.
 func testOldJobsAreRetired(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		clock := &offsetClock{}
 		opts := quickOptions()
 		opts.Now = clock.Now
@@ -25,7 +26,7 @@ func testOldJobsAreRetired(t *testing.T, ts *suite) {
 		var keepTasks atomic.Bool
 		keepTasks.Store(true)
 		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, _ []store.Key) error {
-			if table == retention.DefaultTasksTable && op == "batch-delete" && keepTasks.Load() {
+			if table == queue.DefaultTasksTable && op == "batch-delete" && keepTasks.Load() {
 				return errors.New("injected: task deletes fail")
 			}
 			return nil
@@ -33,7 +34,7 @@ func testOldJobsAreRetired(t *testing.T, ts *suite) {
 		f.Run(t)
 		purged := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		dry := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff, DryRun: true})
-		tasks, err := f.Base.Table(t.Context(), retention.DefaultTasksTable)
+		tasks, err := f.Base.Table(t.Context(), queue.DefaultTasksTable)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func testOldDeadLettersAreRetired(t *testing.T, ts *suite) {
 	if err := engineQueue(t, f).Send(t.Context(), []byte("not a task")); err != nil {
 		t.Fatal(err)
 	}
-	table, err := f.Base.Table(t.Context(), retention.DefaultQueueTable)
+	table, err := f.Base.Table(t.Context(), queue.DefaultQueueTable)
 	if err != nil {
 		t.Fatal(err)
 	}

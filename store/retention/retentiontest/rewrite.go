@@ -18,7 +18,7 @@ import (
 // primary row without its index row: it reads the range again and deletes
 // both, counting them.
 func testRecreatedRowGoesWithItsIndexRow(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 		if err != nil {
@@ -82,7 +82,7 @@ func testRecreatedRowGoesWithItsIndexRow(t *testing.T, ts *suite) {
 // leave the rewritten row, or the primary row would never expire; both go
 // in the next purge.
 func testRewrittenOrphanSurvivesTheJanitor(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 		if err != nil {
@@ -146,7 +146,7 @@ func testRewrittenOrphanSurvivesTheJanitor(t *testing.T, ts *suite) {
 // the janitor pass if older than IndexLag, uncounted; a younger one, whose
 // primary row may still land, stays for the next purge.
 func testJanitorDeletesOnlySettledOrphans(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		repo := f.Seeders(t)[images.Single-1]
 		primary, index := repo.Tables()

@@ -131,7 +131,7 @@ func testPausedScheduleStartsNothing(t *testing.T, ts *suite) {
 // pausedSchedule is testPausedScheduleStartsNothing on the store open
 // opens, with ticks every interval; virtual says the test runs in a
 // bubble, where ticks can be counted exactly.
-func pausedSchedule(t *testing.T, opts retention.Options, open func(*testing.T, retention.Options) *Fixture, interval time.Duration, virtual bool) {
+func pausedSchedule(t *testing.T, opts Options, open func(*testing.T, Options) *Fixture, interval time.Duration, virtual bool) {
 	var skipped atomic.Int64
 	opts.Logger = slog.New(messageCounter{word: "schedule is paused", n: &skipped})
 	f := open(t, opts)

@@ -28,11 +28,11 @@ const (
 var Base, Cutoff = base, cutoff
 
 // QuickOptions make redeliveries and polls fast enough for tests.
-func QuickOptions() retention.Options { return quickOptions() }
+func QuickOptions() Options { return quickOptions() }
 
 // PolicyOptions are QuickOptions for purges by policy, and the time they
 // run at.
-func PolicyOptions() (retention.Options, time.Time) { return policyOptions() }
+func PolicyOptions() (Options, time.Time) { return policyOptions() }
 
 // WantCounts fails t unless got is want.
 func WantCounts(t *testing.T, what string, got, want retention.Counts) {

@@ -24,7 +24,7 @@ import (
 // ends failed and frees its image type for the next purge.
 func testFailedStartNeverRuns(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, cleanupFails := range []bool{false, true} {
 			for cancelAt := 1; cancelAt <= 4; cancelAt++ {
 				t.Run(fmt.Sprintf("cancelled at write %d, cleanup fails %t", cancelAt, cleanupFails), func(t *testing.T) {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // testStatsAndStatus checks what monitoring reads: the engine's counts of
 // ended jobs and deleted rows by table, and the store's view of the last
 // successful purge, the retention it applied and each kind's oldest row.
 func testStatsAndStatus(t *testing.T, ts *suite) {
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		f := ts.open(t, quickOptions())
 		f.Seed(t, cameras)
 		f.Run(t)
@@ -84,7 +85,7 @@ func testStatsAndStatus(t *testing.T, ts *suite) {
 // rows: their index rows are deleted, and counted, by the last section).
 func testRowsDeletedAdvanceAsThePurgeRuns(t *testing.T, ts *suite) {
 	kind := images.Single
-	ts.each(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Workers = 1        // one task at a time
 		opts.SectionCameras = 2 // sections of two cameras, as tasks are
@@ -103,7 +104,7 @@ func testRowsDeletedAdvanceAsThePurgeRuns(t *testing.T, ts *suite) {
 			case op == "exclusive":
 				steps[op]++
 				return steps[op] == 3
-			case table == retention.DefaultTasksTable && op == "update":
+			case table == queue.DefaultTasksTable && op == "update":
 				steps[op]++
 				return steps[op] == 3
 			}

@@ -3,8 +3,6 @@ package retentiontest
 import (
 	"testing"
 	"testing/synctest"
-
-	"github.com/metadatad/metadatad/store/retention"
 )
 
 // mode is a harness as the scenarios' gates know it: a driver on a backend.
@@ -30,19 +28,19 @@ const (
 type suite struct{ h Harness }
 
 // open opens a fixture on the harness's backend.
-func (ts *suite) open(t *testing.T, opts retention.Options) *Fixture {
+func (ts *suite) open(t *testing.T, opts Options) *Fixture {
 	t.Helper()
 	return Open(t, ts.h, opts)
 }
 
 // openInBubble opens a fixture for a test in a synctest bubble.
-func (ts *suite) openInBubble(t *testing.T, opts retention.Options) *Fixture {
+func (ts *suite) openInBubble(t *testing.T, opts Options) *Fixture {
 	t.Helper()
 	return OpenInBubble(t, ts.h, opts)
 }
 
 // each runs test with the harness's opener.
-func (ts *suite) each(t *testing.T, test func(t *testing.T, open func(*testing.T, retention.Options) *Fixture)) {
+func (ts *suite) each(t *testing.T, test func(t *testing.T, open func(*testing.T, Options) *Fixture)) {
 	test(t, ts.open)
 }
 
@@ -50,7 +48,7 @@ func (ts *suite) each(t *testing.T, test func(t *testing.T, open func(*testing.T
 // timeouts, leases): on Pebble the test runs in a synctest bubble, where
 // its waits are virtual and cost no wall-clock time; Azurite is a real
 // process, so there the test waits for real.
-func (ts *suite) eachInBubble(t *testing.T, test func(t *testing.T, open func(*testing.T, retention.Options) *Fixture)) {
+func (ts *suite) eachInBubble(t *testing.T, test func(t *testing.T, open func(*testing.T, Options) *Fixture)) {
 	if ts.h.Backend == Pebble {
 		synctest.Test(t, func(t *testing.T) { test(t, ts.openInBubble) })
 		return

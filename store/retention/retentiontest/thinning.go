@@ -44,7 +44,7 @@ func inThinWindow(now, at time.Time) bool {
 	})
 }
 
-func thinOptions() (retention.Options, time.Time) {
+func thinOptions() (Options, time.Time) {
 	start := time.Now()
 	now := start.UTC().Truncate(24 * time.Hour).Add(-12*time.Hour + 7*time.Minute)
 	o := quickOptions()
@@ -155,7 +155,7 @@ func (f *Fixture) CapturedOf(t *testing.T, kind images.Kind) map[string][]time.T
 // camera, and a second pass deletes nothing.
 func testThinningKeepsOnePerInterval(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.each(t, func(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		testThinning(t, open, 0)
 	})
 	if ts.h.mode() == pebbleMode {
@@ -278,7 +278,7 @@ func (sc *thinScenario) checkKept(t *testing.T, f *Fixture) {
 	}
 }
 
-func testThinning(t *testing.T, open func(*testing.T, retention.Options) *Fixture, sectionCameras int) {
+func testThinning(t *testing.T, open func(*testing.T, Options) *Fixture, sectionCameras int) {
 	o, now := thinOptions()
 	o.SectionCameras = sectionCameras
 	f := open(t, o)
@@ -328,7 +328,7 @@ func testCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T, ts *suite) {
 			if v.queue && v.outbox {
 				wrap = base.OutboxWritesOnly
 			}
-			crashAtEveryNthWrite(t, ts, v.step, func(t *testing.T, _ func(*testing.T, retention.Options) *Fixture, n int) bool {
+			crashAtEveryNthWrite(t, ts, v.step, func(t *testing.T, _ func(*testing.T, Options) *Fixture, n int) bool {
 				return crashWhileThinning(t, base, sc, n, v.outbox, wrap)
 			})
 		})
@@ -448,7 +448,7 @@ func testThinningTakesALateImage(t *testing.T, ts *suite) {
 	ts.each(t, thinningTakesALateImage)
 }
 
-func thinningTakesALateImage(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+func thinningTakesALateImage(t *testing.T, open func(*testing.T, Options) *Fixture) {
 	o, now := thinOptions()
 	f := open(t, o)
 	f.Run(t)
@@ -582,7 +582,7 @@ func testOutboxRetiresWithTheJobs(t *testing.T, ts *suite) {
 	ts.each(t, outboxRetiresWithTheJobs)
 }
 
-func outboxRetiresWithTheJobs(t *testing.T, open func(*testing.T, retention.Options) *Fixture) {
+func outboxRetiresWithTheJobs(t *testing.T, open func(*testing.T, Options) *Fixture) {
 	o, now := thinOptions()
 	var skew atomic.Int64
 	clock := o.Now

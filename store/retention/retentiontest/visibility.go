@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
@@ -18,7 +19,7 @@ import (
 // other worker takes it up at the same time.
 func testSlowTaskIsWorkedOnce(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
 		opts.VisibilityTimeout = visibility
@@ -35,7 +36,7 @@ func testSlowTaskIsWorkedOnce(t *testing.T, ts *suite) {
 // must not work the task twice at once, and the counts stay exact, not
 // flagged as a lower bound by a second run that found the rows gone.
 func testSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T, ts *suite) {
-	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.GroupSize = 100 // one task
 		opts.Workers = 4
@@ -53,7 +54,7 @@ func testSecondMessageOfARunningTaskIsNotWorkedBesideIt(t *testing.T, ts *suite)
 // message comes back again.
 func testTaskBackWhileItRunsWaits(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *Fixture) {
+	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const visibility = time.Second // Azure's smallest
 		opts := quickOptions()
 		opts.VisibilityTimeout = visibility
@@ -66,12 +67,12 @@ func testTaskBackWhileItRunsWaits(t *testing.T, ts *suite) {
 }
 
 // engineQueue is the queue the engine of f would use.
-func engineQueue(t *testing.T, f *Fixture) retention.Queue {
+func engineQueue(t *testing.T, f *Fixture) queue.Queue {
 	t.Helper()
 	if f.Queue != nil {
 		return f.Queue
 	}
-	q, err := f.Base.Table(t.Context(), retention.DefaultQueueTable)
+	q, err := f.Base.Table(t.Context(), queue.DefaultQueueTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func requireWorkedOnce(t *testing.T, f *Fixture, slow time.Duration, failFirst b
 }
 
 // twiceSent sends every message twice.
-type twiceSent struct{ retention.Queue }
+type twiceSent struct{ queue.Queue }
 
 func (q twiceSent) Send(ctx context.Context, body []byte) error {
 	if err := q.Queue.Send(ctx, body); err != nil {
@@ -133,7 +134,7 @@ func (q twiceSent) Send(ctx context.Context, body []byte) error {
 }
 
 // unextended fails every extension of a message's visibility.
-type unextended struct{ retention.Queue }
+type unextended struct{ queue.Queue }
 
 func (unextended) Extend(context.Context, tablequeue.Message, time.Duration) (tablequeue.Message, error) {
 	return tablequeue.Message{}, errors.New("extension refused")
