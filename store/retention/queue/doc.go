@@ -38,12 +38,17 @@
 // the owner's every write of the job and its tasks holds only at its lease
 // epoch (owner.go), so an owner that stalled and woke writes nothing more.
 //
-// It also runs on the embedded store, in tests only: a scenario on Pebble
-// in memory takes milliseconds where Azurite takes seconds, and crashes at
-// any write by a copy of its files (store/retention's "pebble-queue"
-// fixture).
+// Its tuning is its own (Options: the queue, workers, group size,
+// visibility timeout, attempts, camera memory), given to New; the engine's
+// Options know nothing of it.
 //
-// Files: driver.go (the driver, a kind's phases, the wait for its tasks),
+// Its tests run the conformance suite (store/retention/retentiontest) on
+// Azurite and also on the embedded store with its transactions and purges
+// hidden ("pebble-queue"), in tests only: a scenario on Pebble in memory
+// takes milliseconds where Azurite takes seconds, crashes at any write by a
+// copy of its files, and waits in a synctest bubble.
+//
+// Files: options.go, driver.go (the driver, a kind's phases, the wait for its tasks),
 // plan.go (plan and dry run), task.go (task records), work.go (workers and
 // a task's run), indexdelete.go (deletes by derived index key, thinning),
 // deletes.go, janitor.go, owner.go (lease epochs on the tasks),
