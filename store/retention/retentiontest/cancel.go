@@ -364,7 +364,7 @@ func testCancelRefusals(t *testing.T, ts *suite) {
 	}
 }
 
-// otherReplica opens a second engine on the fixture's store, as another
+// OtherReplica opens a second engine on the fixture's store, as another
 // replica would, without running it.
 func (f *Fixture) OtherReplica(t *testing.T) *retention.Engine {
 	t.Helper()

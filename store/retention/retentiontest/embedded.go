@@ -339,7 +339,7 @@ func testEmbeddedPurgeFailingAtAnySectionCountsWhatItDeleted(t *testing.T, ts *s
 	}
 }
 
-// checkEveryIndexRowHasItsPrimary checks that the kind's primary rows and
+// CheckEveryIndexRowHasItsPrimary checks that the kind's primary rows and
 // the rows its index rows name are the same.
 func (f *Fixture) CheckEveryIndexRowHasItsPrimary(t *testing.T, kind images.Kind) {
 	t.Helper()

@@ -26,7 +26,7 @@ var (
 	cutoff = base.Add(2*time.Minute + 30*time.Second)
 )
 
-// fixture is a store with images of every kind and an engine over it.
+// Fixture is a store with images of every kind and an engine over it.
 type Fixture struct {
 	// base is the store itself; backend is what the engine sees, base or a
 	// wrapper of it.
@@ -95,6 +95,7 @@ func quickOptions() Options {
 // (create bounds, leases, polls) keeps running on real time.
 type Clock struct{ skew atomic.Int64 }
 
+// Now is the wall clock plus the skew.
 func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
 
 func (c *Clock) advance(d time.Duration) { c.skew.Add(int64(d)) }
@@ -103,7 +104,7 @@ func (c *Clock) advance(d time.Duration) { c.skew.Add(int64(d)) }
 // on it, on Azurite.
 const azurePoll = 50 * time.Millisecond
 
-// openEngine opens repositories and an engine on backend. A hooked
+// OpenEngine opens repositories and an engine on backend. A hooked
 // embedded store keeps its transactions and its purges, each hooked as one
 // write, unless the hooks hide its fast paths (plain): then it runs the
 // engine of the Azure backend, which tests can step on it without Azurite.
@@ -153,9 +154,10 @@ func (f *Fixture) OpenEngine(t *testing.T, backend store.Backend) {
 	f.Engine = e
 }
 
+// Repo is the engine's repository of kind.
 func (f *Fixture) Repo(kind images.Kind) *images.Repository { return f.Repos[kind-1] }
 
-// queueDesign reports whether the fixture's engine is the queue design
+// QueueDesign reports whether the fixture's engine is the queue design
 // (Azure's engine, on Azurite or on the embedded store).
 func (f *Fixture) QueueDesign() bool { return f.AzureEngine || f.Clock == nil }
 
@@ -172,7 +174,7 @@ func imageOptions(kind images.Kind, shards int) images.Options {
 	return images.Options{Kind: kind, IndexShards: shards, CreateTimeout: testCreateTimeout, LandingMargin: testLandingMargin}
 }
 
-// settle waits until the rows seed wrote are older than the index lag: a
+// Settle waits until the rows seed wrote are older than the index lag: a
 // purge's janitor leaves younger index rows whose primary row is missing to
 // the next purge, since without a transaction it might still land. On the
 // embedded store the wait is virtual (the store's clock advances); on
@@ -186,7 +188,7 @@ func (f *Fixture) Settle() {
 	time.Sleep(wait)
 }
 
-// now is the time on the store's clock, for lastCreate.
+// Now is the time on the store's clock, for lastCreate.
 func (f *Fixture) Now() time.Time {
 	if f.Clock != nil {
 		return f.Clock.Now()
@@ -194,7 +196,7 @@ func (f *Fixture) Now() time.Time {
 	return time.Now()
 }
 
-// seeders are repositories on the engine's backend with the default create
+// Seeders are repositories on the engine's backend with the default create
 // bound: seeding ends before any purge starts (settle waits for it), so its
 // creates need not fit the engine's short one, which a loaded machine can
 // exceed.
@@ -211,7 +213,7 @@ func (f *Fixture) Seeders(t *testing.T) []*images.Repository {
 	return out
 }
 
-// seed creates, for each kind, an image per camera at every 20 seconds of
+// Seed creates, for each kind, an image per camera at every 20 seconds of
 // the four fixture minutes, so that the cutoff's own minute holds images on
 // both sides of the cutoff.
 func (f *Fixture) Seed(t *testing.T, cameras int) {
@@ -219,7 +221,7 @@ func (f *Fixture) Seed(t *testing.T, cameras int) {
 	f.SeedKinds(t, cameras, images.Kinds)
 }
 
-// seedKinds is seed for the given kinds only. It writes with BatchCreate,
+// SeedKinds is seed for the given kinds only. It writes with BatchCreate,
 // which stores each image as Create does, in a write per partition rather
 // than two per image: on Azurite, which every Azure test of the package
 // shares, seeding was much of the tests' requests.
@@ -254,7 +256,7 @@ func batchSeed(t *testing.T, r *images.Repository, imgs []images.Image) {
 	}
 }
 
-// run runs the engine until stop or the end of the test.
+// Run runs the engine until stop or the end of the test.
 func (f *Fixture) Run(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -278,13 +280,13 @@ func (f *Fixture) Run(t *testing.T) {
 // Azurite, and a wait that passes costs nothing.
 const patience = 2 * time.Minute
 
-// await waits for the job to end and returns it.
+// Await waits for the job to end and returns it.
 func (f *Fixture) Await(t *testing.T, id string) *retention.Job {
 	t.Helper()
 	return f.AwaitChecking(t, id, nil)
 }
 
-// awaitChecking is await that runs check (when not nil) on the job each
+// AwaitChecking is await that runs check (when not nil) on the job each
 // time it is found still running, so a test fails at once on what shows it
 // will never end.
 func (f *Fixture) AwaitChecking(t *testing.T, id string, check func(*retention.Job)) *retention.Job {
@@ -311,7 +313,7 @@ func (f *Fixture) AwaitChecking(t *testing.T, id string, check func(*retention.J
 	}
 }
 
-// statsOnceEnded returns the engine's stats once they count ended jobs
+// StatsOnceEnded returns the engine's stats once they count ended jobs
 // for which ended holds: a watcher polling the store may see a job's end
 // a moment before the engine has counted it.
 func (f *Fixture) StatsOnceEnded(t *testing.T, ended func(map[retention.State]int64) bool) retention.Stats {
@@ -331,6 +333,7 @@ func (f *Fixture) StatsOnceEnded(t *testing.T, ended func(map[retention.State]in
 	}
 }
 
+// Purge starts req and waits for the job to end.
 func (f *Fixture) Purge(t *testing.T, req retention.StartRequest) *retention.Job {
 	t.Helper()
 	j, err := f.Engine.Start(t.Context(), req)
@@ -372,9 +375,10 @@ func captured(t *testing.T, e store.Entity) time.Time {
 	return c
 }
 
-// census counts the rows of a kind's tables captured before and from a boundary.
+// Census counts the rows of a kind's tables captured before and from a boundary.
 type Census struct{ PrimaryOld, PrimaryNew, IndexOld, IndexNew int64 }
 
+// Census counts the rows of kind captured before and from boundary.
 func (f *Fixture) Census(t *testing.T, kind images.Kind, boundary time.Time) Census {
 	t.Helper()
 	var c Census
@@ -584,7 +588,7 @@ func (c *crashAfter) Before(string, string, []store.Key) error {
 	return nil
 }
 
-// after is HookedBackend's After: a write that ends once the crash happened
+// After is HookedBackend's After: a write that ends once the crash happened
 // gets no reply.
 func (c *crashAfter) After() error {
 	c.mu.Lock()

@@ -148,7 +148,7 @@ func checkHeldCounts(t *testing.T, what string, j *retention.Job, want retention
 	}
 }
 
-// checkOutboxSpares checks that no image of the camera is in the outbox of
+// CheckOutboxSpares checks that no image of the camera is in the outbox of
 // deleted images.
 func (f *Fixture) CheckOutboxSpares(t *testing.T, camera string) {
 	t.Helper()

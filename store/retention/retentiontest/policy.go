@@ -36,7 +36,7 @@ func policyOptions() (Options, time.Time) {
 	return o, now
 }
 
-// seedDays creates, for each of kinds, an image per camera half an hour
+// SeedDays creates, for each of kinds, an image per camera half an hour
 // into each of the policyDays days before now, with BatchCreate as
 // seedKinds does.
 func (f *Fixture) SeedDays(t *testing.T, now time.Time, kinds []images.Kind, cameras ...string) {
@@ -67,7 +67,7 @@ func kept(days int) int {
 	return min(days, policyDays)
 }
 
-// checkKept checks that each camera has exactly the images its retention
+// CheckKept checks that each camera has exactly the images its retention
 // of days keeps, each with its index row, and that no index row is left
 // without its primary row.
 func (f *Fixture) CheckKept(t *testing.T, now time.Time, kind images.Kind, days map[string]int) {
@@ -97,7 +97,7 @@ func (f *Fixture) CheckKept(t *testing.T, now time.Time, kind images.Kind, days 
 	}
 }
 
-// primaryRowKeys lists, per camera, its primary rows' keys.
+// PrimaryRowKeys lists, per camera, its primary rows' keys.
 func (f *Fixture) PrimaryRowKeys(t *testing.T, kind images.Kind) map[string][]string {
 	t.Helper()
 	primary, _ := f.Repo(kind).Tables()
@@ -108,7 +108,7 @@ func (f *Fixture) PrimaryRowKeys(t *testing.T, kind images.Kind) map[string][]st
 	return have
 }
 
-// indexedRowKeys lists, per camera, the primary row keys its index rows
+// IndexedRowKeys lists, per camera, the primary row keys its index rows
 // name.
 func (f *Fixture) IndexedRowKeys(t *testing.T, kind images.Kind) map[string][]string {
 	t.Helper()

@@ -409,7 +409,7 @@ type crashedStart struct {
 	startErr error
 }
 
-// startCrashing starts req on f's engine over its store wrapped to die
+// StartCrashing starts req on f's engine over its store wrapped to die
 // after n writes (wrap nil: as it is), waits for the crash or the job's
 // end, stops the engine and reopens the store if it died.
 func (f *Fixture) StartCrashing(t *testing.T, n int, wrap func(*HookedBackend) store.Backend, req retention.StartRequest) crashedStart {

@@ -52,7 +52,7 @@ func thinOptions() (Options, time.Time) {
 	return o, now
 }
 
-// seedThinning creates the fixture's images of kind for cameras; a pano
+// SeedThinning creates the fixture's images of kind for cameras; a pano
 // is clear-day at 20 minutes past each hour. It writes them with
 // BatchCreate, as seedKinds does.
 func (f *Fixture) SeedThinning(t *testing.T, now time.Time, kind images.Kind, cameras ...string) {
@@ -121,7 +121,7 @@ func wantThinned(now time.Time, days int, tiers []policy.Tier, captured []time.T
 	return out
 }
 
-// capturedOf lists each camera's primary rows' capture times, oldest first,
+// CapturedOf lists each camera's primary rows' capture times, oldest first,
 // and checks that the index holds exactly one row for each.
 func (f *Fixture) CapturedOf(t *testing.T, kind images.Kind) map[string][]time.Time {
 	t.Helper()
@@ -335,7 +335,7 @@ func testCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T, ts *suite) {
 	}
 }
 
-// outboxWritesOnly makes a crashing store count only the writes of the
+// OutboxWritesOnly makes a crashing store count only the writes of the
 // outbox and the deletes (and the end's fences) of primary rows: it dies
 // after the n-th of those, and every write after fails.
 func (f *Fixture) OutboxWritesOnly(h *HookedBackend) store.Backend {
