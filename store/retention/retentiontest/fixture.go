@@ -28,33 +28,33 @@ var (
 
 // Fixture is a store with images of every kind and an engine over it.
 type Fixture struct {
-	// base is the store itself; backend is what the engine sees, base or a
+	// Base is the store itself; Backend is what the engine sees, Base or a
 	// wrapper of it.
 	Base    store.Backend
 	Backend store.Backend
-	// queue is the engine's queue; nil for the table queue in base.
+	// Queue is the queue design's queue; nil for the table queue in Base.
 	Queue queue.Queue
 	Repos []*images.Repository
-	// shards is the image repositories' IndexShards.
+	// Shards is the image repositories' IndexShards.
 	Shards int
-	// lastCreate is when seed last wrote, for settle.
+	// LastCreate is when Seed last wrote, for Settle.
 	LastCreate time.Time
-	// createTimeout, if set, replaces testCreateTimeout for the engine's
+	// CreateTimeout, if set, replaces testCreateTimeout for the engine's
 	// repositories.
 	CreateTimeout time.Duration
 	Engine        *retention.Engine
 	Opts          Options
-	// fs is the embedded store's filesystem, which a crash clones.
+	// FS is the embedded store's filesystem, which a crash clones.
 	FS *vfs.MemFS
-	// clock is the embedded store's clock (and the engine's, unless the
+	// Clock is the embedded store's clock (and the engine's, unless the
 	// test gives its own); nil on Azure, whose clock is Azurite's.
 	Clock *Clock
-	// stop stops the engine that run started.
+	// Stop stops the engine that Run started.
 	Stop func()
-	// reopen opens a fixture on the store as a restarted process finds it:
+	// Reopen opens a fixture on the store as a restarted process finds it:
 	// for the embedded store, the filesystem crashed holds what was synced.
 	Reopen func(t *testing.T, crashed *vfs.MemFS) *Fixture
-	// azureEngine runs the Azure backend's engine (queue, tasks, janitor) on
+	// AzureEngine runs the Azure backend's engine (queue, tasks, janitor) on
 	// the embedded store, hiding its transactions and purges, so that
 	// tests step that engine without Azurite.
 	AzureEngine bool
