@@ -288,7 +288,7 @@ func testCrashAtAnyWriteResumesExactly(t *testing.T, ts *suite) {
 
 // crashAtEveryWrite runs crashAndResume after 0, 1, 2, ... writes (every
 // 7th in -short) until a purge ends without reaching the crash point. It
-// runs ts.crashBatch() points at a time, each on a store of its own.
+// runs crashBatch points at a time, each on a store of its own.
 func crashAtEveryWrite(t *testing.T, ts *suite, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
 	crashAtEveryNthWrite(t, ts, 1, crashAndResume)
@@ -298,18 +298,17 @@ func crashAtEveryWrite(t *testing.T, ts *suite, crashAndResume func(*testing.T, 
 // writes (7n in -short).
 func crashAtEveryNthWrite(t *testing.T, ts *suite, step int, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
-	batch := ts.crashBatch()
 	if testing.Short() {
 		step *= 7
 	}
 	crashes, filtered := 0, false
 	type point struct{ ran, crashed, ok bool }
 points:
-	for n := 0; ; n += step * batch {
+	for n := 0; ; n += step * crashBatch {
 		if n > 10_000 {
 			t.Fatalf("a purge still crashed after %d writes: its writes never end", n)
 		}
-		points := make([]point, batch)
+		var points [crashBatch]point
 		var wg sync.WaitGroup
 		for i := range points {
 			at := n + i*step
@@ -343,17 +342,12 @@ points:
 	t.Logf("crashed at %d points, %d writes apart", crashes, step)
 }
 
-// crashBatch is how many crash points crashAtEveryWrite runs at once,
-// each on a store of its own. A point on Azurite spends most of its time
-// waiting (rows settling on Azurite's clock, messages hidden for whole
-// seconds), so there many overlap their waits; one on Pebble in memory
-// works all along, so there a few keep the cores busy.
-func (ts *suite) crashBatch() int {
-	if ts.h.Backend == Azure {
-		return 12
-	}
-	return 4
-}
+// crashBatch is how many crash points crashAtEveryWrite runs at once, each
+// on a store of its own: a point spends most of its time waiting on
+// Azurite (rows settling on its clock, messages hidden), and the waits of a
+// batch overlap. Twelve at once on Azurite made points outlast their
+// two-minute patience on a loaded 2-core machine.
+const crashBatch = 4
 
 // crashAndResume runs a purge whose store dies after n writes, restarts it
 // when it died, and checks the job ends with exact counts. It reports
