@@ -35,6 +35,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // backend is a named factory of the store the suite runs the server on.
@@ -205,8 +206,8 @@ func startServerOpts(t testing.TB, backend store.Backend, o serverOpts) *harness
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	engine, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Logger: logger, VisibilityTimeout: 100 * time.Millisecond, PollInterval: 5 * time.Millisecond, Now: o.now, Outbox: o.outbox,
-		Driver: drivers.For(backend),
+		Logger: logger, PollInterval: 5 * time.Millisecond, Now: o.now, Outbox: o.outbox,
+		Driver: drivers.For(backend, queue.Options{VisibilityTimeout: 100 * time.Millisecond}),
 	})
 	if err != nil {
 		t.Fatalf("retention.Open: %v", err)

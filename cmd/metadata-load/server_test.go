@@ -20,6 +20,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // testServer is a real metadatad (the server package on Pebble in memory,
@@ -89,7 +90,7 @@ func startServer(t *testing.T) *testServer {
 	}
 	engine, err := retention.Open(t.Context(), retention.Options{
 		Backend: db, Repositories: []*images.Repository{repos[images.Single], repos[images.Pano], repos[images.PreStitch]},
-		Logger: quiet, PollInterval: 5 * time.Millisecond, Driver: drivers.For(db),
+		Logger: quiet, PollInterval: 5 * time.Millisecond, Driver: drivers.For(db, queue.Options{}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -190,7 +190,7 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 	}
 	svc.engine, err = retention.Open(ctx, retention.Options{
 		Backend: db, Repositories: []*images.Repository{svc.repos[images.Single], svc.repos[images.Pano], svc.repos[images.PreStitch]},
-		Driver: store.purges, Queue: store.queue, Workers: cfg.purgeWorkers, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
+		Driver: store.purges, ReplicaID: cfg.replicaID, LeaseDuration: cfg.purgeLease, Logger: log,
 		RowsPerSecond: cfg.purgeRowsPerSec, LiveRowsPerSecond: cfg.purgeLiveRowsPerSec, Live: svc.traffic.Live, JobRetention: cfg.purgeJobRetention, Outbox: cfg.retentionOutbox,
 		TracerProvider: obs.tracing,
 	})

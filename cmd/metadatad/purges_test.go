@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // TestPurgesEndBeforeTheStoreCloses stops the daemon's purges while a purge
@@ -47,8 +48,8 @@ func TestPurgesEndBeforeTheStoreCloses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			engine, err := retention.Open(t.Context(), retention.Options{Backend: backend, Repositories: repos, Driver: drivers.For(backend),
-				Logger: slog.New(slog.DiscardHandler), LeaseDuration: 15 * time.Millisecond, PollInterval: time.Millisecond, Workers: 2})
+			engine, err := retention.Open(t.Context(), retention.Options{Backend: backend, Repositories: repos, Driver: drivers.For(backend, queue.Options{Workers: 2}),
+				Logger: slog.New(slog.DiscardHandler), LeaseDuration: 15 * time.Millisecond, PollInterval: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ import (
 // to call when the daemon stops.
 type backend struct {
 	tables store.Backend
-	queue  retention.Queue
+	queue  queue.Queue
 	// purges is the backend's purge design: the embedded store's own, or
 	// the queue design on Azure.
 	purges retention.NewDriver
@@ -93,7 +93,8 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 	if err != nil {
 		return backend{}, err
 	}
-	return backend{tables: tables, azure: tables, queue: purgeQueue, purges: queue.New, close: func() error { return nil },
+	purges := queue.New(queue.Options{Queue: purgeQueue, Workers: cfg.purgeWorkers})
+	return backend{tables: tables, azure: tables, queue: purgeQueue, purges: purges, close: func() error { return nil },
 		describe: []any{"store", "azure", "endpoint", endpoint, "queue", a.queue}}, nil
 }
 

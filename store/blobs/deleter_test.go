@@ -22,6 +22,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 func TestMain(m *testing.M) { os.Exit(azurite.Main(m)) }
@@ -177,8 +178,8 @@ func TestDeleterFollowsTheOutboxOfAnAzureStore(t *testing.T) {
 			}
 		}
 	}
-	engine, err := retention.Open(ctx, retention.Options{Backend: tables, Repositories: []*images.Repository{repo}, Outbox: true, Driver: drivers.For(tables),
-		Logger: log, VisibilityTimeout: time.Second, PollInterval: 5 * time.Millisecond})
+	engine, err := retention.Open(ctx, retention.Options{Backend: tables, Repositories: []*images.Repository{repo}, Outbox: true, Driver: drivers.For(tables, queue.Options{VisibilityTimeout: time.Second}),
+		Logger: log, PollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // Sizes of the benchmarks. Every purge retires the same expired volume, the
@@ -120,7 +121,7 @@ type benchStore struct {
 
 // openBenchStore opens a store in a new directory; wrap, if set, is the
 // backend the engine sees, and tune changes the engine's options.
-func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune ...func(*retention.Options)) *benchStore {
+func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune ...func(*retention.Options, *queue.Options)) *benchStore {
 	b.Helper()
 	ctx := b.Context()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -152,14 +153,15 @@ func openBenchStore(b *testing.B, wrap func(store.Backend) store.Backend, tune .
 		b.Fatal(err)
 	}
 	opts := retention.Options{Backend: backend, Repositories: []*images.Repository{purged}, Logger: logger}
+	var q queue.Options
 	for _, f := range tune {
-		f(&opts)
+		f(&opts, &q)
 	}
-	opts.Driver = drivers.For(opts.Backend)
+	opts.Driver = drivers.For(opts.Backend, q)
 	if s.engine, err = retention.Open(ctx, opts); err != nil {
 		b.Fatal(err)
 	}
-	opts.Backend, opts.Repositories, opts.Driver = db, []*images.Repository{s.repo}, drivers.For(db)
+	opts.Backend, opts.Repositories, opts.Driver = db, []*images.Repository{s.repo}, drivers.For(db, q)
 	if s.watcher, err = retention.Open(ctx, opts); err != nil {
 		b.Fatal(err)
 	}
@@ -383,7 +385,7 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 	l := benchLayout{expired: benchExpiredRows, cameras: benchCameras}
 	type latencyCase struct {
 		name string
-		tune func(*retention.Options)
+		tune func(*retention.Options, *queue.Options)
 		// jobRate is the job's own cap; 0 for none.
 		jobRate float64
 		// settled flushes and compacts the rows before the purge, as rows
@@ -399,8 +401,8 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 	// share, since the client is live traffic (the daemon's server.Traffic
 	// would say so), on rows still in the memtable, on settled rows, and on
 	// a settled backlog; then unpaced, as on an idle store, and paced lower.
-	serving := func(o *retention.Options) { o.Live = func() bool { return true } }
-	unpaced := func(*retention.Options) {}
+	serving := func(o *retention.Options, _ *queue.Options) { o.Live = func() bool { return true } }
+	unpaced := func(*retention.Options, *queue.Options) {}
 	cases := []latencyCase{{name: "default", tune: serving},
 		{name: "default-settled", tune: serving, settled: true},
 		{name: "default-backlog", tune: serving, settled: true, backlog: true},
@@ -409,7 +411,7 @@ func BenchmarkLatencyDuringPurge(b *testing.B) {
 		{name: "unpaced-backlog", tune: unpaced, settled: true, backlog: true}}
 	for _, rate := range []float64{10_000} {
 		cases = append(cases, latencyCase{name: fmt.Sprintf("%.0f-rows-per-s", rate),
-			tune: func(o *retention.Options) { o.RowsPerSecond = rate }})
+			tune: func(o *retention.Options, _ *queue.Options) { o.RowsPerSecond = rate }})
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -47,8 +47,8 @@ func openBudgetStore(t *testing.T) *budgetStore {
 	// The clock jumps a minute per round of creates: a lease of seconds
 	// would run out under a purge that takes milliseconds.
 	o.LeaseDuration = 48 * time.Hour
-	o.Driver = drivers.For(o.Backend)
-	if s.engine, err = retention.Open(ctx, o); err != nil {
+	o.Driver = drivers.For(o.Backend, o.QueueOptions)
+	if s.engine, err = retention.Open(ctx, o.Options); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // The layout of BenchmarkCameraDeleteAgainstPostgres (and of
@@ -32,7 +33,7 @@ func BenchmarkCameraDeleteAgainstPostgres(b *testing.B) {
 		b.Run(fmt.Sprintf("outbox=%t", outbox), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				s := openBenchStore(b, nil, func(o *retention.Options) { o.Outbox = outbox })
+				s := openBenchStore(b, nil, func(o *retention.Options, _ *queue.Options) { o.Outbox = outbox })
 				seedCameraYear(b, s.repo)
 				if err := s.db.Compact(b.Context()); err != nil {
 					b.Fatal(err)

@@ -303,7 +303,7 @@ func (e *Engine) finish(ctx context.Context, id string, cause error) {
 		e.dropMarker(ctx, id)
 	}
 	// The job holds its final counts; its driver's state of it (the
-	// queue design's tasks, one per GroupSize cameras, every purge) would
+	// queue design's tasks, one per queue.Options.GroupSize cameras) would
 	// otherwise pile up forever.
 	if err := e.driver.DropJob(ctx, id); err != nil {
 		e.log.Warn("purge: deleting the driver's state of an ended job failed", "job", id, "err", err)

@@ -18,7 +18,7 @@ import (
 )
 
 // The fleets BenchmarkPurgeMemory compares, as cameras x expired rows, and
-// the engine's Options.CameraMemory: by default below both fleets, so that
+// the queue design's Options.CameraMemory: by default below both fleets, so that
 // both show the bound. The flags run other sizes, such as the issue's
 // 100,000 cameras under the default bound (-purge-memory-bound 8388608),
 // too slow for a routine run on two cores.
@@ -52,7 +52,7 @@ func BenchmarkPurgeMemory(b *testing.B) {
 			var peak, tasks, buckets float64
 			for range b.N {
 				b.StopTimer()
-				s := openBenchStore(b, wrap, func(o *retention.Options) { o.CameraMemory = *purgeMemoryBound })
+				s := openBenchStore(b, wrap, func(_ *retention.Options, q *queue.Options) { q.CameraMemory = *purgeMemoryBound })
 				now := time.Now().UTC()
 				s.seed(b, l, now)
 				s.run(b)
@@ -63,7 +63,7 @@ func BenchmarkPurgeMemory(b *testing.B) {
 				b.StopTimer()
 				peak = max(peak, float64(sampler.stop()))
 				s.check(b, j, l, 0)
-				tasks = float64((sz.cameras + retention.DefaultGroupSize - 1) / retention.DefaultGroupSize)
+				tasks = float64((sz.cameras + queue.DefaultGroupSize - 1) / queue.DefaultGroupSize)
 				buckets = float64(max(queue.PlanBuckets(j.Kinds[0]), 1))
 				s.close()
 			}
@@ -129,7 +129,7 @@ type taskReadCounter struct {
 
 func (b *taskReadCounter) Table(ctx context.Context, name string) (store.Table, error) {
 	t, err := b.Backend.Table(ctx, name)
-	if err != nil || name != retention.DefaultTasksTable {
+	if err != nil || name != queue.DefaultTasksTable {
 		return t, err
 	}
 	return &countedTaskTable{Table: t, docs: b.docs}, nil

@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -12,72 +11,28 @@ import (
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/tablequeue"
 )
 
-// Default tables of the engine's own state.
-const (
-	DefaultJobsTable  = "PurgeJobs"
-	DefaultTasksTable = "PurgeTasks"
-	DefaultQueueTable = "PurgeQueue"
-)
-
-// Queue is the work queue the engine fans tasks through: at-least-once, with
-// a visibility timeout. *tablequeue.Queue implements it on a store table.
-type Queue interface {
-	Send(ctx context.Context, body []byte) error
-	Receive(ctx context.Context, max int, visibility time.Duration) ([]tablequeue.Message, error)
-	// Extend hides a received message for visibility from now and returns
-	// it with its new receipt; tablequeue.ErrLostMessage if another receiver has it.
-	Extend(ctx context.Context, m tablequeue.Message, visibility time.Duration) (tablequeue.Message, error)
-	Delete(ctx context.Context, m tablequeue.Message) error
-	DeadLetter(ctx context.Context, m tablequeue.Message) error
-}
+// DefaultJobsTable is the table of the engine's jobs.
+const DefaultJobsTable = "PurgeJobs"
 
 // Options configures Open. Zero fields take the documented defaults.
 type Options struct {
-	// Backend holds the engine's jobs, tasks and, without Queue, its queue. Required.
+	// Backend holds the engine's jobs, and its driver's state. Required.
 	Backend store.Backend
 	// Repositories are the image repositories the engine purges, one per kind. Required.
 	Repositories []*images.Repository
 	// Driver makes the backend's purge design (see Driver). Required:
-	// embedded.New for the embedded store, queue.New for Azure
-	// (drivers.For picks by backend).
+	// embedded.New for the embedded store, queue.New for Azure, with the
+	// queue design's own options (drivers.For picks by backend).
 	Driver NewDriver
-	// Queue carries the queue design's tasks to workers; nil means a queue
-	// in the table DefaultQueueTable.
-	Queue Queue
 	// Now is the clock for cutoffs and job times; nil means time.Now.
 	Now func() time.Time
 	// Logger gets job starts, ends and totals; nil means slog.Default.
 	Logger *slog.Logger
-	// The options from Workers to CameraMemory, and Queue, tune the queue
-	// design (package queue); the embedded store's purge has no tasks,
-	// queue or janitor (package embedded).
-
-	// Workers is how many tasks run at once in this process; default 4.
-	Workers int
-	// GroupSize is how many cameras one task deletes; default 500. Each
-	// task costs a few synced bookkeeping writes (its record twice, its
-	// queue message, the job's totals), so larger groups keep a fleet of
-	// many cameras with little expired data each from paying per camera.
-	GroupSize int
-	// VisibilityTimeout hides a task being worked on; default 2 minutes. A
-	// worker extends it every third of it while the task runs, so only a
-	// worker that stopped (crashed, or cut off from the queue) loses its task.
-	VisibilityTimeout time.Duration
-	// MaxAttempts is how many deliveries a task gets before its failing
-	// cameras (their count, hold read or delete) are counted failed, or,
-	// if its own record cannot be written, its job fails; default 5.
-	MaxAttempts int
 	// PollInterval is how often idle workers and waiting jobs look for work
 	// another process may have made; default 250 ms.
 	PollInterval time.Duration
-	// CameraMemory bounds the camera ids a purge holds at once, in bytes,
-	// counted as cameraBytes does: planning splits the expired cameras into
-	// as many buckets, one index scan each, as it takes for one bucket's to
-	// fit. Default 8 MiB, about 100,000 cameras.
-	CameraMemory int
 	// ReplicaID names this engine among the engines sharing the store;
 	// default a random id.
 	ReplicaID string
@@ -125,23 +80,8 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Workers <= 0 {
-		o.Workers = 4
-	}
-	if o.GroupSize <= 0 {
-		o.GroupSize = DefaultGroupSize
-	}
-	if o.VisibilityTimeout <= 0 {
-		o.VisibilityTimeout = 2 * time.Minute
-	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
-	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 250 * time.Millisecond
-	}
-	if o.CameraMemory <= 0 {
-		o.CameraMemory = 8 << 20
 	}
 	if o.ReplicaID == "" {
 		var id [6]byte
@@ -167,6 +107,3 @@ func (o Options) withDefaults() Options {
 // default: creates wait for a section, so it bounds their wait; a section
 // of a thousand cameras takes a few milliseconds.
 const defaultSectionCameras = 10_000
-
-// DefaultGroupSize is Options.GroupSize unless set.
-const DefaultGroupSize = 500

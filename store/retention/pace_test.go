@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/retentiontest"
 )
 
 // TestPurgePacesEveryDeletedRow: a capped purge asks every cap in force,
@@ -31,7 +32,7 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 		{"job cap below the process's", 400, 200},
 		{"job cap above the process's", 200, 400},
 	}
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachStore(t, func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts := quickOptions()
@@ -41,15 +42,15 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 				f := open(t, opts)
 				var mu sync.Mutex
 				asked := map[float64]int64{}
-				retention.CountPacedRows(f.engine, func(perSecond float64, rows int) {
+				retention.CountPacedRows(f.Engine, func(perSecond float64, rows int) {
 					mu.Lock()
 					defer mu.Unlock()
 					asked[perSecond] += int64(rows)
 				})
-				f.seed(t, cameras)
-				f.run(t)
+				f.Seed(t, cameras)
+				f.Run(t)
 				req := retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, RowsPerSecond: c.job, DryRun: true}
-				if j := f.purge(t, req); j.State != retention.Succeeded {
+				if j := f.Purge(t, req); j.State != retention.Succeeded {
 					t.Fatalf("dry run ended %s (%s)", j.State, j.Error)
 				}
 				mu.Lock()
@@ -59,7 +60,7 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 				mu.Unlock()
 
 				req.DryRun = false
-				j := f.purge(t, req)
+				j := f.Purge(t, req)
 				wantCounts(t, "capped purge", j.Totals(), expiredCounts(1))
 				deleted := j.Totals().MetadataRows + j.Totals().IndexRows
 				want := map[float64]int64{}
@@ -84,11 +85,11 @@ func TestPurgePacesEveryDeletedRow(t *testing.T) {
 // theirs once they see it ended, so a fleet's long run of capped purges
 // leaves no limiter behind on any replica.
 func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retentiontest.Options) *fixture) {
 		const cameras = 12
 		a := newFixture(t, quickOptions())
-		a.seed(t, cameras)
-		primary, _ := a.repo(images.Single).Tables()
+		a.Seed(t, cameras)
+		primary, _ := a.Repo(images.Single).Tables()
 
 		// As in TestTwoReplicasShareAPurge, each replica's first delete
 		// waits until the other has reached one too, so both run tasks of
@@ -101,9 +102,9 @@ func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
 		var b *fixture
 		engineOf := func(me string) *retention.Engine {
 			if me == "a" {
-				return a.engine
+				return a.Engine
 			}
-			return b.engine
+			return b.Engine
 		}
 		gate := func(me, other string) func(table, op string, _ []store.Key) error {
 			return func(table, op string, _ []store.Key) error {
@@ -128,14 +129,14 @@ func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
 		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
 		optsA.VisibilityTimeout, optsB.VisibilityTimeout = time.Minute, time.Minute
 		optsA.Workers, optsB.Workers = 2, 2
-		a.opts = optsA
-		a.openEngine(t, &hookedBackend{Backend: a.base, before: gate("a", "b")})
-		b = &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
-		b.openEngine(t, &hookedBackend{Backend: a.base, before: gate("b", "a")})
-		a.run(t)
-		b.run(t)
+		a.Opts = optsA
+		a.OpenEngine(t, &hookedBackend{Backend: a.Base, Before: gate("a", "b")})
+		b = &fixture{Base: a.Base, Queue: a.Queue, Opts: optsB, AzureEngine: a.AzureEngine, Clock: a.Clock, Harness: a.Harness}
+		b.OpenEngine(t, &hookedBackend{Backend: a.Base, Before: gate("b", "a")})
+		a.Run(t)
+		b.Run(t)
 
-		j := a.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, RowsPerSecond: 1_000_000})
+		j := a.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, RowsPerSecond: 1_000_000})
 		if j.State != retention.Succeeded {
 			t.Fatalf("job %s (%s)", j.State, j.Error)
 		}
@@ -146,13 +147,13 @@ func TestReplicaFreesTheLimiterOfAnEndedJob(t *testing.T) {
 			t.Fatalf("limiters held at each replica's first delete %v, want one on each", first)
 		}
 		deadline := time.After(patience)
-		for retention.JobLimiters(a.engine)+retention.JobLimiters(b.engine) != 0 {
+		for retention.JobLimiters(a.Engine)+retention.JobLimiters(b.Engine) != 0 {
 			select {
-			case <-a.engine.Changed():
+			case <-a.Engine.Changed():
 			case <-time.After(10 * time.Millisecond):
 			case <-deadline:
 				t.Fatalf("%v after the job ended, replica a holds %d limiters and b %d, want none (%s ran the job)",
-					patience, retention.JobLimiters(a.engine), retention.JobLimiters(b.engine), j.Owner)
+					patience, retention.JobLimiters(a.Engine), retention.JobLimiters(b.Engine), j.Owner)
 			}
 		}
 	})
@@ -203,16 +204,16 @@ func TestPacedPurgeTakesItsRowsOverItsRate(t *testing.T) {
 					opts.LiveRowsPerSecond, opts.Live = c.live, func() bool { return c.serving }
 					opts.PollInterval, opts.VisibilityTimeout = time.Second, time.Minute
 					f := newBubbleFixture(t, opts, s.azureEngine)
-					f.seedKinds(t, 10, []images.Kind{kind})
-					before := f.census(t, kind, base.Add(2*time.Minute))
-					f.run(t)
-					j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff, RowsPerSecond: c.job})
-					f.stop()
+					f.SeedKinds(t, 10, []images.Kind{kind})
+					before := f.Census(t, kind, base.Add(2*time.Minute))
+					f.Run(t)
+					j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff, RowsPerSecond: c.job})
+					f.Stop()
 					if j.State != retention.Succeeded {
 						t.Fatalf("state %s (%s)", j.State, j.Error)
 					}
 					rows := j.Totals().MetadataRows + j.Totals().IndexRows
-					if want := before.primaryOld + before.indexOld; rows != want || rows < 100 {
+					if want := before.PrimaryOld + before.IndexOld; rows != want || rows < 100 {
 						t.Fatalf("purge deleted %d rows, %d expired (want at least 100, to outgrow the burst)", rows, want)
 					}
 					took := j.Ended.Sub(j.Started)

@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/retentiontest"
 )
 
 // TestPrefixPolicyCapHoldsUnderConcurrentCreates: more creators of
@@ -20,7 +21,7 @@ import (
 // created, the others refused with ErrTooManyPrefixes. Then a deletion
 // frees one place, which one more create takes.
 func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retentiontest.Options) *fixture) {
 		const limit, creators = 3, 10
 		f := newFixture(t, quickOptions())
 
@@ -29,7 +30,7 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 		var mu sync.Mutex
 		arrived := map[string]bool{}
 		all := make(chan struct{})
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, _ string, keys []store.Key) error {
+		f.OpenEngine(t, &hookedBackend{Backend: f.Base, Before: func(table, _ string, keys []store.Key) error {
 			if !strings.EqualFold(table, retention.DefaultPoliciesTable) {
 				return nil
 			}
@@ -54,7 +55,7 @@ func TestPrefixPolicyCapHoldsUnderConcurrentCreates(t *testing.T) {
 			}
 			return nil
 		}})
-		policies := f.engine.Policies()
+		policies := f.Engine.Policies()
 		retention.SetMaxPrefixPolicies(policies, limit)
 
 		errs := make([]error, creators)

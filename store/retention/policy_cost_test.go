@@ -6,6 +6,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/retentiontest"
 )
 
 // TestSparedCamerasCostNoPrimaryWork: a purge with policies, real or dry,
@@ -15,10 +16,10 @@ import (
 // reads the policy and hold tables alone. (BenchmarkPurgeWithPolicies
 // shows the same at scale.)
 func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retentiontest.Options) *fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
-		p := f.engine.Policies()
+		p := f.Engine.Policies()
 		for _, pol := range []policy.Policy{
 			{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
 			{Scope: policy.ScopeCamera, Target: sparedPrefix + "own", Days: map[images.Kind]int{images.Single: policyDays + 5}},
@@ -31,15 +32,15 @@ func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
 			t.Fatal(err)
 		}
 		days := map[string]int{"cam-a": 3, "cam-b": 3, sparedPrefix + "own": 0, sparedPrefix + "held": 0}
-		f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
+		f.SeedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
 		ops := &opCounter{watch: sparedPrefix}
-		f.openEngine(t, &countingBackend{Backend: f.base, only: images.Single.DefaultTable(), c: ops})
-		f.run(t)
+		f.OpenEngine(t, &countingBackend{Backend: f.Base, only: images.Single.DefaultTable(), c: ops})
+		f.Run(t)
 
 		want := expired(days)
 		for _, dry := range []bool{true, false} {
 			ops.reset()
-			j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true, DryRun: dry})
+			j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true, DryRun: dry})
 			if j.State != retention.Succeeded {
 				t.Fatalf("dry run %t: purge ended %s (%s)", dry, j.State, j.Error)
 			}
@@ -53,6 +54,6 @@ func TestSparedCamerasCostNoPrimaryWork(t *testing.T) {
 				t.Errorf("dry run %t: no primary-table read counted at all: the counter sees nothing", dry)
 			}
 		}
-		f.checkKept(t, now, images.Single, days)
+		f.CheckKept(t, now, images.Single, days)
 	})
 }

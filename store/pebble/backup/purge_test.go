@@ -47,7 +47,7 @@ func openEngine(t *testing.T, backend store.Backend) *retention.Engine {
 	}
 	e, err := retention.Open(t.Context(), retention.Options{
 		Backend: backend, Repositories: repos, Logger: slog.New(slog.DiscardHandler),
-		Workers: 1, GroupSize: 2, SectionCameras: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded",
+		SectionCameras: 2, PollInterval: 10 * time.Millisecond, ReplicaID: "embedded",
 		Driver: embedded.New,
 	})
 	if err != nil {

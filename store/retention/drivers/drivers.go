@@ -12,10 +12,11 @@ import (
 	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
-// For is the driver backend purges with.
-func For(backend store.Backend) retention.NewDriver {
+// For is the driver backend purges with; q tunes the queue design, which
+// the embedded store's purge has no use for.
+func For(backend store.Backend, q queue.Options) retention.NewDriver {
 	if _, ok := backend.(store.Purger); ok {
 		return embedded.New
 	}
-	return queue.New
+	return queue.New(q)
 }

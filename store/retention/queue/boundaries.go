@@ -95,7 +95,7 @@ func (c *cameraBounds) put(id string, b time.Time) {
 func (c *cameraBounds) full() bool { return c.bytes > c.limit }
 
 // boundaryCache is the janitor's memory of the cameras' recorded boundaries:
-// at most retention.Options.CameraMemory, forgotten whole when full, since a scan
+// at most Options.CameraMemory, forgotten whole when full, since a scan
 // meets the cameras of one minute after another.
 type boundaryCache struct {
 	tasks *taskStore

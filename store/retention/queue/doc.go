@@ -9,7 +9,7 @@
 //
 //  1. plan: one range scan over the expired index partitions, by keys alone
 //     (ours and the fleet's), finds the cameras with expired rows and sends
-//     tasks of retention.Options.GroupSize cameras through the queue, so its cost
+//     tasks of Options.GroupSize cameras through the queue, so its cost
 //     follows the expired volume;
 //  2. work: workers on every replica take tasks (at-least-once, hidden
 //     while they run), count each camera's expired rows, record the count,
@@ -38,12 +38,17 @@
 // the owner's every write of the job and its tasks holds only at its lease
 // epoch (owner.go), so an owner that stalled and woke writes nothing more.
 //
-// It also runs on the embedded store, in tests only: a scenario on Pebble
-// in memory takes milliseconds where Azurite takes seconds, and crashes at
-// any write by a copy of its files (store/retention's "pebble-queue"
-// fixture).
+// Its tuning is its own (Options: the queue, workers, group size,
+// visibility timeout, attempts, camera memory), given to New; the engine's
+// Options know nothing of it.
 //
-// Files: driver.go (the driver, a kind's phases, the wait for its tasks),
+// Its tests run the conformance suite (store/retention/retentiontest) on
+// Azurite and also on the embedded store with its transactions and purges
+// hidden ("pebble-queue"), in tests only: a scenario on Pebble in memory
+// takes milliseconds where Azurite takes seconds, crashes at any write by a
+// copy of its files, and waits in a synctest bubble.
+//
+// Files: options.go, driver.go (the driver, a kind's phases, the wait for its tasks),
 // plan.go (plan and dry run), task.go (task records), work.go (workers and
 // a task's run), indexdelete.go (deletes by derived index key, thinning),
 // deletes.go, janitor.go, owner.go (lease epochs on the tasks),

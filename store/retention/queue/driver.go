@@ -21,11 +21,13 @@ import (
 // queue to the workers of every replica (work.go); each task's record, in
 // the tasks table, keeps its counts, so every delivery resumes exactly.
 type driver struct {
-	env   *retention.Env
-	opts  retention.Options
+	env  *retention.Env
+	opts retention.Options
+	// tune are the design's own options, defaults filled in.
+	tune  Options
 	log   *slog.Logger
 	tasks taskStore
-	queue retention.Queue
+	queue Queue
 	// outbox is the table of deleted images with Options.Outbox, else nil.
 	outbox store.Table
 	repos  map[images.Kind]*images.Repository
@@ -80,30 +82,29 @@ func (h *Hooks) EndOutbox(ctx context.Context, id string) error {
 // (0 for one).
 func PlanBuckets(p *retention.KindProgress) int { return queueState(p).Buckets }
 
-// New is the queue design's retention.NewDriver: its tasks table and, without
-// retention.Options.Queue, a queue in the table retention.DefaultQueueTable.
-func New(ctx context.Context, env *retention.Env) (retention.Driver, error) {
-	return WithHooks(&Hooks{})(ctx, env)
-}
+// New is the queue design's retention.NewDriver with o: its tasks table
+// and, without o.Queue, a queue in the table DefaultQueueTable.
+func New(o Options) retention.NewDriver { return WithHooks(o, &Hooks{}) }
 
 // WithHooks is New with hooks a test sets, at any time, to stop or watch
 // the work.
-func WithHooks(hooks *Hooks) retention.NewDriver {
+func WithHooks(o Options, hooks *Hooks) retention.NewDriver {
+	o = o.withDefaults()
 	return func(ctx context.Context, env *retention.Env) (retention.Driver, error) {
 		opts := env.Options()
-		e := &driver{env: env, opts: opts, log: env.Logger(), queue: opts.Queue,
+		e := &driver{env: env, opts: opts, tune: o, log: env.Logger(), queue: o.Queue,
 			outbox: env.Outbox(), repos: map[images.Kind]*images.Repository{}, hooks: hooks, working: map[taskMessage]string{}}
 		for _, r := range opts.Repositories {
 			e.repos[r.Kind()] = r
 		}
-		tasks, err := opts.Backend.Table(ctx, retention.DefaultTasksTable)
+		tasks, err := opts.Backend.Table(ctx, DefaultTasksTable)
 		if err != nil {
 			return nil, err
 		}
 		e.tasks = taskStore{table: tasks}
 		hooks.driver = e
 		if e.queue == nil {
-			q, err := opts.Backend.Table(ctx, retention.DefaultQueueTable)
+			q, err := opts.Backend.Table(ctx, DefaultQueueTable)
 			if err != nil {
 				return nil, err
 			}
@@ -205,9 +206,9 @@ func queueState(p *retention.KindProgress) *queueProgress {
 
 func (e *driver) Name() string { return "queue" }
 
-// Serve runs retention.Options.Workers workers, which take tasks of any job.
+// Serve runs Options.Workers workers, which take tasks of any job.
 func (e *driver) Serve(ctx context.Context, wg *sync.WaitGroup) {
-	for range e.opts.Workers {
+	for range e.tune.Workers {
 		wg.Go(func() { e.work(ctx) })
 	}
 }

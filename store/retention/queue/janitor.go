@@ -31,7 +31,7 @@ func (e *driver) janitor(ctx context.Context, j *retention.Job, kind images.Kind
 	}
 	repo := e.repos[kind]
 	_, index := repo.Tables()
-	kept := newCameraSet(e.opts.CameraMemory)
+	kept := newCameraSet(e.tune.CameraMemory)
 	if err := e.tasks.each(ctx, j.ID, kind, func(t *task) error {
 		for _, d := range t.Devices {
 			if (d.State == deviceFailed || d.State == deviceHeld) && !kept.full() {
@@ -51,7 +51,7 @@ func (e *driver) janitor(ctx context.Context, j *retention.Job, kind images.Kind
 	}
 	jn := &janitorRun{e: e, job: j, repo: repo, index: index, kept: kept, settled: now.Add(-repo.IndexLag())}
 	if j.UsePolicies {
-		jn.bounds = &boundaryCache{tasks: &e.tasks, job: j.ID, kind: kind, known: newCameraBounds(e.opts.CameraMemory)}
+		jn.bounds = &boundaryCache{tasks: &e.tasks, job: j.ID, kind: kind, known: newCameraBounds(e.tune.CameraMemory)}
 	}
 	if err := jn.run(ctx, repo.ScanIndex(images.ExpiredIndex(j.Reach(kind)), 0)); err != nil {
 		return err
@@ -70,7 +70,7 @@ type janitorRun struct {
 	repo  *images.Repository
 	index store.Table
 	// kept are cameras the work did not delete (failed, held), up to
-	// retention.Options.CameraMemory of them; a kept camera beyond it costs a read
+	// Options.CameraMemory of them; a kept camera beyond it costs a read
 	// per row, which finds its primary row.
 	kept *cameraSet
 	// bounds, in a purge with policies, tells the boundary each camera got.

@@ -16,7 +16,7 @@ import (
 // whatever the ids' lengths.
 const maxTaskIDBytes = 64 << 10
 
-// cameraBytes is what planning counts against retention.Options.CameraMemory for one
+// cameraBytes is what planning counts against Options.CameraMemory for one
 // camera id held in a set: its bytes plus the set's own overhead.
 func cameraBytes(id string) int { return len(id) + 64 }
 
@@ -51,7 +51,7 @@ func (s *cameraSet) add(id string) bool {
 func (s *cameraSet) full() bool { return s.bytes > s.limit }
 
 // plan scans the expired index, groups the cameras it finds into tasks and
-// sends each through the queue, holding at most retention.Options.CameraMemory of
+// sends each through the queue, holding at most Options.CameraMemory of
 // camera ids (plus one group and one page of the scan), whatever the
 // number of cameras or rows.
 //
@@ -182,7 +182,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 		}
 		if c.Purge || len(c.Thin) > 0 || c.Held {
 			group = append(group, d)
-			if groupBytes += len(device); len(group) >= p.e.opts.GroupSize || groupBytes >= maxTaskIDBytes {
+			if groupBytes += len(device); len(group) >= p.e.tune.GroupSize || groupBytes >= maxTaskIDBytes {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -207,7 +207,7 @@ func (p *planner) planBucket(ctx context.Context, bucket, n, before, started int
 // resumed planner's own). errOutgrown says they are more than the
 // planner's memory holds.
 func (p *planner) plannedCameras(ctx context.Context, bucket, n, before, started int) (*cameraSet, error) {
-	seen := newCameraSet(p.e.opts.CameraMemory)
+	seen := newCameraSet(p.e.tune.CameraMemory)
 	remember := func(t *task) (bool, error) {
 		for _, d := range t.Devices {
 			if bucketOf(d.ID, n) == bucket {
@@ -310,7 +310,7 @@ func (e *driver) dryRunBuckets(ctx context.Context, j *retention.Job, kind image
 	for bucket := range n {
 		// Each camera seen, with its boundary: the job's, or in a purge
 		// with policies its own, zero if its rows are kept.
-		seen := newCameraBounds(e.opts.CameraMemory)
+		seen := newCameraBounds(e.tune.CameraMemory)
 		err := repo.EachIndexRow(ctx, images.ExpiredIndex(j.Reach(kind)), func(row images.IndexRow) error {
 			device := row.CameraID
 			if _, ok := seen.of[device]; ok || device == "" || bucketOf(device, n) != bucket {

@@ -19,7 +19,7 @@ import (
 // work takes tasks from the queue until ctx ends.
 func (e *driver) work(ctx context.Context) {
 	for ctx.Err() == nil {
-		msgs, err := e.queue.Receive(ctx, 1, e.opts.VisibilityTimeout)
+		msgs, err := e.queue.Receive(ctx, 1, e.tune.VisibilityTimeout)
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("purge worker: receive failed", "err", err)
 		}
@@ -85,8 +85,8 @@ func (e *driver) keepHidden(ctx context.Context, msg tablequeue.Message) (contex
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lost := retention.KeepAlive(ctx, e.opts.VisibilityTimeout, func(ctx context.Context) (bool, error) {
-			extended, err := e.queue.Extend(ctx, held.current(), e.opts.VisibilityTimeout)
+		lost := retention.KeepAlive(ctx, e.tune.VisibilityTimeout, func(ctx context.Context) (bool, error) {
+			extended, err := e.queue.Extend(ctx, held.current(), e.tune.VisibilityTimeout)
 			if errors.Is(err, tablequeue.ErrLostMessage) {
 				return true, err
 			}
@@ -151,7 +151,7 @@ func (e *driver) runTask(ctx context.Context, msg tablequeue.Message) (settlemen
 	// a hold or delete, rather than fail the task again: a camera whose
 	// partition keeps failing would otherwise keep its task, and so its
 	// job and the kind's lock, for ever.
-	lastAttempt := msg.DequeueCount >= e.opts.MaxAttempts
+	lastAttempt := msg.DequeueCount >= e.tune.MaxAttempts
 	// Count before deleting, and record the counts: a redelivery after a
 	// crash then reports the rows this task deleted, not the ones left.
 	counted, err := e.count(ctx, t, primary, j, lastAttempt)

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 const cameras = 5
@@ -47,19 +48,21 @@ func expiredCounts(kinds int) retention.Counts {
 	}
 }
 
-// TestPurgeRetiresExactlyTheExpired proves invariant 1 on both write paths:
+// testPurgeRetiresExactlyTheExpired proves invariant 1 on both write paths:
 // every row of a purged kind captured before the cutoff's minute is gone,
 // no row captured at or after it is touched, other kinds are untouched, and
 // the counts are exact.
-func TestPurgeRetiresExactlyTheExpired(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		for _, plain := range []bool{false, true} {
+func testPurgeRetiresExactlyTheExpired(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		// The embedded driver deletes by range and by key in exclusive
+		// batches; the queue design in plain batches, on Pebble too.
+		for _, plain := range []bool{ts.h.Queue} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
-				f := newFixture(t, quickOptions())
-				f.openEngine(t, &hookedBackend{Backend: f.base, plain: plain})
-				f.seed(t, cameras)
-				f.run(t)
-				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single, images.Pano}, Cutoff: cutoff})
+				f := ts.open(t, quickOptions())
+				f.OpenEngine(t, &HookedBackend{Backend: f.Base, Plain: plain})
+				f.Seed(t, cameras)
+				f.Run(t)
+				j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single, images.Pano}, Cutoff: cutoff})
 				if j.State != retention.Succeeded {
 					t.Fatalf("state %s (%s)", j.State, j.Error)
 				}
@@ -69,15 +72,15 @@ func TestPurgeRetiresExactlyTheExpired(t *testing.T) {
 					t.Fatalf("boundary %s", boundary)
 				}
 				for _, kind := range []images.Kind{images.Single, images.Pano} {
-					got := f.census(t, kind, boundary)
-					want := census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}
+					got := f.Census(t, kind, boundary)
+					want := Census{PrimaryNew: cameras * keptPerCamera, IndexNew: cameras * keptPerCamera}
 					if got != want {
 						t.Errorf("%s after purge: %+v, want %+v", kind, got, want)
 					}
 				}
-				untouched := census{primaryOld: cameras * expiredPerCamera, primaryNew: cameras * keptPerCamera,
-					indexOld: cameras * expiredPerCamera, indexNew: cameras * keptPerCamera}
-				if got := f.census(t, images.PreStitch, boundary); got != untouched {
+				untouched := Census{PrimaryOld: cameras * expiredPerCamera, PrimaryNew: cameras * keptPerCamera,
+					IndexOld: cameras * expiredPerCamera, IndexNew: cameras * keptPerCamera}
+				if got := f.Census(t, images.PreStitch, boundary); got != untouched {
 					t.Errorf("pre-stitch, not purged: %+v, want %+v", got, untouched)
 				}
 			})
@@ -85,24 +88,24 @@ func TestPurgeRetiresExactlyTheExpired(t *testing.T) {
 	})
 }
 
-// TestIndexRowGoesOnlyAfterItsPrimary proves invariant 2: whenever an index
+// testIndexRowGoesOnlyAfterItsPrimary proves invariant 2: whenever an index
 // row is deleted, its primary row is already gone. That includes an image
 // with an expired capture time written after its camera's rows were
 // deleted (a camera uploading a backlog): its index row must stay.
-func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testIndexRowGoesOnlyAfterItsPrimary(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
-				f := newFixture(t, quickOptions())
-				primary, index := f.repo(images.Single).Tables()
+				f := ts.open(t, quickOptions())
+				primary, index := f.Repo(images.Single).Tables()
 				var indexDeletes atomic.Int64 // workers delete index rows at once
 				late := images.Image{CameraID: "cam-000", CapturedAt: base.Add(10 * time.Second)}
 				// The job is updated by the purge and by its lease renewal at once.
 				var lateWritten atomic.Bool
-				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
-					if table == retention.DefaultJobsTable && !lateWritten.Load() && allTasksDone(t, f.base) && lateWritten.CompareAndSwap(false, true) {
+				hooked := &HookedBackend{Backend: f.Base, Plain: plain, Before: func(table, op string, keys []store.Key) error {
+					if table == retention.DefaultJobsTable && !lateWritten.Load() && allTasksDone(t, f.Base) && lateWritten.CompareAndSwap(false, true) {
 						// Every camera's rows are deleted; the janitor has not begun.
-						direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+						direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 						if err == nil {
 							_, err = direct.Create(t.Context(), late)
 						}
@@ -136,10 +139,10 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 					}
 					return nil
 				}}
-				f.openEngine(t, hooked)
-				f.seed(t, cameras)
-				f.run(t)
-				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				f.OpenEngine(t, hooked)
+				f.Seed(t, cameras)
+				f.Run(t)
+				j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if j.State != retention.Succeeded || indexDeletes.Load() != cameras*expiredPerCamera {
 					t.Fatalf("state %s, %d index rows checked, want %d", j.State, indexDeletes.Load(), cameras*expiredPerCamera)
 				}
@@ -158,78 +161,78 @@ func TestIndexRowGoesOnlyAfterItsPrimary(t *testing.T) {
 	})
 }
 
-// TestDryRunDeletesNothing proves invariant 4: a dry run reports what a real
+// testDryRunDeletesNothing proves invariant 4: a dry run reports what a real
 // run then deletes, and deletes nothing itself.
-func TestDryRunDeletesNothing(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		f.seed(t, cameras)
-		f.run(t)
-		var before []census
+func testDryRunDeletesNothing(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		f.Seed(t, cameras)
+		f.Run(t)
+		var before []Census
 		for _, kind := range images.Kinds {
-			before = append(before, f.census(t, kind, base.Add(2*time.Minute)))
+			before = append(before, f.Census(t, kind, base.Add(2*time.Minute)))
 		}
-		dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff, DryRun: true})
+		dry := f.Purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff, DryRun: true})
 		if dry.State != retention.Succeeded || !dry.DryRun {
 			t.Fatalf("dry run: %s (%s)", dry.State, dry.Error)
 		}
 		for i, kind := range images.Kinds {
-			if got := f.census(t, kind, base.Add(2*time.Minute)); got != before[i] {
+			if got := f.Census(t, kind, base.Add(2*time.Minute)); got != before[i] {
 				t.Errorf("%s after a dry run: %+v, want %+v", kind, got, before[i])
 			}
 		}
-		real := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff})
+		real := f.Purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff})
 		wantCounts(t, "dry run", dry.Totals(), real.Totals())
 		wantCounts(t, "real run", real.Totals(), expiredCounts(3))
 	})
 }
 
-// TestOverlappingPurgeIsRefused: at most one running purge per kind.
-func TestOverlappingPurgeIsRefused(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		f.seed(t, 1)
+// testOverlappingPurgeIsRefused: at most one running purge per kind.
+func testOverlappingPurgeIsRefused(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		f.Seed(t, 1)
 		// Without Run the first job stays pending, holding its lock.
-		first, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		first, err := f.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano, images.Single}, Cutoff: cutoff})
+		_, err = f.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano, images.Single}, Cutoff: cutoff})
 		var running *retention.RunningError
 		if !errors.As(err, &running) || running.JobID != first.ID || running.Kind != images.Single {
 			t.Fatalf("overlapping start: %v, want a RunningError naming %s", err, first.ID)
 		}
-		if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff}); err != nil {
+		if _, err := f.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Pano}, Cutoff: cutoff}); err != nil {
 			t.Fatalf("a purge of another kind: %v", err)
 		}
-		if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, DryRun: true}); err != nil {
+		if _, err := f.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, DryRun: true}); err != nil {
 			t.Fatalf("a dry run beside a running purge: %v", err)
 		}
-		jobs, _, err := f.engine.List(t.Context(), 10, nil)
+		jobs, _, err := f.Engine.List(t.Context(), 10, nil)
 		if err != nil || len(jobs) != 3 {
 			t.Fatalf("jobs after a refused start: %d, %v; want the refused one not recorded", len(jobs), err)
 		}
-		f.run(t)
-		if j := f.await(t, first.ID); j.State != retention.Succeeded {
+		f.Run(t)
+		if j := f.Await(t, first.ID); j.State != retention.Succeeded {
 			t.Fatalf("first job: %s", j.State)
 		}
-		if _, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err != nil {
+		if _, err := f.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err != nil {
 			t.Fatalf("a purge after the first ended: %v", err)
 		}
 	})
 }
 
-// TestFailedCameraIsCountedAndRetried: a camera whose deletes keep failing
+// testFailedCameraIsCountedAndRetried: a camera whose deletes keep failing
 // is counted failed, keeps its rows (index rows included) and is purged by
 // the next purge.
-func TestFailedCameraIsCountedAndRetried(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
+func testFailedCameraIsCountedAndRetried(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
 		// Read by the engine's workers, written by the test.
 		var broken atomic.Bool
 		broken.Store(true)
-		primary, _ := f.repo(images.Single).Tables()
-		hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+		primary, _ := f.Repo(images.Single).Tables()
+		hooked := &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
 			if !broken.Load() || table != primary.Name() || (op != "batch-delete") {
 				return nil
 			}
@@ -238,10 +241,10 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 			}
 			return nil
 		}}
-		f.openEngine(t, hooked)
-		f.seed(t, cameras)
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		f.OpenEngine(t, hooked)
+		f.Seed(t, cameras)
+		f.Run(t)
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if j.State != retention.Failed || j.Error == "" {
 			t.Fatalf("state %s (%q), want failed with a reason", j.State, j.Error)
 		}
@@ -249,25 +252,25 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 		want := retention.Counts{DevicesTotal: cameras, DevicesDone: cameras - failedGroup, DevicesFailed: failedGroup,
 			MetadataRows: (cameras - failedGroup) * expiredPerCamera, IndexRows: (cameras - failedGroup) * expiredPerCamera}
 		wantCounts(t, "failed job", j.Totals(), want)
-		left := f.census(t, images.Single, j.Boundary())
-		if left.primaryOld != failedGroup*expiredPerCamera || left.indexOld != failedGroup*expiredPerCamera {
+		left := f.Census(t, images.Single, j.Boundary())
+		if left.PrimaryOld != failedGroup*expiredPerCamera || left.IndexOld != failedGroup*expiredPerCamera {
 			t.Fatalf("after the failed purge %+v; want the failed cameras' rows kept, index included", left)
 		}
 
 		broken.Store(false)
-		again := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		again := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if again.State != retention.Succeeded {
 			t.Fatalf("retry: %s (%s)", again.State, again.Error)
 		}
 		wantCounts(t, "retry", again.Totals(), retention.Counts{DevicesTotal: failedGroup, DevicesDone: failedGroup,
 			MetadataRows: failedGroup * expiredPerCamera, IndexRows: failedGroup * expiredPerCamera})
-		if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+		if got := f.Census(t, images.Single, j.Boundary()); got.PrimaryOld != 0 || got.IndexOld != 0 {
 			t.Fatalf("after the retry %+v", got)
 		}
 	})
 }
 
-// TestCrashAtAnyWriteResumesExactly proves invariant 3: the store is killed
+// testCrashAtAnyWriteResumesExactly proves invariant 3: the store is killed
 // after each possible number of writes of a purge; the restarted engine
 // finishes the same job, with exact counts, and no row younger than the
 // cutoff is lost.
@@ -276,28 +279,24 @@ func TestFailedCameraIsCountedAndRetried(t *testing.T) {
 // the number of crash points is not learnt from one clean run: the test
 // crashes after 0, 1, 2, ... writes until a purge runs to its end, engine
 // stopped, without reaching the crash point; every point before it crashed.
-func TestCrashAtAnyWriteResumesExactly(t *testing.T) {
+func testCrashAtAnyWriteResumesExactly(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		crashAtEveryWrite(t, newFixture, crashAndResume)
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		crashAtEveryWrite(t, ts, crashAndResume)
 	})
 }
 
 // crashAtEveryWrite runs crashAndResume after 0, 1, 2, ... writes (every
 // 7th in -short) until a purge ends without reaching the crash point. It
-// runs crashBatch points at a time, each on a store of its own: a point
-// spends most of its time waiting on Azurite (rows settling on its clock,
-// messages hidden), and the waits of a batch overlap.
-func crashAtEveryWrite(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture,
-	crashAndResume func(*testing.T, func(*testing.T, retention.Options) *fixture, int) bool) {
+// runs crashBatch points at a time, each on a store of its own.
+func crashAtEveryWrite(t *testing.T, ts *suite, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
-	crashAtEveryNthWrite(t, 1, newFixture, crashAndResume)
+	crashAtEveryNthWrite(t, ts, 1, crashAndResume)
 }
 
 // crashAtEveryNthWrite is crashAtEveryWrite crashing after 0, n, 2n, ...
 // writes (7n in -short).
-func crashAtEveryNthWrite(t *testing.T, step int, newFixture func(*testing.T, retention.Options) *fixture,
-	crashAndResume func(*testing.T, func(*testing.T, retention.Options) *fixture, int) bool) {
+func crashAtEveryNthWrite(t *testing.T, ts *suite, step int, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
 	if testing.Short() {
 		step *= 7
@@ -315,7 +314,7 @@ points:
 			at := n + i*step
 			wg.Go(func() {
 				p := &points[i]
-				p.ok = t.Run(fmt.Sprintf("after %d writes", at), func(t *testing.T) { p.ran, p.crashed = true, crashAndResume(t, newFixture, at) })
+				p.ok = t.Run(fmt.Sprintf("after %d writes", at), func(t *testing.T) { p.ran, p.crashed = true, crashAndResume(t, ts.open, at) })
 			})
 		}
 		wg.Wait()
@@ -343,29 +342,33 @@ points:
 	t.Logf("crashed at %d points, %d writes apart", crashes, step)
 }
 
-// crashBatch is how many crash points crashAtEveryWrite runs at once.
+// crashBatch is how many crash points crashAtEveryWrite runs at once, each
+// on a store of its own: a point spends most of its time waiting on
+// Azurite (rows settling on its clock, messages hidden), and the waits of a
+// batch overlap. Twelve at once on Azurite made points outlast their
+// two-minute patience on a loaded 2-core machine.
 const crashBatch = 4
 
 // crashAndResume runs a purge whose store dies after n writes, restarts it
 // when it died, and checks the job ends with exact counts. It reports
 // whether the store died: false means the purge made fewer than n+1 writes.
-func crashAndResume(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
-	return crashAndResumeOn(t, newFixture, n, func(b *hookedBackend) store.Backend { return b })
+func crashAndResume(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int) bool {
+	return crashAndResumeOn(t, newFixture, n, func(b *HookedBackend) store.Backend { return b })
 }
 
-// TestCrashAtAnyWriteOfTheQueueDesignResumesExactly is the test above with
+// testCrashAtAnyWriteOfTheQueueDesignResumesExactly is the test above with
 // the Azure backend's engine on the embedded store: its workers delete a
 // batch's primary rows, then their index rows, and a crash between leaves
 // no primary row without its index row (checked at every crash point).
-func TestCrashAtAnyWriteOfTheQueueDesignResumesExactly(t *testing.T) {
-	crashAtEveryWrite(t, newQueueFixture, crashAndResume)
+func testCrashAtAnyWriteOfTheQueueDesignResumesExactly(t *testing.T, ts *suite) {
+	crashAtEveryWrite(t, ts, crashAndResume)
 }
 
 // requireIndexed fails the test if a primary row of kind has no index row
 // in either key form: such a row would never expire.
-func requireIndexed(t *testing.T, f *fixture, kind images.Kind) {
+func requireIndexed(t *testing.T, f *Fixture, kind images.Kind) {
 	t.Helper()
-	r := f.repo(kind)
+	r := f.Repo(kind)
 	primary, index := r.Tables()
 	indexRows := map[store.Key]bool{}
 	for _, e := range rows(t, index) {
@@ -378,13 +381,13 @@ func requireIndexed(t *testing.T, f *fixture, kind images.Kind) {
 	}
 }
 
-// TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly is the test above on
+// testCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly is the test above on
 // the embedded store with its transactions and purges, as the daemon runs
 // it: a crash before or after any write, its exclusive batches included,
 // resumes with exact counts and no row without its partner.
-func TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T) {
-	crashAtEveryWrite(t, newFixture, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
-		return crashAndResumeOn(t, newFixture, n, func(b *hookedBackend) store.Backend { return transactingBackend{b} })
+func testCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T, ts *suite) {
+	crashAtEveryWrite(t, ts, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int) bool {
+		return crashAndResumeOn(t, newFixture, n, func(b *HookedBackend) store.Backend { return transactingBackend{b} })
 	})
 }
 
@@ -392,7 +395,7 @@ func TestCrashAtAnyWriteOfAnEmbeddedPurgeResumesExactly(t *testing.T) {
 type crashedStart struct {
 	// restarted is the store as a restart finds it, its engine not running
 	// yet; the fixture itself when the store never died.
-	restarted *fixture
+	restarted *Fixture
 	dead      bool
 	jobs      []*retention.Job
 	// startErr is Start's: it fails if the crash comes first, and its job
@@ -400,43 +403,43 @@ type crashedStart struct {
 	startErr error
 }
 
-// startCrashing starts req on f's engine over its store wrapped to die
+// StartCrashing starts req on f's engine over its store wrapped to die
 // after n writes (wrap nil: as it is), waits for the crash or the job's
 // end, stops the engine and reopens the store if it died.
-func (f *fixture) startCrashing(t *testing.T, n int, wrap func(*hookedBackend) store.Backend, req retention.StartRequest) crashedStart {
+func (f *Fixture) StartCrashing(t *testing.T, n int, wrap func(*HookedBackend) store.Backend, req retention.StartRequest) crashedStart {
 	t.Helper()
-	crash := &crashAfter{n: n, fs: f.fs}
-	var backend store.Backend = &hookedBackend{Backend: f.base, before: crash.before, after: crash.after}
+	crash := &crashAfter{n: n, fs: f.FS}
+	var backend store.Backend = &HookedBackend{Backend: f.Base, Before: crash.Before, After: crash.After}
 	if wrap != nil {
-		backend = wrap(backend.(*hookedBackend))
+		backend = wrap(backend.(*HookedBackend))
 	}
-	f.openEngine(t, backend)
-	f.run(t)
-	j, startErr := f.engine.Start(t.Context(), req)
+	f.OpenEngine(t, backend)
+	f.Run(t)
+	j, startErr := f.Engine.Start(t.Context(), req)
 	if startErr == nil {
 		waitCrashed(t, f, crash, j.ID)
 	}
 	// Once stopped, the engine writes no more: the crash happened or never will.
-	f.stop()
+	f.Stop()
 	crash.mu.Lock()
 	c := crashedStart{restarted: f, dead: crash.dead, startErr: startErr}
 	crashed := crash.crashed
 	crash.mu.Unlock()
 	if c.dead {
-		c.restarted = f.reopen(t, crashed)
+		c.restarted = f.Reopen(t, crashed)
 	}
 	var err error
-	if c.jobs, _, err = c.restarted.engine.List(t.Context(), 10, nil); err != nil {
+	if c.jobs, _, err = c.restarted.Engine.List(t.Context(), 10, nil); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int, wrap func(*hookedBackend) store.Backend) bool {
+func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int, wrap func(*HookedBackend) store.Backend) bool {
 	kinds := []images.Kind{images.Single, images.Pano}
 	f := newFixture(t, quickOptions())
-	f.seedKinds(t, 3, kinds) // the kinds purged: each crash point seeds anew
-	c := f.startCrashing(t, n, wrap, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+	f.SeedKinds(t, 3, kinds) // the kinds purged: each crash point seeds anew
+	c := f.StartCrashing(t, n, wrap, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
 	restarted, dead, jobs, startErr := c.restarted, c.dead, c.jobs, c.startErr
 	if dead {
 		for _, kind := range kinds {
@@ -457,23 +460,23 @@ func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Option
 	// a process dying after its commit. Such a job runs as any other.
 	if startErr != nil && jobs[0].Unconfirmed {
 		// One step of the restarted engine runs every job it may run.
-		if _, err := restarted.engine.RunOnce(t.Context()); err != nil {
+		if _, err := restarted.Engine.RunOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if j, err := restarted.engine.Get(t.Context(), jobs[0].ID); err != nil || j.State != retention.Pending || !j.Unconfirmed {
+		if j, err := restarted.Engine.Get(t.Context(), jobs[0].ID); err != nil || j.State != retention.Pending || !j.Unconfirmed {
 			t.Fatalf("the job of a Start that crashed: %+v, %v; want it pending, never run", j, err)
 		}
 		for _, kind := range kinds {
-			if got := restarted.census(t, kind, base.Add(2*time.Minute)); got.primaryOld != 3*expiredPerCamera || got.indexOld != 3*expiredPerCamera {
+			if got := restarted.Census(t, kind, base.Add(2*time.Minute)); got.PrimaryOld != 3*expiredPerCamera || got.IndexOld != 3*expiredPerCamera {
 				t.Errorf("%s after a Start that crashed: %+v, want nothing deleted", kind, got)
 			}
 		}
 		return dead
 	}
 	if dead {
-		restarted.run(t)
+		restarted.Run(t)
 	}
-	j := restarted.await(t, jobs[0].ID)
+	j := restarted.Await(t, jobs[0].ID)
 	if j.State != retention.Succeeded {
 		t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
 	}
@@ -482,7 +485,7 @@ func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Option
 	want.MetadataRows, want.IndexRows = 2*3*expiredPerCamera, 2*3*expiredPerCamera
 	wantCountsAfterFaults(t, "resumed job", j.Totals(), want)
 	for _, kind := range kinds {
-		if got := restarted.census(t, kind, j.Boundary()); got != (census{primaryNew: 3 * keptPerCamera, indexNew: 3 * keptPerCamera}) {
+		if got := restarted.Census(t, kind, j.Boundary()); got != (Census{PrimaryNew: 3 * keptPerCamera, IndexNew: 3 * keptPerCamera}) {
 			t.Errorf("%s after resume: %+v", kind, got)
 		}
 	}
@@ -490,7 +493,7 @@ func crashAndResumeOn(t *testing.T, newFixture func(*testing.T, retention.Option
 }
 
 // waitCrashed waits until the simulated crash happened or the job ended.
-func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
+func waitCrashed(t *testing.T, f *Fixture, crash *crashAfter, id string) {
 	t.Helper()
 	deadline := time.After(patience)
 	for {
@@ -500,29 +503,29 @@ func waitCrashed(t *testing.T, f *fixture, crash *crashAfter, id string) {
 		if dead {
 			return
 		}
-		if j, err := f.engine.Get(t.Context(), id); err == nil && j.State.Terminal() {
+		if j, err := f.Engine.Get(t.Context(), id); err == nil && j.State.Terminal() {
 			return
 		}
 		select {
-		case <-f.engine.Changed():
-		case <-time.After(max(5*time.Millisecond, f.opts.PollInterval)):
+		case <-f.Engine.Changed():
+		case <-time.After(max(5*time.Millisecond, f.Opts.PollInterval)):
 		case <-deadline:
 			t.Fatalf("no crash and no end after %v", patience)
 		}
 	}
 }
 
-// TestPurgeShardedIndex: with the index spread over shard partitions
+// testPurgeShardedIndex: with the index spread over shard partitions
 // (yyyyMMddHHmm_<n>), the expired partitions are still one range and the
 // purge retires exactly the expired rows.
-func TestPurgeShardedIndex(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		f.shards = 3
-		f.openEngine(t, f.base)
-		f.seed(t, cameras)
-		f.run(t)
-		_, index := f.repo(images.Single).Tables()
+func testPurgeShardedIndex(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		f.Shards = 3
+		f.OpenEngine(t, f.Base)
+		f.Seed(t, cameras)
+		f.Run(t)
+		_, index := f.Repo(images.Single).Tables()
 		shards := map[string]bool{}
 		for _, e := range rows(t, index) {
 			minute, shard, ok := strings.Cut(e.PartitionKey, "_")
@@ -534,12 +537,12 @@ func TestPurgeShardedIndex(t *testing.T) {
 		if len(shards) < 2 {
 			t.Fatalf("%d cameras landed in shards %v; want them spread", cameras, shards)
 		}
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if j.State != retention.Succeeded {
 			t.Fatalf("state %s (%s)", j.State, j.Error)
 		}
 		wantCounts(t, "sharded purge", j.Totals(), expiredCounts(1))
-		if got := f.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
+		if got := f.Census(t, images.Single, j.Boundary()); got != (Census{PrimaryNew: cameras * keptPerCamera, IndexNew: cameras * keptPerCamera}) {
 			t.Fatalf("after purge %+v", got)
 		}
 	})
@@ -548,7 +551,7 @@ func TestPurgeShardedIndex(t *testing.T) {
 // allTasksDone reports whether the store holds purge tasks and all are done.
 func allTasksDone(t *testing.T, backend store.Backend) bool {
 	t.Helper()
-	tasks, err := backend.Table(t.Context(), retention.DefaultTasksTable)
+	tasks, err := backend.Table(t.Context(), queue.DefaultTasksTable)
 	if err != nil {
 		t.Fatal(err)
 	}

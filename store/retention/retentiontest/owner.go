@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // steppedClock is real time plus an offset the test steps forward, so a
 // lease runs out without waiting for it.
 type steppedClock struct{ offset atomic.Int64 }
 
-func (c *steppedClock) now() time.Time       { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *steppedClock) Now() time.Time       { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *steppedClock) step(d time.Duration) { c.offset.Add(int64(d)) }
 
 // signalHandler is a slog handler that closes a channel at the first
@@ -39,20 +40,20 @@ func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
 func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 
-// TestOldOwnerStopsOnceItsLeaseIsTaken: replica a plans a job and stalls
+// testOldOwnerStopsOnceItsLeaseIsTaken: replica a plans a job and stalls
 // (a long GC pause, a partition from the store) while writing its second
 // task; its lease runs out and replica b takes the job over and plans it
 // up to that same task. When a wakes, its write of the task is refused, it
 // writes nothing more to the job or its tasks and says why; b finishes the
 // job alone, with exact counts and no primary row left without its index
 // row.
-func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const cameras = 6
-		a := newFixture(t, quickOptions())
-		a.seed(t, cameras)
+		a := ts.open(t, quickOptions())
+		a.Seed(t, cameras)
 		clock := &steppedClock{}
-		tasksTable := retention.DefaultTasksTable
+		tasksTable := queue.DefaultTasksTable
 		secondTask := images.Single.String() + "_000001"
 		writesTask := func(table, op string, keys []store.Key, row string) bool {
 			if !strings.EqualFold(table, tasksTable) || (op != "insert" && op != "batch-insert") {
@@ -71,7 +72,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		optsA, optsB := quickOptions(), quickOptions()
 		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
 		optsA.LeaseDuration, optsB.LeaseDuration = time.Hour, time.Hour
-		optsA.Now, optsB.Now = clock.now, clock.now
+		optsA.Now, optsB.Now = clock.Now, clock.Now
 		aStopped := make(chan struct{})
 		optsA.Logger = slog.New(signalHandler{want: "lease", once: &sync.Once{}, seen: aStopped})
 
@@ -81,8 +82,8 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		var wroteAgain []string // a's job and task writes after it was let go
 		aAtTask, aGo := make(chan struct{}), make(chan struct{})
 		var aOnce sync.Once
-		a.opts = optsA
-		a.openEngine(t, &hookedBackend{Backend: a.base, before: func(table, op string, keys []store.Key) error {
+		a.Opts = optsA
+		a.OpenEngine(t, &HookedBackend{Backend: a.Base, Before: func(table, op string, keys []store.Key) error {
 			if writesTask(table, op, keys, secondTask) {
 				first := false
 				aOnce.Do(func() { first = true })
@@ -104,12 +105,12 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 			}
 			return nil
 		}})
-		a.run(t)
+		a.Run(t)
 		// A failure must not leave a replica parked in a hook: the engines
 		// stop (cleanups run last first) only once it is let go.
 		letAGo := sync.OnceFunc(func() { close(aGo) })
 		t.Cleanup(letAGo)
-		started, err := a.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		started, err := a.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +125,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		// a's first task ends first: the clock's step would otherwise show
 		// its message to b while a's worker still runs it, two deliveries
 		// at once, whose count is rightly flagged a lower bound.
-		for deadline := time.Now().Add(patience); !allTasksDone(t, a.base); time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(patience); !allTasksDone(t, a.Base); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("replica a's first task never ended")
 			}
@@ -133,8 +134,8 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		clock.step(2 * time.Hour)
 		bAtTask, bGo := make(chan struct{}), make(chan struct{})
 		var bOnce sync.Once
-		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
-		b.openEngine(t, &hookedBackend{Backend: a.base, before: func(table, op string, keys []store.Key) error {
+		b := &Fixture{Base: a.Base, Queue: a.Queue, Opts: optsB, AzureEngine: a.AzureEngine, Clock: a.Clock, Harness: a.Harness}
+		b.OpenEngine(t, &HookedBackend{Backend: a.Base, Before: func(table, op string, keys []store.Key) error {
 			if writesTask(table, op, keys, secondTask) {
 				bOnce.Do(func() {
 					close(bAtTask)
@@ -143,7 +144,7 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 			}
 			return nil
 		}})
-		b.run(t)
+		b.Run(t)
 		letBGo := sync.OnceFunc(func() { close(bGo) })
 		t.Cleanup(letBGo)
 		select {
@@ -176,13 +177,13 @@ func TestOldOwnerStopsOnceItsLeaseIsTaken(t *testing.T) {
 		}
 		letBGo()
 
-		j := b.await(t, started.ID)
+		j := b.Await(t, started.ID)
 		if j.State != retention.Succeeded || j.Owner != "replica-b" {
 			t.Fatalf("job %s (%s) owned by %s; want b to finish it", j.State, j.Error, j.Owner)
 		}
 		wantCounts(t, "taken-over job", j.Totals(), retention.Counts{DevicesTotal: cameras, DevicesDone: cameras,
 			MetadataRows: cameras * expiredPerCamera, IndexRows: cameras * expiredPerCamera})
-		if got := b.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
+		if got := b.Census(t, images.Single, j.Boundary()); got != (Census{PrimaryNew: cameras * keptPerCamera, IndexNew: cameras * keptPerCamera}) {
 			t.Fatalf("after the purge %+v; want every expired row gone, every kept one with its index row", got)
 		}
 		mu.Lock()

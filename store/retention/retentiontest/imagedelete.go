@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -14,9 +14,9 @@ import (
 var newest = base.Add(220 * time.Second)
 
 // deleteImage deletes gone's image of kind captured at at.
-func (f *fixture) deleteImage(t *testing.T, kind images.Kind, at time.Time) error {
+func deleteImage(t *testing.T, f *Fixture, kind images.Kind, at time.Time) error {
 	t.Helper()
-	return f.engine.DeleteImage(t.Context(), retention.DeleteImageRequest{Kind: kind, CameraID: gone, CapturedAt: at})
+	return f.Engine.DeleteImage(t.Context(), retention.DeleteImageRequest{Kind: kind, CameraID: gone, CapturedAt: at})
 }
 
 // indexedOf counts the index rows of camera in r.
@@ -36,15 +36,15 @@ func indexedOf(t *testing.T, r *images.Repository, camera string) int {
 // at the previous image, answers not found the second time, and frees
 // the instant for the right image; the tallies stay exact, so a camera
 // delete after it counts what is left.
-func TestDeleteOneImage(t *testing.T) {
-	forEachOf(t, append(stores, queueStores[0]), func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testDeleteOneImage(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Outbox = true
 		f := open(t, opts)
-		f.seed(t, 3)
+		f.Seed(t, 3)
 		for _, kind := range images.Kinds {
-			r := f.repo(kind)
-			if err := f.deleteImage(t, kind, newest); err != nil {
+			r := f.Repo(kind)
+			if err := deleteImage(t, f, kind, newest); err != nil {
 				t.Fatalf("%s: %v", kind, err)
 			}
 			latest, err := r.Latest(t.Context(), gone, images.Span{}, images.Filter{})
@@ -54,7 +54,7 @@ func TestDeleteOneImage(t *testing.T) {
 			if n := indexedOf(t, r, gone); n != perCamera-1 {
 				t.Errorf("%s: %d index rows of the camera, want %d", kind, n, perCamera-1)
 			}
-			if err := f.deleteImage(t, kind, newest); !errors.Is(err, store.ErrNotFound) {
+			if err := deleteImage(t, f, kind, newest); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("%s: second delete: %v, want ErrNotFound", kind, err)
 			}
 			right := images.Image{CameraID: gone, CapturedAt: newest, BlobURI: "blob://right"}
@@ -71,9 +71,9 @@ func TestDeleteOneImage(t *testing.T) {
 				t.Errorf("outbox record %d: %+v", i, d)
 			}
 		}
-		f.settle()
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: images.Kinds, Camera: gone})
+		f.Settle()
+		f.Run(t)
+		j := f.Purge(t, retention.StartRequest{Kinds: images.Kinds, Camera: gone})
 		for _, kind := range images.Kinds {
 			want := retention.Counts{DevicesTotal: 1, DevicesDone: 1, MetadataRows: perCamera, IndexRows: perCamera}
 			if got := j.Progress(kind).Counts; got != want {
@@ -86,10 +86,10 @@ func TestDeleteOneImage(t *testing.T) {
 // TestDeleteTheLatestClearDayImage: the pointer a pano camera's latest
 // clear-day read uses still finds the previous clear-day image once the
 // newest is deleted.
-func TestDeleteTheLatestClearDayImage(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testDeleteTheLatestClearDayImage(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		f := open(t, quickOptions())
-		r := f.repo(images.Pano)
+		r := f.Repo(images.Pano)
 		for _, at := range []time.Time{base, base.Add(time.Minute), base.Add(2 * time.Minute)} {
 			if _, err := r.Create(t.Context(), images.Image{CameraID: gone, CapturedAt: at, IsClearDay: !at.Equal(base.Add(2 * time.Minute))}); err != nil {
 				t.Fatal(err)
@@ -99,7 +99,7 @@ func TestDeleteTheLatestClearDayImage(t *testing.T) {
 		if got, err := r.Latest(t.Context(), gone, images.Span{}, clear); err != nil || !got.CapturedAt.Equal(base.Add(time.Minute)) {
 			t.Fatalf("latest clear day before: %v, %v", got.CapturedAt, err)
 		}
-		if err := f.deleteImage(t, images.Pano, base.Add(time.Minute)); err != nil {
+		if err := deleteImage(t, f, images.Pano, base.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := r.Latest(t.Context(), gone, images.Span{}, clear); err != nil || !got.CapturedAt.Equal(base) {
@@ -116,12 +116,12 @@ func TestDeleteTheLatestClearDayImage(t *testing.T) {
 // primary row without its index row; its retry finishes it, and one never
 // retried is finished when the engine retires old records, each named in
 // the outbox once.
-func TestAnImageDeleteCutShortIsFinished(t *testing.T) {
-	f := newQueueFixture(t, func() retention.Options { o := quickOptions(); o.Outbox = true; return o }())
-	f.seed(t, 3)
-	_, index := f.repo(images.Single).Tables()
+func testAnImageDeleteCutShortIsFinished(t *testing.T, ts *suite) {
+	f := ts.open(t, func() Options { o := quickOptions(); o.Outbox = true; return o }())
+	f.Seed(t, 3)
+	_, index := f.Repo(images.Single).Tables()
 	errIndex := errors.New("test: index delete fails")
-	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+	f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, _ []store.Key) error {
 		if table == index.Name() && op == "delete" {
 			return errIndex
 		}
@@ -129,7 +129,7 @@ func TestAnImageDeleteCutShortIsFinished(t *testing.T) {
 	}})
 	retried, abandoned := newest, newest.Add(-20*time.Second)
 	for _, at := range []time.Time{retried, abandoned} {
-		if err := f.deleteImage(t, images.Single, at); !errors.Is(err, errIndex) {
+		if err := deleteImage(t, f, images.Single, at); !errors.Is(err, errIndex) {
 			t.Fatalf("delete with failing index deletes: %v", err)
 		}
 	}
@@ -137,18 +137,18 @@ func TestAnImageDeleteCutShortIsFinished(t *testing.T) {
 	if n := len(deletedAfter(t, f, "")); n != 0 {
 		t.Fatalf("the outbox names %d images of deletes not finished", n)
 	}
-	f.openEngine(t, f.base)
-	if err := f.deleteImage(t, images.Single, retried); err != nil {
+	f.OpenEngine(t, f.Base)
+	if err := deleteImage(t, f, images.Single, retried); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if n := indexedOf(t, f.repo(images.Single), gone); n != perCamera-1 {
+	if n := indexedOf(t, f.Repo(images.Single), gone); n != perCamera-1 {
 		t.Errorf("after the retry: %d index rows of the camera, want %d", n, perCamera-1)
 	}
-	f.clock.advance(time.Hour)
-	if _, err := f.engine.RetireJobs(t.Context()); err != nil {
+	f.Clock.advance(time.Hour)
+	if _, err := f.Engine.RetireJobs(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if n := indexedOf(t, f.repo(images.Single), gone); n != perCamera-2 {
+	if n := indexedOf(t, f.Repo(images.Single), gone); n != perCamera-2 {
 		t.Errorf("after the retirement: %d index rows of the camera, want %d", n, perCamera-2)
 	}
 	named := map[time.Time]int{}

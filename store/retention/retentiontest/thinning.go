@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -44,12 +44,7 @@ func inThinWindow(now, at time.Time) bool {
 	})
 }
 
-// thinStores are the engines thinning runs on: the embedded purge, the
-// queue design on the embedded store (quick to crash at every write) and
-// on Azurite.
-var thinStores = []storeCase{{"pebble", newFixture}, {"pebble-queue", newQueueFixture}, {"azure", newAzureFixture}}
-
-func thinOptions() (retention.Options, time.Time) {
+func thinOptions() (Options, time.Time) {
 	start := time.Now()
 	now := start.UTC().Truncate(24 * time.Hour).Add(-12*time.Hour + 7*time.Minute)
 	o := quickOptions()
@@ -57,12 +52,12 @@ func thinOptions() (retention.Options, time.Time) {
 	return o, now
 }
 
-// seedThinning creates the fixture's images of kind for cameras; a pano
+// SeedThinning creates the fixture's images of kind for cameras; a pano
 // is clear-day at 20 minutes past each hour. It writes them with
 // BatchCreate, as seedKinds does.
-func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, cameras ...string) {
+func (f *Fixture) SeedThinning(t *testing.T, now time.Time, kind images.Kind, cameras ...string) {
 	t.Helper()
-	r := f.seeders(t)[kind-1]
+	r := f.Seeders(t)[kind-1]
 	var imgs []images.Image
 	for _, c := range cameras {
 		for at := now.Add(-policy.Days(6)).Truncate(thinEvery); at.Before(now.Add(-policy.Days(1))); at = at.Add(thinEvery) {
@@ -72,8 +67,8 @@ func (f *fixture) seedThinning(t *testing.T, now time.Time, kind images.Kind, ca
 		}
 	}
 	batchSeed(t, r, imgs)
-	f.lastCreate = f.now()
-	f.settle()
+	f.LastCreate = f.Now()
+	f.Settle()
 }
 
 // thinBlob is the blob URI the fixture gives an image.
@@ -126,18 +121,18 @@ func wantThinned(now time.Time, days int, tiers []policy.Tier, captured []time.T
 	return out
 }
 
-// capturedOf lists each camera's primary rows' capture times, oldest first,
+// CapturedOf lists each camera's primary rows' capture times, oldest first,
 // and checks that the index holds exactly one row for each.
-func (f *fixture) capturedOf(t *testing.T, kind images.Kind) map[string][]time.Time {
+func (f *Fixture) CapturedOf(t *testing.T, kind images.Kind) map[string][]time.Time {
 	t.Helper()
-	primary, _ := f.repo(kind).Tables()
+	primary, _ := f.Repo(kind).Tables()
 	out := map[string][]time.Time{}
 	keys := map[string][]string{}
 	for _, e := range rows(t, primary) {
 		out[e.PartitionKey] = append(out[e.PartitionKey], captured(t, e))
 		keys[e.PartitionKey] = append(keys[e.PartitionKey], e.RowKey)
 	}
-	indexed := f.indexedRowKeys(t, kind)
+	indexed := f.IndexedRowKeys(t, kind)
 	for c := range out {
 		slices.SortFunc(out[c], time.Time.Compare)
 		slices.Sort(keys[c])
@@ -154,16 +149,18 @@ func (f *fixture) capturedOf(t *testing.T, kind images.Kind) map[string][]time.T
 	return out
 }
 
-// TestThinningKeepsOnePerInterval: a purge with policies thins each
+// testThinningKeepsOnePerInterval: a purge with policies thins each
 // camera's images as its tiers say, with age retention in the same job; the
 // counts are exact, a dry run counts the same beforehand, a hold spares its
 // camera, and a second pass deletes nothing.
-func TestThinningKeepsOnePerInterval(t *testing.T) {
+func testThinningKeepsOnePerInterval(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachOf(t, thinStores, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		testThinning(t, open, 0)
 	})
-	t.Run("pebble, a section per camera", func(t *testing.T) { testThinning(t, newFixture, 1) })
+	if ts.h.mode() == pebbleMode {
+		t.Run("a section per camera", func(t *testing.T) { testThinning(t, ts.open, 1) })
+	}
 }
 
 // thinScenario is the fixture's policies, hold and images, and what the
@@ -187,11 +184,11 @@ var thinKinds = []images.Kind{images.Single, images.Pano}
 // tiers and kept for ever, panos kept 5 days and thinned to their first
 // clear-day image per hour after 2), a camera on age retention alone, a
 // held camera, and their images.
-func setUpThinning(t *testing.T, f *fixture, now time.Time) *thinScenario {
+func setUpThinning(t *testing.T, f *Fixture, now time.Time) *thinScenario {
 	t.Helper()
 	singleTiers := []policy.Tier{{AfterDays: 2, KeepOnePer: 30 * time.Minute, UntilDays: 4}, {AfterDays: 4, KeepOnePer: 2 * time.Hour}}
 	panoTiers := []policy.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
-	p := f.engine.Policies()
+	p := f.Engine.Policies()
 	for _, pol := range []policy.Policy{
 		{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Pano: 5},
 			Tiers: map[images.Kind][]policy.Tier{images.Single: singleTiers, images.Pano: panoTiers}},
@@ -204,10 +201,10 @@ func setUpThinning(t *testing.T, f *fixture, now time.Time) *thinScenario {
 	if _, err := p.CreateHold(t.Context(), policy.Hold{CameraID: "held-1", Reason: "case 7"}); err != nil {
 		t.Fatal(err)
 	}
-	f.seedThinning(t, now, images.Single, "cam-a", "cam-b", "cam-plain", "held-1")
-	f.seedThinning(t, now, images.Pano, "cam-a", "held-1")
+	f.SeedThinning(t, now, images.Single, "cam-a", "cam-b", "cam-plain", "held-1")
+	f.SeedThinning(t, now, images.Pano, "cam-a", "held-1")
 	sc := &thinScenario{now: now, before: map[images.Kind]map[string][]time.Time{
-		images.Single: f.capturedOf(t, images.Single), images.Pano: f.capturedOf(t, images.Pano)}}
+		images.Single: f.CapturedOf(t, images.Single), images.Pano: f.CapturedOf(t, images.Pano)}}
 	clearDay := func(c time.Time) bool { return c.Minute() == 20 }
 	sc.rules = map[images.Kind]map[string]thinRule{
 		images.Single: {"cam-a": {0, singleTiers, nil}, "cam-b": {0, singleTiers, nil}, "cam-plain": {3, nil, nil}},
@@ -266,42 +263,42 @@ func (sc *thinScenario) checkCounts(t *testing.T, j *retention.Job, lowerBoundOK
 
 // checkKept checks that every camera keeps exactly what the model says,
 // each image with its index row, and the held camera everything.
-func (sc *thinScenario) checkKept(t *testing.T, f *fixture) {
+func (sc *thinScenario) checkKept(t *testing.T, f *Fixture) {
 	t.Helper()
 	for kind, cams := range sc.rules {
-		after := f.capturedOf(t, kind)
+		after := f.CapturedOf(t, kind)
 		for cam, r := range cams {
 			if w := wantThinned(sc.now, r.days, r.tiers, sc.before[kind][cam], r.prefer); !slices.EqualFunc(after[cam], w, time.Time.Equal) {
 				t.Errorf("%s %s: kept %d images, want %d: %v", kind, cam, len(after[cam]), len(w), diffTimes(after[cam], w))
 			}
 		}
 		if !slices.EqualFunc(after["held-1"], sc.before[kind]["held-1"], time.Time.Equal) {
-			t.Errorf("%s held-1: %d images after the purge, %d before: a hold spares everything", kind, len(after["held-1"]), len(sc.before[kind]["held-1"]))
+			t.Errorf("%s held-1: %d images after the purge, %d Before: a hold spares everything", kind, len(after["held-1"]), len(sc.before[kind]["held-1"]))
 		}
 	}
 }
 
-func testThinning(t *testing.T, open func(*testing.T, retention.Options) *fixture, sectionCameras int) {
+func testThinning(t *testing.T, open func(*testing.T, Options) *Fixture, sectionCameras int) {
 	o, now := thinOptions()
 	o.SectionCameras = sectionCameras
 	f := open(t, o)
-	f.run(t)
+	f.Run(t)
 	sc := setUpThinning(t, f, now)
-	dry := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true, DryRun: true})
+	dry := f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true, DryRun: true})
 	sc.checkCounts(t, dry, false)
-	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), f.queueDesign())
+	sc.checkCounts(t, f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), f.QueueDesign())
 	sc.checkKept(t, f)
-	again := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	again := f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	if got := again.Totals(); got.MetadataRows != 0 || got.IndexRows != 0 {
 		t.Errorf("a second pass deleted %+v: want nothing", got)
 	}
 }
 
-// TestCrashAtAnyWriteWhileThinningResumesExactly: a purge with policies
+// testCrashAtAnyWriteWhileThinningResumesExactly: a purge with policies
 // that thins, whose store dies after any of its writes, resumes after a
 // restart and ends with the model's exact counts and kept images: a
 // section's thinning, index rows and counts commit together or not at all.
-func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
+func testCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
 	for _, v := range []struct {
 		name   string
@@ -322,31 +319,34 @@ func TestCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T) {
 		// them (the other writes were crashed at above).
 		{"pebble-queue, with the outbox", true, true, 1},
 	} {
+		if v.queue != ts.h.Queue {
+			continue
+		}
 		t.Run(v.name, func(t *testing.T) {
-			base, sc := seedThinCrash(t, v.queue, v.outbox)
-			var wrap func(*hookedBackend) store.Backend
+			base, sc := seedThinCrash(t, ts, v.outbox)
+			var wrap func(*HookedBackend) store.Backend
 			if v.queue && v.outbox {
-				wrap = base.outboxWritesOnly
+				wrap = base.OutboxWritesOnly
 			}
-			crashAtEveryNthWrite(t, v.step, nil, func(t *testing.T, _ func(*testing.T, retention.Options) *fixture, n int) bool {
+			crashAtEveryNthWrite(t, ts, v.step, func(t *testing.T, _ func(*testing.T, Options) *Fixture, n int) bool {
 				return crashWhileThinning(t, base, sc, n, v.outbox, wrap)
 			})
 		})
 	}
 }
 
-// outboxWritesOnly makes a crashing store count only the writes of the
+// OutboxWritesOnly makes a crashing store count only the writes of the
 // outbox and the deletes (and the end's fences) of primary rows: it dies
 // after the n-th of those, and every write after fails.
-func (f *fixture) outboxWritesOnly(h *hookedBackend) store.Backend {
+func (f *Fixture) OutboxWritesOnly(h *HookedBackend) store.Backend {
 	counted := map[string]bool{}
-	for _, r := range f.repos {
+	for _, r := range f.Repos {
 		primary, _ := r.Tables()
 		counted[primary.Name()+" batch-delete"] = true
 		counted[primary.Name()+" update"] = true // the end's fence of a kept row
 	}
-	before, dead := h.before, h.after
-	h.before = func(table, op string, keys []store.Key) error {
+	before, dead := h.Before, h.After
+	h.Before = func(table, op string, keys []store.Key) error {
 		if strings.EqualFold(table, retention.DefaultOutboxTable) || counted[table+" "+op] {
 			return before(table, op, keys)
 		}
@@ -359,26 +359,22 @@ func (f *fixture) outboxWritesOnly(h *hookedBackend) store.Backend {
 // never runs: each crash point opens a clone of it, as a restart would,
 // rather than seeding a store of its own (most of a point's time under
 // -race).
-func seedThinCrash(t *testing.T, queue, outbox bool) (*fixture, *thinScenario) {
+func seedThinCrash(t *testing.T, ts *suite, outbox bool) (*Fixture, *thinScenario) {
 	t.Helper()
 	o, now := thinOptions()
 	o.Outbox = outbox
 	o.SectionCameras = 1 // a section per camera: more writes to crash at
-	open := newFixture
-	if queue {
-		open = newQueueFixture
-	}
-	f := open(t, o)
+	f := ts.open(t, o)
 	return f, setUpThinning(t, f, now)
 }
 
 // crashWhileThinning runs a purge with policies that thins, on a clone of
 // base's store that dies after n writes, and checks the resumed job; with
 // the outbox, that it names each deleted image once.
-func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, outbox bool, wrap func(*hookedBackend) store.Backend) bool {
+func crashWhileThinning(t *testing.T, base *Fixture, sc *thinScenario, n int, outbox bool, wrap func(*HookedBackend) store.Backend) bool {
 	{
-		f := base.reopen(t, base.fs.CrashClone(vfs.CrashCloneCfg{}))
-		c := f.startCrashing(t, n, wrap, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+		f := base.Reopen(t, base.FS.CrashClone(vfs.CrashCloneCfg{}))
+		c := f.StartCrashing(t, n, wrap, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 		restarted, dead, jobs := c.restarted, c.dead, c.jobs
 		if len(jobs) == 0 || (c.startErr != nil && jobs[0].Unconfirmed) {
 			if !dead {
@@ -386,7 +382,7 @@ func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, ou
 			}
 			// The job never runs: nothing is deleted.
 			for _, kind := range thinKinds {
-				after := restarted.capturedOf(t, kind)
+				after := restarted.CapturedOf(t, kind)
 				for cam, had := range sc.before[kind] {
 					if !slices.EqualFunc(after[cam], had, time.Time.Equal) {
 						t.Errorf("%s %s: %d images after a purge that never started, %d before", kind, cam, len(after[cam]), len(had))
@@ -396,9 +392,9 @@ func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, ou
 			return dead
 		}
 		if dead {
-			restarted.run(t)
+			restarted.Run(t)
 		}
-		sc.checkCounts(t, restarted.await(t, jobs[0].ID), f.queueDesign())
+		sc.checkCounts(t, restarted.Await(t, jobs[0].ID), f.QueueDesign())
 		sc.checkKept(t, restarted)
 		if outbox {
 			sc.checkOutbox(t, restarted)
@@ -409,12 +405,12 @@ func crashWhileThinning(t *testing.T, base *fixture, sc *thinScenario, n int, ou
 
 // checkOutbox checks that the outbox names every image the purge deleted
 // exactly once, with its blob URI, and no other.
-func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
+func (sc *thinScenario) checkOutbox(t *testing.T, f *Fixture) {
 	t.Helper()
 	named := map[string]int{}
 	var seq uint64
 	for _, d := range deletedAfter(t, f, "") {
-		if !f.queueDesign() && d.Seq != seq+1 {
+		if !f.QueueDesign() && d.Seq != seq+1 {
 			t.Fatalf("outbox position %d after %d: want them in sequence", d.Seq, seq)
 		}
 		seq = d.Seq
@@ -425,7 +421,7 @@ func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
 	}
 	deleted := 0
 	for _, kind := range thinKinds {
-		after := f.capturedOf(t, kind)
+		after := f.CapturedOf(t, kind)
 		for cam, had := range sc.before[kind] {
 			for _, at := range had {
 				kept := slices.ContainsFunc(after[cam], at.Equal)
@@ -445,42 +441,42 @@ func (sc *thinScenario) checkOutbox(t *testing.T, f *fixture) {
 	}
 }
 
-// TestThinningTakesALateImage: an image created late in an interval
+// testThinningTakesALateImage: an image created late in an interval
 // already thinned goes at the next pass, counted, and the keeper stays.
-func TestThinningTakesALateImage(t *testing.T) {
+func testThinningTakesALateImage(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachOf(t, thinStores, testThinningTakesALateImage)
+	ts.each(t, thinningTakesALateImage)
 }
 
-func testThinningTakesALateImage(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func thinningTakesALateImage(t *testing.T, open func(*testing.T, Options) *Fixture) {
 	o, now := thinOptions()
 	f := open(t, o)
-	f.run(t)
+	f.Run(t)
 	tiers := []policy.Tier{{AfterDays: 2, KeepOnePer: time.Hour}}
-	if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
+	if _, err := f.Engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
 		Tiers: map[images.Kind][]policy.Tier{images.Single: tiers}}); err != nil {
 		t.Fatal(err)
 	}
-	f.seedThinning(t, now, images.Single, "cam-a")
-	first := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	f.SeedThinning(t, now, images.Single, "cam-a")
+	first := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 	if first.Totals().ThinnedRows == 0 {
 		t.Fatalf("the first pass thinned nothing: %+v", first.Totals())
 	}
-	thinned := f.capturedOf(t, images.Single)["cam-a"]
+	thinned := f.CapturedOf(t, images.Single)["cam-a"]
 	hour := now.Add(-policy.Days(3)).Truncate(time.Hour)
 	if !slices.ContainsFunc(thinned, hour.Equal) {
 		t.Fatalf("the hour %s kept no image at its start: %v", hour, thinned)
 	}
-	if _, err := f.seeders(t)[0].Create(t.Context(), images.Image{CameraID: "cam-a", CapturedAt: hour.Add(5 * time.Minute)}); err != nil {
+	if _, err := f.Seeders(t)[0].Create(t.Context(), images.Image{CameraID: "cam-a", CapturedAt: hour.Add(5 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	f.lastCreate = f.now()
-	f.settle()
-	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	f.LastCreate = f.Now()
+	f.Settle()
+	j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 	if got := j.Totals(); got.MetadataRows != 1 || got.ThinnedRows != 1 || got.IndexRows != 1 {
 		t.Errorf("the pass after a late image deleted %+v: want that one image", got)
 	}
-	if after := f.capturedOf(t, images.Single)["cam-a"]; !slices.EqualFunc(after, thinned, time.Time.Equal) {
+	if after := f.CapturedOf(t, images.Single)["cam-a"]; !slices.EqualFunc(after, thinned, time.Time.Equal) {
 		t.Errorf("kept %s; want what the first pass kept", diffTimes(after, thinned))
 	}
 }
@@ -510,28 +506,28 @@ func diffTimes(got, want []time.Time) string {
 	return fmt.Sprintf("extra %v, missing %v", extra[:min(len(extra), 4)], missing[:min(len(missing), 4)])
 }
 
-// TestAStalledDeliveryIsFencedByItsJobsEnd: a queue design's delivery that
+// testAStalledDeliveryIsFencedByItsJobsEnd: a queue design's delivery that
 // wrote a batch's outbox rows pending, then stalled while its job's end
 // reconciled them (their primary rows still there, so dropped as not
 // deleted), deletes nothing when it wakes: every image the purge deleted is
 // named once and no kept one is. Without the reconciliation's fence the
 // stalled batch's rows went, never named.
-func TestAStalledDeliveryIsFencedByItsJobsEnd(t *testing.T) {
+func testAStalledDeliveryIsFencedByItsJobsEnd(t *testing.T, ts *suite) {
 	t.Parallel() // a store of its own
 	o, now := thinOptions()
 	o.Outbox, o.Workers = true, 1
-	f := newQueueFixture(t, o)
+	f := ts.open(t, o)
 	sc := setUpThinning(t, f, now)
 	var batches atomic.Int32
-	f.hooks.Delete = func(job string, _ []store.Entity) {
+	f.Hooks.Delete = func(job string, _ []store.Entity) {
 		if batches.Add(1) == 2 { // the first batch deleted and named
-			if err := f.hooks.EndOutbox(context.Background(), job); err != nil {
+			if err := f.Hooks.EndOutbox(context.Background(), job); err != nil {
 				t.Error(err)
 			}
 		}
 	}
-	f.run(t)
-	j := f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	f.Run(t)
+	j := f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	if batches.Load() < 2 {
 		t.Fatalf("%d delete batches: the test needs a second to stall", batches.Load())
 	}
@@ -539,23 +535,23 @@ func TestAStalledDeliveryIsFencedByItsJobsEnd(t *testing.T) {
 	sc.checkOutbox(t, f)
 }
 
-// TestARowRewrittenMidBatchIsCountedOnce: with the outbox, the queue
+// testARowRewrittenMidBatchIsCountedOnce: with the outbox, the queue
 // design deletes a batch only at the ETags it read, so a row a retried
 // create (or any write) writes again between the read and the delete stays in that batch
 // and goes with the next read of the range: it is deleted, named and
 // counted once, not once per batch that met it.
-func TestARowRewrittenMidBatchIsCountedOnce(t *testing.T) {
+func testARowRewrittenMidBatchIsCountedOnce(t *testing.T, ts *suite) {
 	t.Parallel() // a store of its own
 	o := quickOptions()
 	o.Outbox, o.Workers = true, 1
-	f := newQueueFixture(t, o)
+	f := ts.open(t, o)
 	kind := images.Single
-	f.seedKinds(t, 2, []images.Kind{kind})
+	f.SeedKinds(t, 2, []images.Kind{kind})
 	boundary := base.Add(2 * time.Minute) // the start of the cutoff's minute
-	before := f.census(t, kind, boundary)
-	primary, _ := f.repo(kind).Tables()
+	before := f.Census(t, kind, boundary)
+	primary, _ := f.Repo(kind).Tables()
 	var rewrites atomic.Int32
-	f.hooks.Delete = func(_ string, rows []store.Entity) {
+	f.Hooks.Delete = func(_ string, rows []store.Entity) {
 		if rewrites.Add(1) == 1 { // a write of the row meanwhile (a backfill, a retried create)
 			row := store.Entity{PartitionKey: rows[0].PartitionKey, RowKey: rows[0].RowKey, Properties: store.Properties{"Rewritten": true}}
 			if _, err := primary.Upsert(context.Background(), row, store.Merge); err != nil {
@@ -563,64 +559,64 @@ func TestARowRewrittenMidBatchIsCountedOnce(t *testing.T) {
 			}
 		}
 	}
-	f.run(t)
-	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+	f.Run(t)
+	j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
 	if j.State != retention.Succeeded || rewrites.Load() < 2 {
 		t.Fatalf("job %s: %s (%s) after %d batches; want it done, and a batch after the rewrite", j.ID, j.State, j.Error, rewrites.Load())
 	}
-	after := f.census(t, kind, boundary)
+	after := f.Census(t, kind, boundary)
 	got := j.Totals()
-	if after.primaryOld != 0 || got.MetadataRows != before.primaryOld || got.MetadataRowsLowerBound {
+	if after.PrimaryOld != 0 || got.MetadataRows != before.PrimaryOld || got.MetadataRowsLowerBound {
 		t.Errorf("counted %d rows (lower bound %v), %d expired, %d left: want every expired row gone and counted once",
-			got.MetadataRows, got.MetadataRowsLowerBound, before.primaryOld, after.primaryOld)
+			got.MetadataRows, got.MetadataRowsLowerBound, before.PrimaryOld, after.PrimaryOld)
 	}
 }
 
-// TestOutboxRetiresWithTheJobs: the outbox names each image a purge with
+// testOutboxRetiresWithTheJobs: the outbox names each image a purge with
 // thinning deleted once; its rows go once older than the job retention,
 // and a reader whose position they were after is told so rather than
 // skipping them unawares. On every engine: the queue design's outbox is
 // its jobs' sealed ones (outboxseal.go).
-func TestOutboxRetiresWithTheJobs(t *testing.T) {
+func testOutboxRetiresWithTheJobs(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachOf(t, thinStores, testOutboxRetiresWithTheJobs)
+	ts.each(t, outboxRetiresWithTheJobs)
 }
 
-func testOutboxRetiresWithTheJobs(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func outboxRetiresWithTheJobs(t *testing.T, open func(*testing.T, Options) *Fixture) {
 	o, now := thinOptions()
 	var skew atomic.Int64
 	clock := o.Now
 	o.Now = func() time.Time { return clock().Add(time.Duration(skew.Load())) }
 	o.Outbox, o.JobRetention = true, 24*time.Hour
 	f := open(t, o)
-	f.run(t)
+	f.Run(t)
 	sc := setUpThinning(t, f, now)
-	sc.checkCounts(t, f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), f.queueDesign())
+	sc.checkCounts(t, f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true}), f.QueueDesign())
 	sc.checkOutbox(t, f)
-	all, err := f.engine.DeletedImages(t.Context(), "", 1000)
+	all, err := f.Engine.DeletedImages(t.Context(), "", 1000)
 	if err != nil || int64(len(all)) != sc.deleted() {
 		t.Fatalf("outbox: %d rows, %v; want the %d deleted", len(all), err, sc.deleted())
 	}
 	// A second purge deletes nothing: the outbox has nothing more.
-	f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
-	if more, err := f.engine.DeletedImages(t.Context(), all[len(all)-1].Token, 10); err != nil || len(more) != 0 {
+	f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	if more, err := f.Engine.DeletedImages(t.Context(), all[len(all)-1].Token, 10); err != nil || len(more) != 0 {
 		t.Errorf("after a purge that deleted nothing: %v, %v; want nothing", more, err)
 	}
 	first, last := all[0].Token, all[len(all)-1].Token
 	skew.Store(int64(48 * time.Hour))
-	if _, err := f.engine.RetireJobs(t.Context()); err != nil {
+	if _, err := f.Engine.RetireJobs(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if left, err := f.engine.DeletedImages(t.Context(), "", 1000); err != nil || len(left) != 0 {
+	if left, err := f.Engine.DeletedImages(t.Context(), "", 1000); err != nil || len(left) != 0 {
 		t.Errorf("after retirement: %d rows, %v; want none", len(left), err)
 	}
-	if _, err := f.engine.DeletedImages(t.Context(), first, 10); !errors.Is(err, retention.ErrOutboxTrimmed) {
+	if _, err := f.Engine.DeletedImages(t.Context(), first, 10); !errors.Is(err, retention.ErrOutboxTrimmed) {
 		t.Errorf("reading after the first of %d retired: %v, want ErrOutboxTrimmed", len(all), err)
 	}
-	if rows, err := f.engine.DeletedImages(t.Context(), last, 10); err != nil || len(rows) != 0 {
+	if rows, err := f.Engine.DeletedImages(t.Context(), last, 10); err != nil || len(rows) != 0 {
 		t.Errorf("reading after the last retired position: %v, %v; want nothing, no error", rows, err)
 	}
-	if _, err := f.engine.DeletedImages(t.Context(), "x", 10); !errors.Is(err, retention.ErrBadResumeToken) {
+	if _, err := f.Engine.DeletedImages(t.Context(), "x", 10); !errors.Is(err, retention.ErrBadResumeToken) {
 		t.Errorf("reading after a token no outbox makes: %v, want ErrBadResumeToken", err)
 	}
 }

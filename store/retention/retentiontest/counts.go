@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // expiredCreator creates images of the fixture's cameras with capture times
@@ -24,9 +25,9 @@ type expiredCreator struct {
 
 // newExpiredCreator creates single images on the fixture's store directly,
 // past any hook the engine's backend has.
-func newExpiredCreator(t *testing.T, f *fixture) *expiredCreator {
+func newExpiredCreator(t *testing.T, f *Fixture) *expiredCreator {
 	t.Helper()
-	direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+	direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +44,13 @@ func (c *expiredCreator) create(ctx context.Context, camera int) error {
 	return nil
 }
 
-// TestCountsIncludeExpiredCreatesDuringThePurge: cameras keep uploading
+// testCountsIncludeExpiredCreatesDuringThePurge: cameras keep uploading
 // images with expired capture times (a backlog) while a purge runs. Some
 // land between a camera's count and its delete, on purpose: each task's
 // first record after counting creates one for every camera. The job's
 // counts must equal the rows that are gone, primary and index.
-func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testCountsIncludeExpiredCreatesDuringThePurge(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, plain := range []bool{false, true} {
 			t.Run(map[bool]string{false: "range and key deletes", true: "batches only"}[plain], func(t *testing.T) {
 				// Each task is worked by one delivery at a time: a second
@@ -57,12 +58,12 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 				// case the counts cannot follow (see Counts.MetadataRows).
 				opts := quickOptions()
 				opts.VisibilityTimeout = 5 * time.Second
-				f := newFixture(t, opts)
+				f := ts.open(t, opts)
 				creator := newExpiredCreator(t, f)
 				var mu sync.Mutex
 				recorded := map[store.Key]bool{}
-				hooked := &hookedBackend{Backend: f.base, plain: plain, before: func(table, op string, keys []store.Key) error {
-					if table != retention.DefaultTasksTable || op != "update" {
+				hooked := &HookedBackend{Backend: f.Base, Plain: plain, Before: func(table, op string, keys []store.Key) error {
+					if table != queue.DefaultTasksTable || op != "update" {
 						return nil
 					}
 					mu.Lock()
@@ -80,10 +81,10 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 					}
 					return nil
 				}}
-				f.openEngine(t, hooked)
-				f.seed(t, cameras)
-				before := f.census(t, images.Single, base.Add(2*time.Minute))
-				f.run(t)
+				f.OpenEngine(t, hooked)
+				f.Seed(t, cameras)
+				before := f.Census(t, images.Single, base.Add(2*time.Minute))
+				f.Run(t)
 
 				// Stopped between creates, never during one: a create cut
 				// short may land without being counted.
@@ -96,7 +97,7 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 						}
 					}
 				})
-				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				stop.Store(true)
 				uploads.Wait()
 				if j.State != retention.Succeeded {
@@ -105,18 +106,18 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 				if len(recorded) == 0 {
 					t.Fatal("no task was recorded after its count: no create landed between a count and a delete")
 				}
-				after := f.census(t, images.Single, j.Boundary())
+				after := f.Census(t, images.Single, j.Boundary())
 				created := creator.created.Load()
 				got := j.Totals()
-				if gone := before.primaryOld + created - after.primaryOld; got.MetadataRows != gone {
+				if gone := before.PrimaryOld + created - after.PrimaryOld; got.MetadataRows != gone {
 					t.Errorf("metadata_rows_deleted %d, but %d primary rows are gone (%d expired, %d created during the purge, %d left)",
-						got.MetadataRows, gone, before.primaryOld, created, after.primaryOld)
+						got.MetadataRows, gone, before.PrimaryOld, created, after.PrimaryOld)
 				}
-				if gone := before.indexOld + created - after.indexOld; got.IndexRows != gone {
+				if gone := before.IndexOld + created - after.IndexOld; got.IndexRows != gone {
 					t.Errorf("index_rows_deleted %d, but %d index rows are gone (%d expired, %d created during the purge, %d left)",
-						got.IndexRows, gone, before.indexOld, created, after.indexOld)
+						got.IndexRows, gone, before.IndexOld, created, after.IndexOld)
 				}
-				if after.primaryNew != before.primaryNew || after.indexNew != before.indexNew {
+				if after.PrimaryNew != before.PrimaryNew || after.IndexNew != before.IndexNew {
 					t.Errorf("young rows touched: %+v, before %+v", after, before)
 				}
 			})
@@ -124,26 +125,26 @@ func TestCountsIncludeExpiredCreatesDuringThePurge(t *testing.T) {
 	})
 }
 
-// TestUnrecordedDeleteFlagsItsCount: a task's first delivery counts its
+// testUnrecordedDeleteFlagsItsCount: a task's first delivery counts its
 // cameras, images of expired instants land, its delete removes them all,
 // then the record of what it removed is lost (a lost store answer, as a
 // crash would). The next delivery finds fewer rows than were counted: the
 // count it keeps, the one taken before the first delete, misses the rows
 // created meanwhile, and the job must say so. A purge whose deliveries all
 // record their deletes must not.
-func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testUnrecordedDeleteFlagsItsCount(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, lose := range []bool{false, true} {
 			t.Run(map[bool]string{false: "every delete recorded", true: "a delete's record lost"}[lose], func(t *testing.T) {
 				opts := quickOptions()
 				opts.VisibilityTimeout = time.Second
-				f := newFixture(t, opts)
+				f := ts.open(t, opts)
 				creator := newExpiredCreator(t, f)
 				var mu sync.Mutex
 				updates := map[store.Key]int{}
 				lost := 0
-				hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
-					if table != retention.DefaultTasksTable || op != "update" {
+				hooked := &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
+					if table != queue.DefaultTasksTable || op != "update" {
 						return nil
 					}
 					mu.Lock()
@@ -167,11 +168,11 @@ func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
 					}
 					return nil
 				}}
-				f.openEngine(t, hooked)
-				f.seed(t, cameras)
-				before := f.census(t, images.Single, base.Add(2*time.Minute))
-				f.run(t)
-				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				f.OpenEngine(t, hooked)
+				f.Seed(t, cameras)
+				before := f.Census(t, images.Single, base.Add(2*time.Minute))
+				f.Run(t)
+				j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if j.State != retention.Succeeded {
 					t.Fatalf("state %s (%s)", j.State, j.Error)
 				}
@@ -181,8 +182,8 @@ func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
 				if lose && !lostAny {
 					t.Fatal("no delete's record was lost")
 				}
-				after := f.census(t, images.Single, j.Boundary())
-				gone := before.primaryOld + creator.created.Load() - after.primaryOld
+				after := f.Census(t, images.Single, j.Boundary())
+				gone := before.PrimaryOld + creator.created.Load() - after.PrimaryOld
 				got := j.Totals()
 				switch {
 				case !lose && (got.MetadataRows != gone || got.MetadataRowsLowerBound):
@@ -196,7 +197,7 @@ func TestUnrecordedDeleteFlagsItsCount(t *testing.T) {
 				if got.IndexRows != got.MetadataRows {
 					t.Errorf("index_rows_deleted %d, metadata_rows_deleted %d: want one per primary row", got.IndexRows, got.MetadataRows)
 				}
-				if gone := before.indexOld + creator.created.Load() - after.indexOld; !lose && got.IndexRows != gone {
+				if gone := before.IndexOld + creator.created.Load() - after.IndexOld; !lose && got.IndexRows != gone {
 					t.Errorf("index_rows_deleted %d, %d index rows gone; want them equal", got.IndexRows, gone)
 				}
 			})

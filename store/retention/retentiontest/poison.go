@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // faultBackend wraps every table of a backend to fail chosen reads and
@@ -58,7 +59,7 @@ func (t *faultTable) Update(ctx context.Context, e store.Entity, mode store.Writ
 	return t.Table.Update(ctx, e, mode, ifMatch)
 }
 
-// TestCameraFailingEveryAttemptEndsItsJob: a camera whose count, hold read
+// testCameraFailingEveryAttemptEndsItsJob: a camera whose count, hold read
 // or task record fails at every delivery of its task (a damaged sstable,
 // an Azure partition that keeps failing) is given up after MaxAttempts
 // deliveries: its job ends failed instead of redelivering the task
@@ -68,7 +69,7 @@ func (t *faultTable) Update(ctx context.Context, e store.Entity, mode store.Writ
 // failed; the others of its task are purged. The holds are read once per
 // task: when they cannot be, every camera of the task is kept and
 // counted failed.
-func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
+func testCameraFailingEveryAttemptEndsItsJob(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
 	const victim = "cam-003"
 	injected := errors.New("injected: the partition keeps failing")
@@ -103,11 +104,11 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 			name: "task write",
 			fails: func(_, table, op string, _ store.Key, props store.Properties) bool {
 				doc, _ := props["Doc"].(string)
-				return table == retention.DefaultTasksTable && op == "update" && strings.Contains(doc, `"`+victim+`"`)
+				return table == queue.DefaultTasksTable && op == "update" && strings.Contains(doc, `"`+victim+`"`)
 			},
 		},
 	}
-	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts := quickOptions()
@@ -115,19 +116,19 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 					opts.GroupSize = cameras
 				}
 				f := open(t, opts)
-				f.seed(t, cameras)
+				f.Seed(t, cameras)
 				if c.usePolicies {
-					if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
+					if _, err := f.Engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
 						Days: map[images.Kind]int{images.Single: 1}}); err != nil {
 						t.Fatal(err)
 					}
 				}
-				primary, _ := f.repo(images.Single).Tables()
+				primary, _ := f.Repo(images.Single).Tables()
 				var broken atomic.Bool
 				broken.Store(true)
 				var mu sync.Mutex
 				seen := 0
-				f.openEngine(t, &faultBackend{Backend: f.base, fail: func(table, op string, k store.Key, props store.Properties) error {
+				f.OpenEngine(t, &faultBackend{Backend: f.Base, fail: func(table, op string, k store.Key, props store.Properties) error {
 					if !broken.Load() || !c.fails(primary.Name(), table, op, k, props) {
 						return nil
 					}
@@ -144,9 +145,9 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 					defer mu.Unlock()
 					return seen
 				}
-				f.run(t)
+				f.Run(t)
 				req := retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, UsePolicies: c.usePolicies}
-				started, err := f.engine.Start(t.Context(), req)
+				started, err := f.Engine.Start(t.Context(), req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -171,15 +172,15 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 						victimRows += keptPerCamera // a day's retention expires every fixture image
 					}
 					victimRows *= failed
-					left := f.census(t, images.Single, j.Boundary())
-					if left.primaryOld != victimRows || left.indexOld != victimRows {
+					left := f.Census(t, images.Single, j.Boundary())
+					if left.PrimaryOld != victimRows || left.IndexOld != victimRows {
 						t.Fatalf("after the failed purge %+v, want the victim's expired rows kept, index included", left)
 					}
 				}
 
 				// The lock is free: the next purge starts while the
 				// fault lasts, and fails alike, ...
-				next, err := f.engine.Start(t.Context(), req)
+				next, err := f.Engine.Start(t.Context(), req)
 				if err != nil {
 					t.Fatalf("a purge after the failed job ended: %v", err)
 				}
@@ -188,11 +189,11 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 				}
 				// ... and, once the store heals, one purges the rest.
 				broken.Store(false)
-				healed := f.purge(t, req)
+				healed := f.Purge(t, req)
 				if healed.State != retention.Succeeded {
 					t.Fatalf("after healing: %s (%s)", healed.State, healed.Error)
 				}
-				if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+				if got := f.Census(t, images.Single, j.Boundary()); got.PrimaryOld != 0 || got.IndexOld != 0 {
 					t.Fatalf("after healing %+v, want no expired row left", got)
 				}
 			})
@@ -203,9 +204,9 @@ func TestCameraFailingEveryAttemptEndsItsJob(t *testing.T) {
 // awaitGivingUp waits for the job to end, and fails the test at once if
 // the faulty operation is met more often than bound allows: the job is
 // then retrying for ever instead of giving up.
-func awaitGivingUp(t *testing.T, f *fixture, id string, attempts func() int, bound int) *retention.Job {
+func awaitGivingUp(t *testing.T, f *Fixture, id string, attempts func() int, bound int) *retention.Job {
 	t.Helper()
-	return f.awaitChecking(t, id, func(j *retention.Job) {
+	return f.AwaitChecking(t, id, func(j *retention.Job) {
 		if n := attempts(); n > bound+1 {
 			t.Fatalf("job %s still %s after the faulty operation failed %d times; want it given up after %d deliveries", id, j.State, n, bound)
 		}

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"sync"
@@ -7,18 +7,19 @@ import (
 
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
-// TestStatsAndStatus checks what monitoring reads: the engine's counts of
+// testStatsAndStatus checks what monitoring reads: the engine's counts of
 // ended jobs and deleted rows by table, and the store's view of the last
 // successful purge, the retention it applied and each kind's oldest row.
-func TestStatsAndStatus(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		f.seed(t, cameras)
-		f.run(t)
+func testStatsAndStatus(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		f.Seed(t, cameras)
+		f.Run(t)
 
-		st, err := f.engine.Status(t.Context())
+		st, err := f.Engine.Status(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,19 +30,19 @@ func TestStatsAndStatus(t *testing.T) {
 			t.Errorf("oldest single row %s, want %s", got, base)
 		}
 
-		dry := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, DryRun: true})
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single, images.Pano}, Cutoff: cutoff})
+		dry := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff, DryRun: true})
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single, images.Pano}, Cutoff: cutoff})
 		if dry.State != retention.Succeeded || j.State != retention.Succeeded {
 			t.Fatalf("states %s, %s", dry.State, j.State)
 		}
 
-		stats := f.statsOnceEnded(t, func(ended map[retention.State]int64) bool { return ended[retention.Succeeded] >= 2 })
+		stats := f.StatsOnceEnded(t, func(ended map[retention.State]int64) bool { return ended[retention.Succeeded] >= 2 })
 		if stats.Ended[retention.Succeeded] != 2 || stats.Ended[retention.Failed] != 0 || stats.DevicesFailed != 0 {
 			t.Errorf("ended %v, devices failed %d; want 2 succeeded", stats.Ended, stats.DevicesFailed)
 		}
 		want := map[string]int64{}
 		for _, kind := range []images.Kind{images.Single, images.Pano} {
-			primary, index := f.repo(kind).Tables()
+			primary, index := f.Repo(kind).Tables()
 			want[primary.Name()], want[index.Name()] = cameras*expiredPerCamera, cameras*expiredPerCamera
 		}
 		for table, n := range want {
@@ -53,7 +54,7 @@ func TestStatsAndStatus(t *testing.T) {
 			t.Errorf("rows deleted %v: the dry run or another table counted", stats.RowsDeleted)
 		}
 
-		if st, err = f.engine.Status(t.Context()); err != nil {
+		if st, err = f.Engine.Status(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		for _, kind := range []images.Kind{images.Single, images.Pano} {
@@ -76,21 +77,21 @@ func TestStatsAndStatus(t *testing.T) {
 	})
 }
 
-// TestRowsDeletedAdvanceAsThePurgeRuns checks that the engine counts the
+// testRowsDeletedAdvanceAsThePurgeRuns checks that the engine counts the
 // rows a purge deleted as each of its steps is recorded (an embedded
 // section, a task), not once the job ends: a long purge shows its progress
 // in the metrics. The purge is held at its third step; the first is
 // counted, exactly, while the job runs (on the embedded store its primary
 // rows: their index rows are deleted, and counted, by the last section).
-func TestRowsDeletedAdvanceAsThePurgeRuns(t *testing.T) {
+func testRowsDeletedAdvanceAsThePurgeRuns(t *testing.T, ts *suite) {
 	kind := images.Single
-	forEachOf(t, append([]storeCase{stores[0]}, queueStores...), func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Workers = 1        // one task at a time
 		opts.SectionCameras = 2 // sections of two cameras, as tasks are
 		opts.GroupSize = 2
-		f := newFixture(t, opts)
-		f.seed(t, 6)
+		f := ts.open(t, opts)
+		f.Seed(t, 6)
 		var mu sync.Mutex
 		steps := map[string]int{}
 		block := newBlockOnce(func(table, op string) bool {
@@ -103,29 +104,29 @@ func TestRowsDeletedAdvanceAsThePurgeRuns(t *testing.T) {
 			case op == "exclusive":
 				steps[op]++
 				return steps[op] == 3
-			case table == retention.DefaultTasksTable && op == "update":
+			case table == queue.DefaultTasksTable && op == "update":
 				steps[op]++
 				return steps[op] == 3
 			}
 			return false
 		})
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
-		primary, index := f.repo(kind).Tables()
-		f.run(t)
-		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
+		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: block.Before})
+		primary, index := f.Repo(kind).Tables()
+		f.Run(t)
+		started, err := f.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{kind}, Cutoff: cutoff})
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-block.reached
-		deleted := f.engine.Stats().RowsDeleted
-		if j, err := f.engine.Get(t.Context(), started.ID); err != nil || j.State.Terminal() {
+		deleted := f.Engine.Stats().RowsDeleted
+		if j, err := f.Engine.Get(t.Context(), started.ID); err != nil || j.State.Terminal() {
 			t.Fatalf("job %+v, %v: want it running", j, err)
 		}
 		// The embedded purge's index rows go by the last section's range
 		// deletion, and count when it commits; the queue design's go with
 		// each task.
 		indexDeleted := int64(2 * expiredPerCamera)
-		if !f.queueDesign() {
+		if !f.QueueDesign() {
 			indexDeleted = 0
 		}
 		if deleted[primary.Name()] != 2*expiredPerCamera || deleted[index.Name()] != indexDeleted {
@@ -133,11 +134,11 @@ func TestRowsDeletedAdvanceAsThePurgeRuns(t *testing.T) {
 				deleted, 2*expiredPerCamera, primary.Name(), indexDeleted, index.Name())
 		}
 		close(block.release)
-		j := f.await(t, started.ID)
+		j := f.Await(t, started.ID)
 		if j.State != retention.Succeeded {
 			t.Fatalf("state %s (%s)", j.State, j.Error)
 		}
-		deleted = f.statsOnceEnded(t, func(ended map[retention.State]int64) bool { return ended[retention.Succeeded] == 1 }).RowsDeleted
+		deleted = f.StatsOnceEnded(t, func(ended map[retention.State]int64) bool { return ended[retention.Succeeded] == 1 }).RowsDeleted
 		if deleted[primary.Name()] != 6*expiredPerCamera || deleted[index.Name()] != 6*expiredPerCamera {
 			t.Errorf("rows deleted once the purge ended: %v, want six cameras' %d each", deleted, 6*expiredPerCamera)
 		}

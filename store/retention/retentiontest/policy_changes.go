@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"fmt"
@@ -12,21 +12,22 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
-// TestPolicyChangesDuringPurge: a purge applies each camera's policy as it
+// testPolicyChangesDuringPurge: a purge applies each camera's policy as it
 // stood when the plan reached the camera, so a policy removed after that
 // takes effect at the next purge; a hold placed after the plan reached the
 // camera, before its delete, spares it, counted as held, index rows and all.
-func TestPolicyChangesDuringPurge(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testPolicyChangesDuringPurge(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts, now := policyOptions()
 		f := open(t, opts)
-		single := setPolicies(t, f.engine)
-		f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
+		single := setPolicies(t, f.Engine)
+		f.SeedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
 		var once sync.Map
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
-			if !strings.EqualFold(table, retention.DefaultTasksTable) || op != "batch" {
+		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
+			if !strings.EqualFold(table, queue.DefaultTasksTable) || op != "batch" {
 				return nil
 			}
 			for _, k := range keys {
@@ -40,9 +41,9 @@ func TestPolicyChangesDuringPurge(t *testing.T) {
 				var err error
 				switch camera {
 				case "cam-long":
-					err = f.engine.Policies().DeletePolicy(t.Context(), policy.ScopeCamera, "cam-long", "")
+					err = f.Engine.Policies().DeletePolicy(t.Context(), policy.ScopeCamera, "cam-long", "")
 				case "site-a-cam1":
-					_, err = f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: camera})
+					_, err = f.Engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: camera})
 				}
 				if err != nil {
 					return fmt.Errorf("test: %w", err)
@@ -50,8 +51,8 @@ func TestPolicyChangesDuringPurge(t *testing.T) {
 			}
 			return nil
 		}})
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+		f.Run(t)
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 		if _, ok := once.Load("site-a-cam1"); !ok {
 			t.Fatal("the plan recorded no boundary for site-a-cam1")
 		}
@@ -60,24 +61,24 @@ func TestPolicyChangesDuringPurge(t *testing.T) {
 		if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesHeld != 2 || got.DevicesDone != 5 {
 			t.Errorf("counts %+v, want %d rows of each table, 5 cameras done and 2 held (held-1 before, site-a-cam1 during)", got, want)
 		}
-		f.checkKept(t, now, images.Single, single)
+		f.CheckKept(t, now, images.Single, single)
 
 		// cam-long now falls to the default, site-a-cam1 still held.
-		j = f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+		j = f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 		if got := j.Totals(); got.MetadataRows != 1 || got.IndexRows != 1 {
 			t.Errorf("next purge: counts %+v, want cam-long's one image more", got)
 		}
 		single["cam-long"] = 3
-		f.checkKept(t, now, images.Single, single)
+		f.CheckKept(t, now, images.Single, single)
 	})
 }
 
-// TestPolicyRemovedBeforeThePlanReachesTheCamera: a camera's own policy
+// testPolicyRemovedBeforeThePlanReachesTheCamera: a camera's own policy
 // is read as the plan reaches the camera, so one removed during the plan,
 // before the camera, already gives way this purge to the prefix or default
 // policy; the default and the prefix policies are read as the plan's scan
 // starts, so a prefix policy removed then takes effect at the next purge.
-func TestPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T) {
+func testPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T, ts *suite) {
 	cases := []struct {
 		name string
 		// scope and target name the policy removed; camera is the one it
@@ -90,20 +91,20 @@ func TestPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T) {
 		{"own policy", policy.ScopeCamera, "cam-long", "cam-long", 3, 3},
 		{"prefix policy", policy.ScopePrefix, "acme-x-", "acme-x-1", 4, 2},
 	}
-	forEachQueueStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				opts, now := policyOptions()
 				f := open(t, opts)
-				single := setPolicies(t, f.engine)
-				f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
+				single := setPolicies(t, f.Engine)
+				f.SeedDays(t, now, []images.Kind{images.Single}, cameraNames(single)...)
 				// The cameras each boundary batch records, in order: the
 				// policy goes at the first, which must not hold the camera.
 				var mu sync.Mutex
 				var batches [][]string
 				var removed atomic.Bool
-				f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
-					if !strings.EqualFold(table, retention.DefaultTasksTable) || op != "batch" {
+				f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
+					if !strings.EqualFold(table, queue.DefaultTasksTable) || op != "batch" {
 						return nil
 					}
 					var planned []string
@@ -119,14 +120,14 @@ func TestPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T) {
 					batches = append(batches, planned)
 					mu.Unlock()
 					if removed.CompareAndSwap(false, true) {
-						if err := f.engine.Policies().DeletePolicy(t.Context(), c.scope, c.target, ""); err != nil {
+						if err := f.Engine.Policies().DeletePolicy(t.Context(), c.scope, c.target, ""); err != nil {
 							return fmt.Errorf("test: %w", err)
 						}
 					}
 					return nil
 				}})
-				f.run(t)
-				j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+				f.Run(t)
+				j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 				if j.State != retention.Succeeded {
 					t.Fatalf("purge ended %s (%s)", j.State, j.Error)
 				}
@@ -141,14 +142,14 @@ func TestPolicyRemovedBeforeThePlanReachesTheCamera(t *testing.T) {
 				if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesHeld != 1 || got.DevicesDone != 6 {
 					t.Errorf("counts %+v, want %d rows of each table, 6 cameras done, held-1 held", got, want)
 				}
-				f.checkKept(t, now, images.Single, single)
+				f.CheckKept(t, now, images.Single, single)
 
-				j = f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+				j = f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 				if more := int64(kept(c.now) - kept(c.next)); j.Totals().MetadataRows != more || j.Totals().IndexRows != more {
 					t.Errorf("next purge: counts %+v, want %s's %d images more", j.Totals(), c.camera, more)
 				}
 				single[c.camera] = c.next
-				f.checkKept(t, now, images.Single, single)
+				f.CheckKept(t, now, images.Single, single)
 			})
 		}
 	})

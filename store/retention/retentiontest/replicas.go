@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"slices"
@@ -39,15 +39,15 @@ func (d *deleteLog) count(replica string) int {
 	return len(d.deleted[replica])
 }
 
-// TestTwoReplicasShareAPurge runs two engines on one store: both work on
+// testTwoReplicasShareAPurge runs two engines on one store: both work on
 // the purge one of them started, both read the same job, and every
 // camera's rows are deleted once.
-func TestTwoReplicasShareAPurge(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testTwoReplicasShareAPurge(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const cameras = 12
-		a := newFixture(t, quickOptions())
-		a.seed(t, cameras)
-		primary, _ := a.repo(images.Single).Tables()
+		a := ts.open(t, quickOptions())
+		a.Seed(t, cameras)
+		primary, _ := a.Repo(images.Single).Tables()
 		log := &deleteLog{table: primary.Name(), deleted: map[string][]string{}}
 
 		// Each replica's first delete waits until the other replica has
@@ -72,24 +72,24 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
 		optsA.VisibilityTimeout, optsB.VisibilityTimeout = time.Minute, time.Minute
 		optsA.Workers, optsB.Workers = 2, 2
-		a.opts = optsA
-		a.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("a", gate("a", "b"))})
-		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
-		b.openEngine(t, &hookedBackend{Backend: a.base, before: log.hook("b", gate("b", "a"))})
-		a.run(t)
-		b.run(t)
+		a.Opts = optsA
+		a.OpenEngine(t, &HookedBackend{Backend: a.Base, Before: log.hook("a", gate("a", "b"))})
+		b := &Fixture{Base: a.Base, Queue: a.Queue, Opts: optsB, AzureEngine: a.AzureEngine, Clock: a.Clock, Harness: a.Harness}
+		b.OpenEngine(t, &HookedBackend{Backend: a.Base, Before: log.hook("b", gate("b", "a"))})
+		a.Run(t)
+		b.Run(t)
 
-		started, err := a.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		started, err := a.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := a.await(t, started.ID)
+		j := a.Await(t, started.ID)
 		if j.State != retention.Succeeded {
 			t.Fatalf("job %s (%s)", j.State, j.Error)
 		}
 		wantCounts(t, "shared job", j.Totals(), retention.Counts{DevicesTotal: cameras, DevicesDone: cameras,
 			MetadataRows: cameras * expiredPerCamera, IndexRows: cameras * expiredPerCamera})
-		seenByB, err := b.engine.Get(t.Context(), started.ID)
+		seenByB, err := b.Engine.Get(t.Context(), started.ID)
 		if err != nil || seenByB.State != j.State || seenByB.Totals() != j.Totals() {
 			t.Fatalf("replica b reads %+v, %v; want what a reads", seenByB, err)
 		}
@@ -101,36 +101,36 @@ func TestTwoReplicasShareAPurge(t *testing.T) {
 		if dup := slices.Compact(slices.Clone(all)); len(dup) != len(all) {
 			t.Fatalf("%d deletes of %d distinct targets: a row or camera was deleted twice", len(all), len(dup))
 		}
-		if got := a.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexNew: cameras * keptPerCamera}) {
+		if got := a.Census(t, images.Single, j.Boundary()); got != (Census{PrimaryNew: cameras * keptPerCamera, IndexNew: cameras * keptPerCamera}) {
 			t.Fatalf("after the shared purge %+v", got)
 		}
 	})
 }
 
-// TestReplicaTakesOverAStalledJob: the replica running a job stops mid-way
+// testReplicaTakesOverAStalledJob: the replica running a job stops mid-way
 // (as a crashed pod does); once its lease runs out another replica takes
 // the job over and finishes it with exact counts.
-func TestReplicaTakesOverAStalledJob(t *testing.T) {
-	forEachQueueStoreInBubble(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testReplicaTakesOverAStalledJob(t *testing.T, ts *suite) {
+	ts.eachInBubble(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		const cameras = 6
 		a := newFixture(t, quickOptions())
-		a.seed(t, cameras)
-		primary, _ := a.repo(images.Single).Tables()
+		a.Seed(t, cameras)
+		primary, _ := a.Repo(images.Single).Tables()
 		optsA, optsB := quickOptions(), quickOptions()
 		optsA.ReplicaID, optsB.ReplicaID = "replica-a", "replica-b"
 		optsA.Workers = 1
-		a.opts = optsA
+		a.Opts = optsA
 		stall := make(chan struct{})
 		var stalled sync.Once
-		a.openEngine(t, &hookedBackend{Backend: a.base, before: func(table, op string, _ []store.Key) error {
+		a.OpenEngine(t, &HookedBackend{Backend: a.Base, Before: func(table, op string, _ []store.Key) error {
 			if table == primary.Name() && (op == "delete-ranges" || op == "batch-delete") {
 				stalled.Do(func() { close(stall) })
 				return errDead
 			}
 			return nil
 		}})
-		a.run(t)
-		started, err := a.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		a.Run(t)
+		started, err := a.Engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,12 +139,12 @@ func TestReplicaTakesOverAStalledJob(t *testing.T) {
 		case <-time.After(patience):
 			t.Fatal("replica a never reached its deletes")
 		}
-		a.stop()
+		a.Stop()
 
-		b := &fixture{base: a.base, queue: a.queue, opts: optsB, azureEngine: a.azureEngine, clock: a.clock}
-		b.openEngine(t, a.base)
-		b.run(t)
-		j := b.await(t, started.ID)
+		b := &Fixture{Base: a.Base, Queue: a.Queue, Opts: optsB, AzureEngine: a.AzureEngine, Clock: a.Clock, Harness: a.Harness}
+		b.OpenEngine(t, a.Base)
+		b.Run(t)
+		j := b.Await(t, started.ID)
 		if j.State != retention.Succeeded || j.Owner != "replica-b" {
 			t.Fatalf("job %s (%s) owned by %s; want b to finish it", j.State, j.Error, j.Owner)
 		}

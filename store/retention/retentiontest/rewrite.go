@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -11,23 +11,23 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestRecreatedRowGoesWithItsIndexRow: a worker has deleted a batch of a
+// testRecreatedRowGoesWithItsIndexRow: a worker has deleted a batch of a
 // camera's primary rows and is about to delete their index rows by their
 // derived keys when a retried create of one of those images writes its
 // index row and its primary row again. The worker must not leave that
 // primary row without its index row: it reads the range again and deletes
 // both, counting them.
-func TestRecreatedRowGoesWithItsIndexRow(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+func testRecreatedRowGoesWithItsIndexRow(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 		if err != nil {
 			t.Fatal(err)
 		}
 		primary, index := direct.Tables()
 		var rewritten atomic.Pointer[images.Image]
 		var once atomic.Bool // workers run tasks at once
-		hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+		hooked := &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
 			if table != index.Name() || op != "batch-delete" || !once.CompareAndSwap(false, true) {
 				return nil
 			}
@@ -54,11 +54,11 @@ func TestRecreatedRowGoesWithItsIndexRow(t *testing.T) {
 			rewritten.Store(&img)
 			return nil
 		}}
-		f.openEngine(t, hooked)
-		f.seed(t, cameras)
-		f.run(t)
+		f.OpenEngine(t, hooked)
+		f.Seed(t, cameras)
+		f.Run(t)
 
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if rewritten.Load() == nil {
 			t.Fatal("no image was created again between a batch's primary and index deletes")
 		}
@@ -69,22 +69,22 @@ func TestRecreatedRowGoesWithItsIndexRow(t *testing.T) {
 		want.MetadataRows++ // the row deleted twice, once per create
 		want.IndexRows++
 		wantCounts(t, "purge", j.Totals(), want)
-		if got := f.census(t, images.Single, j.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+		if got := f.Census(t, images.Single, j.Boundary()); got.PrimaryOld != 0 || got.IndexOld != 0 {
 			t.Errorf("expired rows left: %+v", got)
 		}
 	})
 }
 
-// TestRewrittenOrphanSurvivesTheJanitor: the janitor finds an old index row
+// testRewrittenOrphanSurvivesTheJanitor: the janitor finds an old index row
 // whose primary row is missing and decides to delete it; before its delete
 // runs, a retried create of the same image rewrites the index row and
 // writes the primary row. The delete, at the ETag the janitor read, must
 // leave the rewritten row, or the primary row would never expire; both go
 // in the next purge.
-func TestRewrittenOrphanSurvivesTheJanitor(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+func testRewrittenOrphanSurvivesTheJanitor(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestRewrittenOrphanSurvivesTheJanitor(t *testing.T) {
 		}
 		indexKey := store.Key{PartitionKey: store.MinutePartitionKey(img.CapturedAt), RowKey: images.IndexRowKey(img.RowKey, img.CameraID)}
 		var janitor, rewritten atomic.Bool
-		hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+		hooked := &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
 			if !janitor.Load() || table != index.Name() || op != "batch-delete" || keys[0] != indexKey || !rewritten.CompareAndSwap(false, true) {
 				return nil
 			}
@@ -109,12 +109,12 @@ func TestRewrittenOrphanSurvivesTheJanitor(t *testing.T) {
 			}
 			return nil
 		}}
-		f.openEngine(t, hooked)
-		f.hooks.Janitor = func(string, images.Kind) { janitor.Store(true) }
-		f.seed(t, cameras)
-		f.run(t)
+		f.OpenEngine(t, hooked)
+		f.Hooks.Janitor = func(string, images.Kind) { janitor.Store(true) }
+		f.Seed(t, cameras)
+		f.Run(t)
 
-		first := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		first := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if !rewritten.Load() {
 			t.Fatal("the janitor never came to delete the orphan")
 		}
@@ -130,25 +130,25 @@ func TestRewrittenOrphanSurvivesTheJanitor(t *testing.T) {
 		}
 
 		time.Sleep(testIndexLag)
-		second := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		second := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if second.State != retention.Succeeded {
 			t.Fatalf("second purge: %s (%s)", second.State, second.Error)
 		}
 		wantCounts(t, "second purge", second.Totals(), retention.Counts{DevicesTotal: 1, DevicesDone: 1, MetadataRows: 1, IndexRows: 1})
-		if got := f.census(t, images.Single, first.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+		if got := f.Census(t, images.Single, first.Boundary()); got.PrimaryOld != 0 || got.IndexOld != 0 {
 			t.Errorf("expired rows left after the next purge: %+v", got)
 		}
 	})
 }
 
-// TestJanitorDeletesOnlySettledOrphans: index rows in the expired
+// testJanitorDeletesOnlySettledOrphans: index rows in the expired
 // partitions whose primary rows never landed (creates that gave up) go in
 // the janitor pass if older than IndexLag, uncounted; a younger one, whose
 // primary row may still land, stays for the next purge.
-func TestJanitorDeletesOnlySettledOrphans(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
-		repo := f.seeders(t)[images.Single-1]
+func testJanitorDeletesOnlySettledOrphans(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
+		repo := f.Seeders(t)[images.Single-1]
 		primary, index := repo.Tables()
 		// An orphan is what a create leaves that wrote its index row and
 		// gave up before its primary row.
@@ -163,9 +163,9 @@ func TestJanitorDeletesOnlySettledOrphans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.seed(t, cameras) // and waits until the old orphan has settled
+		f.Seed(t, cameras) // and waits until the old orphan has settled
 		var young atomic.Pointer[store.Key]
-		f.hooks.Janitor = func(string, images.Kind) {
+		f.Hooks.Janitor = func(string, images.Kind) {
 			if young.Load() != nil {
 				return
 			}
@@ -175,9 +175,9 @@ func TestJanitorDeletesOnlySettledOrphans(t *testing.T) {
 			}
 			young.Store(&k)
 		}
-		f.run(t)
+		f.Run(t)
 
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if j.State != retention.Succeeded {
 			t.Fatalf("purge: %s (%s)", j.State, j.Error)
 		}
@@ -191,7 +191,7 @@ func TestJanitorDeletesOnlySettledOrphans(t *testing.T) {
 		if _, err := index.Get(t.Context(), young.Load().PartitionKey, young.Load().RowKey); err != nil {
 			t.Errorf("the young orphan: %v, want it kept", err)
 		}
-		if got := f.census(t, images.Single, j.Boundary()); got != (census{primaryNew: cameras * keptPerCamera, indexOld: 1, indexNew: cameras * keptPerCamera}) {
+		if got := f.Census(t, images.Single, j.Boundary()); got != (Census{PrimaryNew: cameras * keptPerCamera, IndexOld: 1, IndexNew: cameras * keptPerCamera}) {
 			t.Errorf("after purge: %+v", got)
 		}
 	})

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/policy"
+	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
 // The camera the delete tests delete, of the three seed makes.
@@ -25,15 +26,15 @@ func cameraDelete(dryRun bool) retention.StartRequest {
 
 // seedCameraDelete seeds three cameras and gives gone one more single
 // image, captured after now: a delete of the camera takes everything.
-func (f *fixture) seedCameraDelete(t *testing.T) {
+func seedCameraDelete(t *testing.T, f *Fixture) {
 	t.Helper()
-	f.seed(t, 3)
-	future := images.Image{CameraID: gone, CapturedAt: f.now().Add(time.Hour).Truncate(time.Second), BlobURI: "blob://future"}
-	if _, err := f.seeders(t)[0].Create(t.Context(), future); err != nil {
+	f.Seed(t, 3)
+	future := images.Image{CameraID: gone, CapturedAt: f.Now().Add(time.Hour).Truncate(time.Second), BlobURI: "blob://future"}
+	if _, err := f.Seeders(t)[0].Create(t.Context(), future); err != nil {
 		t.Fatal(err)
 	}
-	f.lastCreate = f.now()
-	f.settle()
+	f.LastCreate = f.Now()
+	f.Settle()
 }
 
 // wantCameraDelete are the counts of a delete of gone after
@@ -48,15 +49,15 @@ func wantCameraDelete(kind images.Kind) retention.Counts {
 
 // checkCameraDeleted fails unless gone has no row left and every other
 // camera all of its rows, in every kind.
-func (f *fixture) checkCameraDeleted(t *testing.T) {
+func checkCameraDeleted(t *testing.T, f *Fixture) {
 	t.Helper()
 	for _, kind := range images.Kinds {
-		primary, _ := f.repo(kind).Tables()
+		primary, _ := f.Repo(kind).Tables()
 		byCamera := map[string]int{}
 		for _, e := range rows(t, primary) {
 			byCamera[e.PartitionKey]++
 		}
-		for _, camera := range indexedCameras(t, f.repo(kind)) {
+		for _, camera := range indexedCameras(t, f.Repo(kind)) {
 			byCamera[camera+" (index)"]++
 		}
 		want := map[string]int{"cam-000": perCamera, "cam-002": perCamera, "cam-000 (index)": perCamera, "cam-002 (index)": perCamera}
@@ -81,7 +82,7 @@ func indexedCameras(t *testing.T, r *images.Repository) []string {
 
 // checkNamedOnce fails unless the outbox names each image of gone once and
 // nothing else.
-func (f *fixture) checkNamedOnce(t *testing.T) {
+func checkNamedOnce(t *testing.T, f *Fixture) {
 	t.Helper()
 	seen := map[string]int{}
 	for _, d := range deletedAfter(t, f, "") {
@@ -108,14 +109,14 @@ func (f *fixture) checkNamedOnce(t *testing.T) {
 // purge job that deletes all of that camera's images, future captures
 // included, and nothing of any other, counts them exactly per kind and
 // names each in the outbox once.
-func TestCameraDeleteTakesEveryImageOfOneCamera(t *testing.T) {
-	forEachOf(t, append(stores, queueStores[0]), func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testCameraDeleteTakesEveryImageOfOneCamera(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Outbox = true
 		f := open(t, opts)
-		f.seedCameraDelete(t)
-		f.run(t)
-		j := f.purge(t, cameraDelete(false))
+		seedCameraDelete(t, f)
+		f.Run(t)
+		j := f.Purge(t, cameraDelete(false))
 		if j.State != retention.Succeeded || j.Camera != gone {
 			t.Fatalf("camera delete: %s (%s), camera %q", j.State, j.Error, j.Camera)
 		}
@@ -124,19 +125,19 @@ func TestCameraDeleteTakesEveryImageOfOneCamera(t *testing.T) {
 				t.Errorf("%s counts %+v, want %+v", kind, got, want)
 			}
 		}
-		f.checkCameraDeleted(t)
-		f.checkNamedOnce(t)
+		checkCameraDeleted(t, f)
+		checkNamedOnce(t, f)
 	})
 }
 
 // TestCameraDeleteDryRunDeletesNothing: a dry run counts what the delete
 // would take and deletes nothing.
-func TestCameraDeleteDryRunDeletesNothing(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testCameraDeleteDryRunDeletesNothing(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		f := open(t, quickOptions())
-		f.seedCameraDelete(t)
-		f.run(t)
-		j := f.purge(t, cameraDelete(true))
+		seedCameraDelete(t, f)
+		f.Run(t)
+		j := f.Purge(t, cameraDelete(true))
 		if j.State != retention.Succeeded {
 			t.Fatalf("dry run: %s (%s)", j.State, j.Error)
 		}
@@ -144,7 +145,7 @@ func TestCameraDeleteDryRunDeletesNothing(t *testing.T) {
 			if got, want := j.Progress(kind).Counts, wantCameraDelete(kind); got != want {
 				t.Errorf("%s dry run counts %+v, want %+v", kind, got, want)
 			}
-			primary, index := f.repo(kind).Tables()
+			primary, index := f.Repo(kind).Tables()
 			if p, i, want := len(rows(t, primary)), len(rows(t, index)), 3*perCamera+int(wantCameraDelete(kind).MetadataRows)-perCamera; p != want || i != want {
 				t.Errorf("%s after a dry run: %d primary and %d index rows, want %d each", kind, p, i, want)
 			}
@@ -154,25 +155,25 @@ func TestCameraDeleteDryRunDeletesNothing(t *testing.T) {
 
 // TestDeletesOfAHeldCameraAreRefused: a camera on legal hold can be deleted
 // neither whole nor one image at a time, and nothing of it goes.
-func TestDeletesOfAHeldCameraAreRefused(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testDeletesOfAHeldCameraAreRefused(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		f := open(t, quickOptions())
-		f.seed(t, 3)
-		if _, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: gone, Reason: "case 9"}); err != nil {
+		f.Seed(t, 3)
+		if _, err := f.Engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: gone, Reason: "case 9"}); err != nil {
 			t.Fatal(err)
 		}
-		if j, err := f.engine.Start(t.Context(), cameraDelete(false)); !errors.Is(err, retention.ErrCameraHeld) {
+		if j, err := f.Engine.Start(t.Context(), cameraDelete(false)); !errors.Is(err, retention.ErrCameraHeld) {
 			t.Errorf("camera delete of a held camera: %+v, %v; want ErrCameraHeld", j, err)
 		}
-		err := f.engine.DeleteImage(t.Context(), retention.DeleteImageRequest{Kind: images.Single, CameraID: gone, CapturedAt: base})
+		err := f.Engine.DeleteImage(t.Context(), retention.DeleteImageRequest{Kind: images.Single, CameraID: gone, CapturedAt: base})
 		if !errors.Is(err, retention.ErrCameraHeld) {
 			t.Errorf("image delete of a held camera: %v; want ErrCameraHeld", err)
 		}
-		if jobs, _, err := f.engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
+		if jobs, _, err := f.Engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
 			t.Errorf("jobs after the refusals: %d, %v; want none", len(jobs), err)
 		}
 		for _, kind := range images.Kinds {
-			primary, _ := f.repo(kind).Tables()
+			primary, _ := f.Repo(kind).Tables()
 			if n := len(rows(t, primary)); n != 3*perCamera {
 				t.Errorf("%s: %d rows left, want %d", kind, n, 3*perCamera)
 			}
@@ -182,13 +183,13 @@ func TestDeletesOfAHeldCameraAreRefused(t *testing.T) {
 
 // TestCameraDeleteTakesNoCutoff: a cutoff or policies with a camera are
 // refused, not half applied.
-func TestCameraDeleteTakesNoCutoff(t *testing.T) {
-	f := newFixture(t, quickOptions())
+func testCameraDeleteTakesNoCutoff(t *testing.T, ts *suite) {
+	f := ts.open(t, quickOptions())
 	for _, req := range []retention.StartRequest{
 		{Kinds: images.Kinds, Camera: gone, Cutoff: cutoff},
 		{Kinds: images.Kinds, Camera: gone, UsePolicies: true},
 	} {
-		if _, err := f.engine.Start(t.Context(), req); !errors.Is(err, retention.ErrCameraCutoff) {
+		if _, err := f.Engine.Start(t.Context(), req); !errors.Is(err, retention.ErrCameraCutoff) {
 			t.Errorf("Start(%+v): %v, want ErrCameraCutoff", req, err)
 		}
 	}
@@ -197,34 +198,34 @@ func TestCameraDeleteTakesNoCutoff(t *testing.T) {
 // TestCameraDeleteCancelled: a camera delete cancelled as it begins to
 // delete ends cancelled, its counts what is gone, and the next delete of
 // the camera takes the rest.
-func TestCameraDeleteCancelled(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testCameraDeleteCancelled(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		opts.Outbox = true
 		f := open(t, opts)
-		f.seedCameraDelete(t)
-		primary, _ := f.repo(images.Single).Tables()
+		seedCameraDelete(t, f)
+		primary, _ := f.Repo(images.Single).Tables()
 		block := newBlockOnce(func(table, op string) bool {
 			return op == "exclusive" || table == primary.Name() && deletesRows(op)
 		})
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
-		f.run(t)
-		started, err := f.engine.Start(t.Context(), cameraDelete(false))
+		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: block.Before})
+		f.Run(t)
+		started, err := f.Engine.Start(t.Context(), cameraDelete(false))
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-block.reached
-		if _, err := f.otherReplica(t).Cancel(t.Context(), started.ID); err != nil {
+		if _, err := f.OtherReplica(t).Cancel(t.Context(), started.ID); err != nil {
 			t.Fatal(err)
 		}
 		close(block.release)
-		j := f.await(t, started.ID)
+		j := f.Await(t, started.ID)
 		if j.State != retention.Cancelled {
 			t.Fatalf("state %s (%s), want cancelled", j.State, j.Error)
 		}
 		left := 0
 		for _, kind := range images.Kinds {
-			primary, _ := f.repo(kind).Tables()
+			primary, _ := f.Repo(kind).Tables()
 			own := int64(0)
 			for _, e := range rows(t, primary) {
 				if e.PartitionKey == gone {
@@ -232,7 +233,7 @@ func TestCameraDeleteCancelled(t *testing.T) {
 				}
 			}
 			indexed := int64(0)
-			for _, camera := range indexedCameras(t, f.repo(kind)) {
+			for _, camera := range indexedCameras(t, f.Repo(kind)) {
 				if camera == gone {
 					indexed++
 				}
@@ -246,12 +247,12 @@ func TestCameraDeleteCancelled(t *testing.T) {
 		if left == 0 {
 			t.Error("the cancelled delete took everything: the cancel stopped nothing")
 		}
-		next := f.purge(t, cameraDelete(false))
+		next := f.Purge(t, cameraDelete(false))
 		if next.State != retention.Succeeded {
 			t.Fatalf("next delete: %s (%s)", next.State, next.Error)
 		}
-		f.checkCameraDeleted(t)
-		f.checkNamedOnce(t)
+		checkCameraDeleted(t, f)
+		checkNamedOnce(t, f)
 	})
 }
 
@@ -259,30 +260,18 @@ func TestCameraDeleteCancelled(t *testing.T) {
 // store dies at any write resumes after the restart and ends with exact
 // counts, every image of the camera gone and named once, nothing else
 // touched.
-func TestCrashAtAnyWriteOfACameraDeleteResumesExactly(t *testing.T) {
-	t.Parallel() // independent: stores and engines of its own
-	for _, s := range []struct {
-		name string
-		open func(*testing.T, retention.Options) *fixture
-		wrap func(*hookedBackend) store.Backend
-	}{
-		{"pebble", newFixture, func(b *hookedBackend) store.Backend { return b }},
-		{"pebble-queue", newQueueFixture, func(b *hookedBackend) store.Backend { return b }},
-	} {
-		t.Run(s.name, func(t *testing.T) {
-			crashAtEveryWrite(t, s.open, func(t *testing.T, open func(*testing.T, retention.Options) *fixture, n int) bool {
-				return crashCameraDelete(t, open, n, s.wrap)
-			})
-		})
-	}
+func testCrashAtAnyWriteOfACameraDeleteResumesExactly(t *testing.T, ts *suite) {
+	crashAtEveryWrite(t, ts, func(t *testing.T, open func(*testing.T, Options) *Fixture, n int) bool {
+		return crashCameraDelete(t, open, n, func(b *HookedBackend) store.Backend { return b })
+	})
 }
 
-func crashCameraDelete(t *testing.T, open func(*testing.T, retention.Options) *fixture, n int, wrap func(*hookedBackend) store.Backend) bool {
+func crashCameraDelete(t *testing.T, open func(*testing.T, Options) *Fixture, n int, wrap func(*HookedBackend) store.Backend) bool {
 	opts := quickOptions()
 	opts.Outbox = true
 	f := open(t, opts)
-	f.seedCameraDelete(t)
-	c := f.startCrashing(t, n, wrap, cameraDelete(false))
+	seedCameraDelete(t, f)
+	c := f.StartCrashing(t, n, wrap, cameraDelete(false))
 	if len(c.jobs) == 0 {
 		return c.dead
 	}
@@ -290,9 +279,9 @@ func crashCameraDelete(t *testing.T, open func(*testing.T, retention.Options) *f
 		return c.dead // never runs: TestCrashAtAnyWriteResumesExactly checks that
 	}
 	if c.dead {
-		c.restarted.run(t)
+		c.restarted.Run(t)
 	}
-	j := c.restarted.await(t, c.jobs[0].ID)
+	j := c.restarted.Await(t, c.jobs[0].ID)
 	if j.State != retention.Succeeded {
 		t.Fatalf("resumed camera delete: %s (%s)", j.State, j.Error)
 	}
@@ -301,38 +290,38 @@ func crashCameraDelete(t *testing.T, open func(*testing.T, retention.Options) *f
 		// retention.Counts.MetadataRowsLowerBound).
 		wantCountsAfterFaults(t, kind.String(), j.Progress(kind).Counts, wantCameraDelete(kind))
 	}
-	c.restarted.checkCameraDeleted(t)
-	c.restarted.checkNamedOnce(t)
+	checkCameraDeleted(t, c.restarted)
+	checkNamedOnce(t, c.restarted)
 	return c.dead
 }
 
 // TestAHoldPlacedDuringACameraDeleteKeepsTheRest: a hold placed after a
 // camera's delete started, before its deletes begin, keeps the camera
 // whole, counted held, as it would in any purge.
-func TestAHoldPlacedDuringACameraDeleteKeepsTheRest(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testAHoldPlacedDuringACameraDeleteKeepsTheRest(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		f := open(t, quickOptions())
-		f.seed(t, 3)
+		f.Seed(t, 3)
 		block := newBlockOnce(func(table, op string) bool {
-			return op == "exclusive" || table == retention.DefaultTasksTable && op == "batch-insert"
+			return op == "exclusive" || table == queue.DefaultTasksTable && op == "batch-insert"
 		})
-		f.openEngine(t, &hookedBackend{Backend: f.base, before: block.before})
-		f.run(t)
+		f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: block.Before})
+		f.Run(t)
 		single := []images.Kind{images.Single}
-		started, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: single, Camera: gone})
+		started, err := f.Engine.Start(t.Context(), retention.StartRequest{Kinds: single, Camera: gone})
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-block.reached
-		if _, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: gone}); err != nil {
+		if _, err := f.Engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: gone}); err != nil {
 			t.Fatal(err)
 		}
 		close(block.release)
-		j := f.await(t, started.ID)
+		j := f.Await(t, started.ID)
 		if c := j.Totals(); j.State != retention.Succeeded || c.MetadataRows != 0 || c.DevicesHeld != 1 {
 			t.Errorf("camera delete held midway: %s (%s), %+v; want it to end deleting nothing, the camera held", j.State, j.Error, c)
 		}
-		primary, _ := f.repo(images.Single).Tables()
+		primary, _ := f.Repo(images.Single).Tables()
 		if n := len(rows(t, primary)); n != 3*perCamera {
 			t.Errorf("%d single rows left, want %d", n, 3*perCamera)
 		}

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -43,10 +43,10 @@ var faultSeeds = map[string]uint64{"TableEndpoint": 1, "QueueEndpoint": 2}
 // faultyAzure is an engine and image repositories on Azurite, reached
 // through a fault proxy per endpoint, and a direct view of the same tables.
 type faultyAzure struct {
-	*fixture
+	*Fixture
 	// direct opens the same tables without the proxies, to check them by;
 	// its engine never runs.
-	direct       *fixture
+	direct       *Fixture
 	table, queue *faultproxy.Proxy
 	deletes      *deleteTargets
 	// replays counts the writes aztable took as applied by an attempt whose
@@ -54,7 +54,7 @@ type faultyAzure struct {
 	replays *atomic.Int64
 }
 
-func newFaultyAzure(t *testing.T) *faultyAzure {
+func newFaultyAzure(t *testing.T, h Harness) *faultyAzure {
 	t.Helper()
 	conn := azurite.Require(t)
 	proxied, proxies := throughFaultProxies(t, conn)
@@ -77,14 +77,14 @@ func newFaultyAzure(t *testing.T) *faultyAzure {
 		t.Fatal(err)
 	}
 	a := &faultyAzure{
-		fixture: &fixture{base: backend, queue: q, opts: opts},
-		direct:  &fixture{base: directBackend, opts: opts},
+		Fixture: &Fixture{Base: backend, Queue: q, Opts: opts, Harness: h},
+		direct:  &Fixture{Base: directBackend, Opts: opts, Harness: h},
 		table:   proxies["TableEndpoint"], queue: proxies["QueueEndpoint"],
 		deletes: &deleteTargets{sent: map[string]map[store.Key]int{}},
 		replays: replays,
 	}
-	a.openEngine(t, &hookedBackend{Backend: backend, before: a.deletes.record})
-	a.direct.openEngine(t, directBackend)
+	a.OpenEngine(t, &HookedBackend{Backend: backend, Before: a.deletes.record})
+	a.direct.OpenEngine(t, directBackend)
 	return a
 }
 
@@ -178,7 +178,7 @@ func richImage(kind images.Kind, camera string, i int) images.Image {
 	return img
 }
 
-// TestCreatesAndPurgesSurviveFaults runs image creates and a purge of every
+// testCreatesAndPurgesSurviveFaults runs image creates and a purge of every
 // kind on Azurite through proxies that fail a fifth of all requests to the
 // table and queue services: throttled (503 Server Busy), timed out (500
 // Operation Timeout, not applied), dropped before reaching Azurite, or
@@ -200,11 +200,11 @@ func richImage(kind images.Kind, camera string, i int) images.Image {
 // the deletes, and index rows are counted with them), or a delete landing
 // on a row it should not touch, which the deletes sent (expired rows only)
 // and the final contents (every young row, its properties intact) rule out.
-func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
-	a := newFaultyAzure(t)
+func testCreatesAndPurgesSurviveFaults(t *testing.T, ts *suite) {
+	a := newFaultyAzure(t, ts.h)
 
 	want := map[images.Kind][]images.Image{}
-	for _, r := range a.seeders(t) {
+	for _, r := range a.Seeders(t) {
 		for c := range cameras {
 			for i := range expiredPerCamera + keptPerCamera {
 				img, err := r.Create(t.Context(), richImage(r.Kind(), fmt.Sprintf("cam-%03d", c), i))
@@ -215,8 +215,8 @@ func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
 			}
 		}
 	}
-	a.lastCreate = a.now()
-	a.settle()
+	a.LastCreate = a.Now()
+	a.Settle()
 	created := a.table.Counts()
 	requireEveryFault(t, "table service, creating", created)
 	// The creates run one at a time, so their faults fall on the same
@@ -227,8 +227,8 @@ func TestCreatesAndPurgesSurviveFaults(t *testing.T) {
 	}
 	checkStored(t, a.direct, want)
 
-	a.run(t)
-	j := a.purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff})
+	a.Run(t)
+	j := a.Purge(t, retention.StartRequest{Kinds: images.Kinds, Cutoff: cutoff})
 	if j.State != retention.Succeeded {
 		t.Fatalf("purge through faults: %s (%s)", j.State, j.Error)
 	}
@@ -271,10 +271,10 @@ func requireEveryFault(t *testing.T, what string, c faultproxy.Counts) {
 // checkStored checks on the direct connection that each kind's tables hold
 // exactly the images of want: each primary row with the properties it was
 // created with, each index row pointing at its primary row, and no other row.
-func checkStored(t *testing.T, direct *fixture, want map[images.Kind][]images.Image) {
+func checkStored(t *testing.T, direct *Fixture, want map[images.Kind][]images.Image) {
 	t.Helper()
 	for _, kind := range images.Kinds {
-		r := direct.repo(kind)
+		r := direct.Repo(kind)
 		primary, index := r.Tables()
 		byCamera := map[string][]images.Image{}
 		wantIndex := map[store.Key]store.Key{}
@@ -330,7 +330,7 @@ func checkDeletesSent(t *testing.T, a *faultyAzure, created map[images.Kind][]im
 	defer a.deletes.mu.Unlock()
 	repeated := 0
 	for _, kind := range images.Kinds {
-		primary, index := a.direct.repo(kind).Tables()
+		primary, index := a.direct.Repo(kind).Tables()
 		expired := map[string]map[store.Key]bool{primary.Name(): {}, index.Name(): {}}
 		// A worker may try an index row's key in the fleet's form too,
 		// which no row has here: a delete that finds nothing.

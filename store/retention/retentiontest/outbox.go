@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -13,11 +13,11 @@ import (
 )
 
 // deletedAfter reads every deleted image of f's outbox after token.
-func deletedAfter(t *testing.T, f *fixture, token string) []retention.DeletedImage {
+func deletedAfter(t *testing.T, f *Fixture, token string) []retention.DeletedImage {
 	t.Helper()
 	var out []retention.DeletedImage
 	for {
-		page, err := f.engine.DeletedImages(t.Context(), token, 1000)
+		page, err := f.Engine.DeletedImages(t.Context(), token, 1000)
 		if err != nil {
 			t.Fatalf("deleted images after %q: %v", token, err)
 		}
@@ -30,9 +30,9 @@ func deletedAfter(t *testing.T, f *fixture, token string) []retention.DeletedIma
 
 // requireAhead fails unless reading after token is refused as ahead of
 // the outbox, naming end as where to resume.
-func requireAhead(t *testing.T, f *fixture, token, end string) {
+func requireAhead(t *testing.T, f *Fixture, token, end string) {
 	t.Helper()
-	rows, err := f.engine.DeletedImages(t.Context(), token, 10)
+	rows, err := f.Engine.DeletedImages(t.Context(), token, 10)
 	var ahead *retention.AheadError
 	if !errors.As(err, &ahead) || !errors.Is(err, retention.ErrOutboxAhead) {
 		t.Errorf("reading after %q: %d rows, %v; want ErrOutboxAhead", token, len(rows), err)
@@ -43,19 +43,19 @@ func requireAhead(t *testing.T, f *fixture, token, end string) {
 	}
 }
 
-// TestOutboxRefusesAPositionAheadOfIt: a token past the outbox's end (one
+// testOutboxRefusesAPositionAheadOfIt: a token past the outbox's end (one
 // more than it gave out, or far beyond) is refused with its end rather
 // than waited on, which would skip the records up to it once they came;
 // a token of the other design's form is not a token. On every engine.
-func TestOutboxRefusesAPositionAheadOfIt(t *testing.T) {
+func testOutboxRefusesAPositionAheadOfIt(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachOf(t, thinStores, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		o, now := thinOptions()
 		o.Outbox = true
 		f := open(t, o)
-		f.run(t)
+		f.Run(t)
 		sc := setUpThinning(t, f, now)
-		f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+		f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 		all := deletedAfter(t, f, "")
 		if int64(len(all)) != sc.deleted() {
 			t.Fatalf("outbox: %d rows, want the %d deleted", len(all), sc.deleted())
@@ -63,7 +63,7 @@ func TestOutboxRefusesAPositionAheadOfIt(t *testing.T) {
 		end := all[len(all)-1].Token
 		var ahead []string
 		var bad string
-		if f.queueDesign() {
+		if f.QueueDesign() {
 			// end is the next seal's start, "n.".
 			n, _ := strconv.Atoi(strings.TrimSuffix(end, "."))
 			ahead = []string{strconv.Itoa(n+1) + ".", end + "0_cam-a_x", "1000000."}
@@ -76,51 +76,51 @@ func TestOutboxRefusesAPositionAheadOfIt(t *testing.T) {
 		for _, tok := range ahead {
 			requireAhead(t, f, tok, end)
 		}
-		if _, err := f.engine.DeletedImages(t.Context(), bad, 10); !errors.Is(err, retention.ErrBadResumeToken) {
+		if _, err := f.Engine.DeletedImages(t.Context(), bad, 10); !errors.Is(err, retention.ErrBadResumeToken) {
 			t.Errorf("reading after %q: %v, want ErrBadResumeToken", bad, err)
 		}
-		if rows, err := f.engine.DeletedImages(t.Context(), end, 10); err != nil || len(rows) != 0 {
+		if rows, err := f.Engine.DeletedImages(t.Context(), end, 10); err != nil || len(rows) != 0 {
 			t.Errorf("reading after the end: %d rows, %v; want none, no error", len(rows), err)
 		}
 	})
 }
 
-// TestARestoredOutboxRefusesThePositionsItLost: a backup taken, records
+// testARestoredOutboxRefusesThePositionsItLost: a backup taken, records
 // added and read, the older backup restored (MarkOutboxRestored, as
 // metadatad restore does): the newer token is refused, naming the
 // backup's end, also once the restored store has deleted more images than
 // the lost ones, and the backup's end reads exactly the new records. The
 // embedded store's: no command restores an Azure store.
-func TestARestoredOutboxRefusesThePositionsItLost(t *testing.T) {
+func testARestoredOutboxRefusesThePositionsItLost(t *testing.T, ts *suite) {
 	o, now := thinOptions()
 	o.Outbox = true
-	f := newFixture(t, o)
-	f.run(t)
+	f := ts.open(t, o)
+	f.Run(t)
 	setUpThinning(t, f, now)
-	f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	backed := deletedAfter(t, f, "")
 	backupEnd := backed[len(backed)-1].Token
-	backup := f.fs.CrashClone(vfs.CrashCloneCfg{})
+	backup := f.FS.CrashClone(vfs.CrashCloneCfg{})
 
-	f.seedThinning(t, now, images.Single, "cam-lost")
-	f.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	f.SeedThinning(t, now, images.Single, "cam-lost")
+	f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	lost := deletedAfter(t, f, backupEnd)
 	if len(lost) == 0 {
 		t.Fatal("the purge after the backup deleted nothing")
 	}
 	newer := lost[len(lost)-1].Token
-	f.stop()
+	f.Stop()
 
-	g := f.reopen(t, backup)
-	if err := g.engine.MarkOutboxRestored(t.Context()); err != nil {
+	g := f.Reopen(t, backup)
+	if err := g.Engine.MarkOutboxRestored(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	g.run(t)
+	g.Run(t)
 	requireAhead(t, g, newer, backupEnd)
 	// More deletions than the lost ones: without the mark their positions
 	// would reach the newer token's.
-	g.seedThinning(t, now, images.Single, "cam-new-1", "cam-new-2", "cam-new-3")
-	g.purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
+	g.SeedThinning(t, now, images.Single, "cam-new-1", "cam-new-2", "cam-new-3")
+	g.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	requireAhead(t, g, newer, backupEnd)
 	fresh := deletedAfter(t, g, backupEnd)
 	if len(fresh) <= len(lost) {

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -13,19 +13,19 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestScheduleStartsPurges: the built-in schedule purges every kind at once
+// testScheduleStartsPurges: the built-in schedule purges every kind at once
 // and again one interval later, retiring what is older than the retention.
 // The time is the bubble's, so the test steps a whole interval of an hour
 // and waits for none of it.
-func TestScheduleStartsPurges(t *testing.T) {
+func testScheduleStartsPurges(t *testing.T, ts *suite) {
 	synctest.Test(t, func(t *testing.T) {
 		opts := quickOptions()
 		opts.PollInterval = time.Minute // an hour of an idle engine's polls costs real time
-		f := newBubbleFixture(t, opts, false)
-		f.seed(t, 2)
-		f.run(t)
+		f := ts.openInBubble(t, opts)
+		f.Seed(t, 2)
+		f.Run(t)
 		const interval = time.Hour
-		scheduleFor(t, f, retention.Schedule{Retention: f.now().Sub(cutoff), Interval: interval})
+		scheduleFor(t, f, retention.Schedule{Retention: f.Now().Sub(cutoff), Interval: interval})
 
 		var succeeded []*retention.Job
 		awaitJobs(t, f, 2*interval, func(jobs []*retention.Job) bool {
@@ -48,7 +48,7 @@ func TestScheduleStartsPurges(t *testing.T) {
 		wantCounts(t, "first scheduled purge", first.Totals(), retention.Counts{DevicesTotal: seeded, DevicesDone: seeded,
 			MetadataRows: seeded * expiredPerCamera, IndexRows: seeded * expiredPerCamera})
 		for _, kind := range images.Kinds {
-			if got := f.census(t, kind, first.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+			if got := f.Census(t, kind, first.Boundary()); got.PrimaryOld != 0 || got.IndexOld != 0 {
 				t.Errorf("%s after scheduled purges: %+v", kind, got)
 			}
 		}
@@ -56,12 +56,12 @@ func TestScheduleStartsPurges(t *testing.T) {
 }
 
 // scheduleFor runs the engine's schedule s until the end of the test.
-func scheduleFor(t *testing.T, f *fixture, s retention.Schedule) {
+func scheduleFor(t *testing.T, f *Fixture, s retention.Schedule) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.engine.RunSchedule(ctx, s)
+		f.Engine.RunSchedule(ctx, s)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -74,12 +74,12 @@ func scheduleFor(t *testing.T, f *fixture, s retention.Schedule) {
 // virtual time beyond every instant the test waits for. Between the
 // engine's changes it looks every thousandth of within: in a bubble, every
 // look costs real time.
-func awaitJobs(t *testing.T, f *fixture, within time.Duration, done func([]*retention.Job) bool) {
+func awaitJobs(t *testing.T, f *Fixture, within time.Duration, done func([]*retention.Job) bool) {
 	t.Helper()
 	deadline := time.After(within)
 	for {
-		changed := f.engine.Changed()
-		jobs, _, err := f.engine.List(t.Context(), 10, nil)
+		changed := f.Engine.Changed()
+		jobs, _, err := f.Engine.List(t.Context(), 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,44 +111,44 @@ func (h messageCounter) Handle(_ context.Context, r slog.Record) error {
 func (h messageCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h messageCounter) WithGroup(string) slog.Handler      { return h }
 
-// TestPausedScheduleStartsNothing: a schedule paused from another replica
+// testPausedScheduleStartsNothing: a schedule paused from another replica
 // starts no purge at its ticks, on every replica, until it is resumed, and
 // then at its next tick. On the embedded store the time is the bubble's,
 // so the test counts the skipped ticks of hours exactly and waits for
 // none; on Azurite it runs on the wall clock, at ticks of 20 ms.
-func TestPausedScheduleStartsNothing(t *testing.T) {
-	t.Run("pebble", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			opts := quickOptions()
-			opts.PollInterval = time.Minute // hours of an idle engine's polls cost real time
-			pausedSchedule(t, opts, func(t *testing.T, opts retention.Options) *fixture { return newBubbleFixture(t, opts, false) },
-				time.Hour, true)
-		})
+func testPausedScheduleStartsNothing(t *testing.T, ts *suite) {
+	if ts.h.Backend == Azure {
+		pausedSchedule(t, quickOptions(), ts.open, 20*time.Millisecond, false)
+		return
+	}
+	synctest.Test(t, func(t *testing.T) {
+		opts := quickOptions()
+		opts.PollInterval = time.Minute // hours of an idle engine's polls cost real time
+		pausedSchedule(t, opts, ts.openInBubble, time.Hour, true)
 	})
-	t.Run("azure", func(t *testing.T) { pausedSchedule(t, quickOptions(), newAzureFixture, 20*time.Millisecond, false) })
 }
 
-// pausedSchedule is TestPausedScheduleStartsNothing on the store open
+// pausedSchedule is testPausedScheduleStartsNothing on the store open
 // opens, with ticks every interval; virtual says the test runs in a
 // bubble, where ticks can be counted exactly.
-func pausedSchedule(t *testing.T, opts retention.Options, open func(*testing.T, retention.Options) *fixture, interval time.Duration, virtual bool) {
+func pausedSchedule(t *testing.T, opts Options, open func(*testing.T, Options) *Fixture, interval time.Duration, virtual bool) {
 	var skipped atomic.Int64
 	opts.Logger = slog.New(messageCounter{word: "schedule is paused", n: &skipped})
 	f := open(t, opts)
-	f.seed(t, 1)
-	f.run(t)
-	other := f.otherReplica(t)
-	if st, err := f.engine.ScheduleState(t.Context()); err != nil || st.Paused || !st.Changed.IsZero() {
+	f.Seed(t, 1)
+	f.Run(t)
+	other := f.OtherReplica(t)
+	if st, err := f.Engine.ScheduleState(t.Context()); err != nil || st.Paused || !st.Changed.IsZero() {
 		t.Fatalf("schedule never paused reads %+v, %v", st, err)
 	}
 	paused, err := other.SetSchedulePaused(t.Context(), true)
 	if err != nil || !paused.Paused {
 		t.Fatalf("pause: %+v, %v", paused, err)
 	}
-	if st, err := f.engine.ScheduleState(t.Context()); err != nil || !st.Paused || !st.Changed.Equal(paused.Changed) {
+	if st, err := f.Engine.ScheduleState(t.Context()); err != nil || !st.Paused || !st.Changed.Equal(paused.Changed) {
 		t.Fatalf("this replica reads %+v, %v; the other paused it at %s", st, err, paused.Changed)
 	}
-	start := f.now()
+	start := f.Now()
 	scheduleFor(t, f, retention.Schedule{Retention: start.Sub(cutoff), Interval: interval})
 	if virtual {
 		// Ticks at 0, 1, 2 and 3 intervals, none at the wake-up.
@@ -166,7 +166,7 @@ func pausedSchedule(t *testing.T, opts retention.Options, open func(*testing.T, 
 			}
 		}
 	}
-	if jobs, _, err := f.engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
+	if jobs, _, err := f.Engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
 		t.Fatalf("a paused schedule started %d jobs (%v)", len(jobs), err)
 	}
 	if _, err := other.SetSchedulePaused(t.Context(), false); err != nil {

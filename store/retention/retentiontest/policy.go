@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 const policyDays = 5
 
 // policyOptions returns the options of a policy fixture and its clock's start.
-func policyOptions() (retention.Options, time.Time) {
+func policyOptions() (Options, time.Time) {
 	start := time.Now()
 	now := start.Add(10 * time.Minute).UTC().Truncate(time.Minute)
 	o := quickOptions()
@@ -36,13 +36,13 @@ func policyOptions() (retention.Options, time.Time) {
 	return o, now
 }
 
-// seedDays creates, for each of kinds, an image per camera half an hour
+// SeedDays creates, for each of kinds, an image per camera half an hour
 // into each of the policyDays days before now, with BatchCreate as
 // seedKinds does.
-func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cameras ...string) {
+func (f *Fixture) SeedDays(t *testing.T, now time.Time, kinds []images.Kind, cameras ...string) {
 	t.Helper()
 	first := now.Add(-policy.Days(policyDays))
-	for _, r := range f.seeders(t) {
+	for _, r := range f.Seeders(t) {
 		if !slices.Contains(kinds, r.Kind()) {
 			continue
 		}
@@ -54,8 +54,8 @@ func (f *fixture) seedDays(t *testing.T, now time.Time, kinds []images.Kind, cam
 		}
 		batchSeed(t, r, imgs)
 	}
-	f.lastCreate = f.now()
-	f.settle()
+	f.LastCreate = f.Now()
+	f.Settle()
 }
 
 // kept is how many of a camera's images a retention of days keeps (0:
@@ -67,13 +67,13 @@ func kept(days int) int {
 	return min(days, policyDays)
 }
 
-// checkKept checks that each camera has exactly the images its retention
+// CheckKept checks that each camera has exactly the images its retention
 // of days keeps, each with its index row, and that no index row is left
 // without its primary row.
-func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days map[string]int) {
+func (f *Fixture) CheckKept(t *testing.T, now time.Time, kind images.Kind, days map[string]int) {
 	t.Helper()
-	have := f.primaryRowKeys(t, kind)
-	indexed := f.indexedRowKeys(t, kind)
+	have := f.PrimaryRowKeys(t, kind)
+	indexed := f.IndexedRowKeys(t, kind)
 	for camera, d := range days {
 		want := kept(d)
 		if got := len(have[camera]); got != want {
@@ -97,10 +97,10 @@ func (f *fixture) checkKept(t *testing.T, now time.Time, kind images.Kind, days 
 	}
 }
 
-// primaryRowKeys lists, per camera, its primary rows' keys.
-func (f *fixture) primaryRowKeys(t *testing.T, kind images.Kind) map[string][]string {
+// PrimaryRowKeys lists, per camera, its primary rows' keys.
+func (f *Fixture) PrimaryRowKeys(t *testing.T, kind images.Kind) map[string][]string {
 	t.Helper()
-	primary, _ := f.repo(kind).Tables()
+	primary, _ := f.Repo(kind).Tables()
 	have := map[string][]string{}
 	for _, e := range rows(t, primary) {
 		have[e.PartitionKey] = append(have[e.PartitionKey], e.RowKey)
@@ -108,12 +108,12 @@ func (f *fixture) primaryRowKeys(t *testing.T, kind images.Kind) map[string][]st
 	return have
 }
 
-// indexedRowKeys lists, per camera, the primary row keys its index rows
+// IndexedRowKeys lists, per camera, the primary row keys its index rows
 // name.
-func (f *fixture) indexedRowKeys(t *testing.T, kind images.Kind) map[string][]string {
+func (f *Fixture) IndexedRowKeys(t *testing.T, kind images.Kind) map[string][]string {
 	t.Helper()
 	indexed := map[string][]string{}
-	if err := f.repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
+	if err := f.Repo(kind).EachIndexRow(t.Context(), store.Range{}, func(row images.IndexRow) error {
 		indexed[row.CameraID] = append(indexed[row.CameraID], row.RowKey)
 		return nil
 	}); err != nil {
@@ -171,33 +171,33 @@ func expired(days map[string]int) int64 {
 	return n
 }
 
-// TestPurgeWithPolicies: each camera loses exactly the images its own
+// testPurgeWithPolicies: each camera loses exactly the images its own
 // policy expires (camera before the longest prefix before the default, per
 // kind), a held camera nothing, and every kept image keeps its index row,
 // also in the partitions every other camera's rows left; once the hold is
 // released, the next purge deletes the held camera's expired images.
-func TestPurgeWithPolicies(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(*testing.T, retention.Options) *fixture) {
+func testPurgeWithPolicies(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) {
 		opts, now := policyOptions()
 		purgeWithPolicies(t, open(t, opts), now)
 	})
 }
 
-// TestEmbeddedPurgeWithPoliciesInSections is TestPurgeWithPolicies on the
+// testEmbeddedPurgeWithPoliciesInSections is TestPurgeWithPolicies on the
 // embedded store in sections of one camera: held and spared cameras keep
 // their index rows in the minutes every other camera's rows left, deleted
 // by derived keys section after section.
-func TestEmbeddedPurgeWithPoliciesInSections(t *testing.T) {
+func testEmbeddedPurgeWithPoliciesInSections(t *testing.T, ts *suite) {
 	opts, now := policyOptions()
 	opts.SectionCameras = 1
-	purgeWithPolicies(t, newFixture(t, opts), now)
+	purgeWithPolicies(t, ts.open(t, opts), now)
 }
 
-func purgeWithPolicies(t *testing.T, f *fixture, now time.Time) {
+func purgeWithPolicies(t *testing.T, f *Fixture, now time.Time) {
 	t.Helper()
-	single := setPolicies(t, f.engine)
+	single := setPolicies(t, f.Engine)
 	cameras := cameraNames(single)
-	f.seedDays(t, now, []images.Kind{images.Single, images.Pano, images.PreStitch}, cameras...)
+	f.SeedDays(t, now, []images.Kind{images.Single, images.Pano, images.PreStitch}, cameras...)
 	// Pano falls to the default (3 days) but for the held camera; no
 	// policy sets pre-stitch images, which are kept whole.
 	pano := map[string]int{}
@@ -205,10 +205,10 @@ func purgeWithPolicies(t *testing.T, f *fixture, now time.Time) {
 		pano[c] = 3
 	}
 	pano["held-1"] = 0
-	f.run(t)
+	f.Run(t)
 
-	dry := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true, DryRun: true})
-	j := f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
+	dry := f.Purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true, DryRun: true})
+	j := f.Purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
 	if j.State != retention.Succeeded {
 		t.Fatalf("purge ended %s: %s", j.State, j.Error)
 	}
@@ -225,41 +225,41 @@ func purgeWithPolicies(t *testing.T, f *fixture, now time.Time) {
 	if got := dry.Totals(); got != j.Totals() {
 		t.Errorf("dry run counts %+v, want the purge's %+v", got, j.Totals())
 	}
-	f.checkKept(t, now, images.Single, single)
-	f.checkKept(t, now, images.Pano, pano)
+	f.CheckKept(t, now, images.Single, single)
+	f.CheckKept(t, now, images.Pano, pano)
 	all := map[string]int{}
 	for c := range single {
 		all[c] = 0
 	}
-	f.checkKept(t, now, images.PreStitch, all)
+	f.CheckKept(t, now, images.PreStitch, all)
 
-	if err := f.engine.Policies().DeleteHold(t.Context(), "held-1", ""); err != nil {
+	if err := f.Engine.Policies().DeleteHold(t.Context(), "held-1", ""); err != nil {
 		t.Fatal(err)
 	}
-	j = f.purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
+	j = f.Purge(t, retention.StartRequest{Kinds: images.Kinds, UsePolicies: true})
 	released := int64(2 * (policyDays - 3))
 	if got := j.Totals(); got.MetadataRows != released || got.IndexRows != released || got.DevicesDone != 2 {
 		t.Errorf("after the release: counts %+v, want %d rows of each table of 2 cameras", got, released)
 	}
 	single["held-1"], pano["held-1"] = 3, 3
-	f.checkKept(t, now, images.Single, single)
-	f.checkKept(t, now, images.Pano, pano)
+	f.CheckKept(t, now, images.Single, single)
+	f.CheckKept(t, now, images.Pano, pano)
 }
 
-// TestScheduleWithPolicies: a schedule with UsePolicies starts nothing
+// testScheduleWithPolicies: a schedule with UsePolicies starts nothing
 // while no policy is set, then purges each camera by its policy.
-func TestScheduleWithPolicies(t *testing.T) {
+func testScheduleWithPolicies(t *testing.T, ts *suite) {
 	opts, now := policyOptions()
 	var skipped atomic.Int64
 	opts.Logger = slog.New(messageCounter{word: "no retention policy", n: &skipped})
-	f := newFixture(t, opts)
-	f.seedDays(t, now, []images.Kind{images.Single}, "cam-a", "cam-b")
-	f.run(t)
+	f := ts.open(t, opts)
+	f.SeedDays(t, now, []images.Kind{images.Single}, "cam-a", "cam-b")
+	f.Run(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.engine.RunSchedule(ctx, retention.Schedule{UsePolicies: true, Interval: 20 * time.Millisecond})
+		f.Engine.RunSchedule(ctx, retention.Schedule{UsePolicies: true, Interval: 20 * time.Millisecond})
 	}()
 	defer func() {
 		cancel()
@@ -273,19 +273,19 @@ func TestScheduleWithPolicies(t *testing.T) {
 			t.Fatal("the schedule never said it had no policy to apply")
 		}
 	}
-	if jobs, _, err := f.engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
+	if jobs, _, err := f.Engine.List(t.Context(), 10, nil); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs %v (%v) without a policy, want none", jobs, err)
 	}
-	if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
+	if _, err := f.Engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeDefault,
 		Days: map[images.Kind]int{images.Single: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeCamera, Target: "cam-b",
+	if _, err := f.Engine.Policies().CreatePolicy(t.Context(), policy.Policy{Scope: policy.ScopeCamera, Target: "cam-b",
 		Days: map[images.Kind]int{images.Single: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		jobs, _, err := f.engine.List(t.Context(), 10, nil)
+		jobs, _, err := f.Engine.List(t.Context(), 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,21 +296,21 @@ func TestScheduleWithPolicies(t *testing.T) {
 			break
 		}
 		select {
-		case <-f.engine.Changed():
+		case <-f.Engine.Changed():
 		case <-time.After(10 * time.Millisecond):
 		case <-deadline:
 			t.Fatalf("after %v: no scheduled purge with policies succeeded", patience)
 		}
 	}
-	f.checkKept(t, now, images.Single, map[string]int{"cam-a": 3, "cam-b": 1})
+	f.CheckKept(t, now, images.Single, map[string]int{"cam-a": 3, "cam-b": 1})
 }
 
-// TestPrefixPolicyBound: the prefix policies a purge holds in memory are
+// testPrefixPolicyBound: the prefix policies a purge holds in memory are
 // bounded: one more than MaxPrefixPolicies is refused, by a create or an
 // update that would create it; camera policies are not bounded by it.
-func TestPrefixPolicyBound(t *testing.T) {
-	f := newFixture(t, quickOptions())
-	p := f.engine.Policies()
+func testPrefixPolicyBound(t *testing.T, ts *suite) {
+	f := ts.open(t, quickOptions())
+	p := f.Engine.Policies()
 	days := map[images.Kind]int{images.Single: 30}
 	g, ctx := errgroup.WithContext(t.Context())
 	g.SetLimit(16)
@@ -341,22 +341,22 @@ func TestPrefixPolicyBound(t *testing.T) {
 	}
 }
 
-// TestCrashAtAnyWriteWithPoliciesResumesExactly: a purge with policies
+// testCrashAtAnyWriteWithPoliciesResumesExactly: a purge with policies
 // whose store dies after any of its writes resumes after a restart and
 // ends with exact counts, each camera left exactly the images its policy
 // keeps, each with its index row, the held camera untouched.
-func TestCrashAtAnyWriteWithPoliciesResumesExactly(t *testing.T) {
+func testCrashAtAnyWriteWithPoliciesResumesExactly(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		crashAtEveryWrite(t, newFixture, crashWithPoliciesAndResume)
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		crashAtEveryWrite(t, ts, crashWithPoliciesAndResume)
 	})
 }
 
-func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture, n int) bool {
+func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, Options) *Fixture, n int) bool {
 	opts, now := policyOptions()
 	opts.GroupSize = 1 // a task per camera: more writes to crash at
 	f := newFixture(t, opts)
-	p := f.engine.Policies()
+	p := f.Engine.Policies()
 	for _, pol := range []policy.Policy{
 		{Scope: policy.ScopeDefault, Days: map[images.Kind]int{images.Single: 3}},
 		{Scope: policy.ScopePrefix, Target: "cam-", Days: map[images.Kind]int{images.Single: 2}},
@@ -373,8 +373,8 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 	for _, c := range []string{"cam-a", "cam-b", "cam-c", "cam-d", "cam-e"} {
 		days[c] = 2
 	}
-	f.seedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
-	c := f.startCrashing(t, n, nil, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
+	f.SeedDays(t, now, []images.Kind{images.Single}, cameraNames(days)...)
+	c := f.StartCrashing(t, n, nil, retention.StartRequest{Kinds: []images.Kind{images.Single}, UsePolicies: true})
 	restarted, dead, jobs := c.restarted, c.dead, c.jobs
 	if len(jobs) == 0 || (c.startErr != nil && jobs[0].Unconfirmed) {
 		if !dead {
@@ -384,13 +384,13 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 		for c := range days {
 			all[c] = 0
 		}
-		restarted.checkKept(t, now, images.Single, all)
+		restarted.CheckKept(t, now, images.Single, all)
 		return dead
 	}
 	if dead {
-		restarted.run(t)
+		restarted.Run(t)
 	}
-	j := restarted.await(t, jobs[0].ID)
+	j := restarted.Await(t, jobs[0].ID)
 	if j.State != retention.Succeeded {
 		t.Fatalf("resumed job: %s (%s)", j.State, j.Error)
 	}
@@ -398,6 +398,6 @@ func crashWithPoliciesAndResume(t *testing.T, newFixture func(*testing.T, retent
 	if got := j.Totals(); got.MetadataRows != want || got.IndexRows != want || got.DevicesDone != 7 || got.DevicesHeld != 1 || got.DevicesTotal != 8 {
 		t.Errorf("resumed job counts %+v, want %d rows of each table, 7 cameras done and cam-held held", got, want)
 	}
-	restarted.checkKept(t, now, images.Single, days)
+	restarted.CheckKept(t, now, images.Single, days)
 	return dead
 }

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -11,13 +11,13 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestLateOldImageIsWhollyPurgedOrWhollyKept: at each point of a purge in
+// testLateOldImageIsWhollyPurgedOrWhollyKept: at each point of a purge in
 // turn (before a camera's first primary delete, between a batch's primary
 // and index deletes, as the janitor begins) an image with an expired
 // capture time is created for that camera. Either the purge takes it, both
 // rows deleted and counted, or it keeps both rows for the next purge,
 // which retires it: never its primary row without its index row.
-func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
+func testLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
 	points := []struct {
 		name string
@@ -30,12 +30,12 @@ func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
 		{"between primary and index deletes", func(_, index, table, op string) bool { return table == index && op == "batch-delete" }, false},
 		{"as the janitor begins", nil, true},
 	}
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, point := range points {
 			t.Run(point.name, func(t *testing.T) {
-				f := newFixture(t, quickOptions())
-				primary, index := f.repo(images.Single).Tables()
-				direct, err := images.Open(t.Context(), f.base, images.Options{Kind: images.Single})
+				f := ts.open(t, quickOptions())
+				primary, index := f.Repo(images.Single).Tables()
+				direct, err := images.Open(t.Context(), f.Base, images.Options{Kind: images.Single})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -49,21 +49,21 @@ func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
 						t.Errorf("late create: %v", err)
 					}
 				}
-				hooked := &hookedBackend{Backend: f.base, before: func(table, op string, keys []store.Key) error {
+				hooked := &HookedBackend{Backend: f.Base, Before: func(table, op string, keys []store.Key) error {
 					if point.at != nil && point.at(primary.Name(), index.Name(), table, op) && len(keys) > 0 &&
 						(keys[0].PartitionKey == late.CameraID || table == index.Name()) {
 						write()
 					}
 					return nil
 				}}
-				f.openEngine(t, hooked)
+				f.OpenEngine(t, hooked)
 				if point.janitor {
-					f.hooks.Janitor = func(string, images.Kind) { write() }
+					f.Hooks.Janitor = func(string, images.Kind) { write() }
 				}
-				f.seed(t, cameras)
-				f.run(t)
+				f.Seed(t, cameras)
+				f.Run(t)
 
-				first := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				first := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if !written.Load() {
 					t.Fatal("the late image was never written")
 				}
@@ -94,7 +94,7 @@ func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
 				}
 
 				time.Sleep(testIndexLag) // the late row settles
-				second := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+				second := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 				if second.State != retention.Succeeded {
 					t.Fatalf("second purge: %s (%s)", second.State, second.Error)
 				}
@@ -103,7 +103,7 @@ func TestLateOldImageIsWhollyPurgedOrWhollyKept(t *testing.T) {
 					want = retention.Counts{DevicesTotal: 1, DevicesDone: 1, MetadataRows: 1, IndexRows: 1}
 				}
 				wantCounts(t, "second purge", second.Totals(), want)
-				if got := f.census(t, images.Single, first.Boundary()); got.primaryOld != 0 || got.indexOld != 0 {
+				if got := f.Census(t, images.Single, first.Boundary()); got.PrimaryOld != 0 || got.IndexOld != 0 {
 					t.Errorf("expired rows left after the next purge: %+v", got)
 				}
 			})

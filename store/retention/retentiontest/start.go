@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"context"
@@ -18,26 +18,26 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestFailedStartNeverRuns: a Start whose caller goes away at any of its
+// testFailedStartNeverRuns: a Start whose caller goes away at any of its
 // writes, even when the cleanup that follows fails too, returns an error,
 // and the job it began never runs: no row is deleted, and the job (if left)
 // ends failed and frees its image type for the next purge.
-func TestFailedStartNeverRuns(t *testing.T) {
+func testFailedStartNeverRuns(t *testing.T, ts *suite) {
 	t.Parallel() // independent: stores and engines of its own
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		for _, cleanupFails := range []bool{false, true} {
 			for cancelAt := 1; cancelAt <= 4; cancelAt++ {
 				t.Run(fmt.Sprintf("cancelled at write %d, cleanup fails %t", cancelAt, cleanupFails), func(t *testing.T) {
 					clock := &offsetClock{}
 					opts := quickOptions()
-					opts.Now = clock.now
-					f := newFixture(t, opts)
-					f.seed(t, 1)
+					opts.Now = clock.Now
+					f := ts.open(t, opts)
+					f.Seed(t, 1)
 					ctx, cancel := context.WithCancel(t.Context())
 					defer cancel()
 					var mu sync.Mutex
 					starting, writes := true, 0
-					f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+					f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, _ []store.Key) error {
 						mu.Lock()
 						defer mu.Unlock()
 						if !starting || table != retention.DefaultJobsTable {
@@ -52,7 +52,7 @@ func TestFailedStartNeverRuns(t *testing.T) {
 						return nil
 					}})
 					kinds := []images.Kind{images.Single}
-					_, err := f.engine.Start(ctx, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+					_, err := f.Engine.Start(ctx, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
 					mu.Lock()
 					starting = false
 					mu.Unlock()
@@ -62,11 +62,11 @@ func TestFailedStartNeverRuns(t *testing.T) {
 						}
 						return // cancelled after the job was confirmed: it is started for good
 					}
-					f.run(t)
+					f.Run(t)
 					clock.advance(5 * time.Minute) // past any Start, so a job left behind is given up
 					deadline := time.Now().Add(20 * time.Second)
 					for {
-						jobs, _, err := f.engine.List(t.Context(), 10, nil)
+						jobs, _, err := f.Engine.List(t.Context(), 10, nil)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -85,11 +85,11 @@ func TestFailedStartNeverRuns(t *testing.T) {
 						}
 						time.Sleep(10 * time.Millisecond)
 					}
-					want := census{primaryOld: expiredPerCamera, primaryNew: keptPerCamera, indexOld: expiredPerCamera, indexNew: keptPerCamera}
-					if got := f.census(t, images.Single, base.Add(2*time.Minute)); got != want {
+					want := Census{PrimaryOld: expiredPerCamera, PrimaryNew: keptPerCamera, IndexOld: expiredPerCamera, IndexNew: keptPerCamera}
+					if got := f.Census(t, images.Single, base.Add(2*time.Minute)); got != want {
 						t.Fatalf("after a failed Start: %+v, want every row kept %+v", got, want)
 					}
-					j := f.purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
+					j := f.Purge(t, retention.StartRequest{Kinds: kinds, Cutoff: cutoff})
 					wantCounts(t, "the next purge", j.Totals(), retention.Counts{DevicesTotal: 1, DevicesDone: 1,
 						MetadataRows: expiredPerCamera, IndexRows: expiredPerCamera})
 				})
@@ -98,21 +98,21 @@ func TestFailedStartNeverRuns(t *testing.T) {
 	})
 }
 
-// TestFailedCleanupIsLogged: when the store refuses every delete of the
+// testFailedCleanupIsLogged: when the store refuses every delete of the
 // jobs table, a failed Start cannot remove its job, and the engine cannot
 // drop the job's marker once it has given the job up; neither failure is
 // swallowed: each is logged with the job's id.
-func TestFailedCleanupIsLogged(t *testing.T) {
+func testFailedCleanupIsLogged(t *testing.T, ts *suite) {
 	clock := &offsetClock{}
 	logged := &syncbuf.Buffer{}
 	opts := quickOptions()
-	opts.Now = clock.now
+	opts.Now = clock.Now
 	opts.Logger = slog.New(slog.NewTextHandler(logged, nil))
-	f := newFixture(t, opts)
+	f := ts.open(t, opts)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var writes atomic.Int32
-	f.openEngine(t, &hookedBackend{Backend: f.base, before: func(table, op string, _ []store.Key) error {
+	f.OpenEngine(t, &HookedBackend{Backend: f.Base, Before: func(table, op string, _ []store.Key) error {
 		if table != retention.DefaultJobsTable {
 			return nil
 		}
@@ -124,10 +124,10 @@ func TestFailedCleanupIsLogged(t *testing.T) {
 		}
 		return nil
 	}})
-	if _, err := f.engine.Start(ctx, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err == nil {
+	if _, err := f.Engine.Start(ctx, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); err == nil {
 		t.Fatal("Start succeeded though its caller went away before the end")
 	}
-	jobs, _, err := f.engine.List(t.Context(), 10, nil)
+	jobs, _, err := f.Engine.List(t.Context(), 10, nil)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("jobs after a Start whose cleanup failed: %d, %v; want its job left", len(jobs), err)
 	}
@@ -135,7 +135,7 @@ func TestFailedCleanupIsLogged(t *testing.T) {
 	if !loggedLine(logged.String(), "removing a job that could not start failed", "job="+id, "injected") {
 		t.Errorf("log %q; want the failed removal of job %s", logged.String(), id)
 	}
-	f.run(t)
+	f.Run(t)
 	clock.advance(5 * time.Minute)
 	deadline := time.Now().Add(20 * time.Second)
 	for !loggedLine(logged.String(), "dropping the marker of an ended job failed", "job="+id, "injected") {
@@ -144,7 +144,7 @@ func TestFailedCleanupIsLogged(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if j, err := f.engine.Get(t.Context(), id); err != nil || j.State != retention.Failed {
+	if j, err := f.Engine.Get(t.Context(), id); err != nil || j.State != retention.Failed {
 		t.Fatalf("the given-up job: %+v, %v; want it failed", j, err)
 	}
 }

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"errors"
@@ -18,21 +18,21 @@ import (
 // timestamps, the backend's clock) and the engine.
 type offsetClock struct{ offset atomic.Int64 }
 
-func (c *offsetClock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
 func (c *offsetClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-// TestSlowPrimaryWriteKeepsItsIndexRow: without a transaction (the Azure
+// testSlowPrimaryWriteKeepsItsIndexRow: without a transaction (the Azure
 // path, here Pebble with its Transactor hidden) a create writes its index
 // row, then its primary row. A create whose primary write is held back for
 // a whole purge (as Azure's retries and backoffs can) still has its index
 // row when the primary row lands, and both go in the next purge once the
 // create's bound has passed.
-func TestSlowPrimaryWriteKeepsItsIndexRow(t *testing.T) {
+func testSlowPrimaryWriteKeepsItsIndexRow(t *testing.T, ts *suite) {
 	clock := &offsetClock{}
 	opts := quickOptions()
-	opts.Now = clock.now
-	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: opts.Logger, Now: clock.now})
+	opts.Now = clock.Now
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: opts.Logger, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,30 +43,30 @@ func TestSlowPrimaryWriteKeepsItsIndexRow(t *testing.T) {
 	reached, release := make(chan struct{}), make(chan struct{})
 	// A create bound far beyond the held-back create's wait, however slow
 	// the machine; the test moves the store's clock past it instead of waiting.
-	f := &fixture{base: db, opts: opts, createTimeout: time.Minute}
-	hooked := &hookedBackend{Backend: db, plain: true, before: func(table, op string, keys []store.Key) error {
+	f := &Fixture{Base: db, Opts: opts, CreateTimeout: time.Minute, Harness: ts.h}
+	hooked := &HookedBackend{Backend: db, Plain: true, Before: func(table, op string, keys []store.Key) error {
 		if table == images.Single.DefaultTable() && op == "insert" && keys[0] == lateKey {
 			close(reached)
 			<-release // a retrying backend, well within the create's bound
 		}
 		return nil
 	}}
-	f.openEngine(t, hooked)
-	lag := f.repo(images.Single).IndexLag()
+	f.OpenEngine(t, hooked)
+	lag := f.Repo(images.Single).IndexLag()
 	if lag != time.Minute+testLandingMargin {
 		t.Fatalf("IndexLag %s without a transaction, want CreateTimeout + LandingMargin", lag)
 	}
-	f.seed(t, 2)
+	f.Seed(t, 2)
 	clock.advance(lag) // the seeded rows have settled
-	f.run(t)
+	f.Run(t)
 
 	created := make(chan error, 1)
 	go func() {
-		_, err := f.repo(images.Single).Create(t.Context(), late)
+		_, err := f.Repo(images.Single).Create(t.Context(), late)
 		created <- err
 	}()
 	<-reached
-	first := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	first := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 	close(release)
 	if err := <-created; err != nil {
 		t.Fatalf("the held-back create: %v", err)
@@ -76,7 +76,7 @@ func TestSlowPrimaryWriteKeepsItsIndexRow(t *testing.T) {
 	}
 	wantCounts(t, "first purge", first.Totals(), retention.Counts{DevicesTotal: 3, DevicesDone: 3,
 		MetadataRows: 2 * expiredPerCamera, IndexRows: 2 * expiredPerCamera})
-	primary, index := f.repo(images.Single).Tables()
+	primary, index := f.Repo(images.Single).Tables()
 	lateIndex := store.Key{PartitionKey: store.MinutePartitionKey(late.CapturedAt), RowKey: images.IndexRowKey(lateKey.RowKey, late.CameraID)}
 	if _, err := primary.Get(t.Context(), lateKey.PartitionKey, lateKey.RowKey); err != nil {
 		t.Fatalf("the late image's primary row: %v", err)
@@ -86,7 +86,7 @@ func TestSlowPrimaryWriteKeepsItsIndexRow(t *testing.T) {
 	}
 
 	clock.advance(lag)
-	second := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	second := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 	if second.State != retention.Succeeded {
 		t.Fatalf("second purge: %s (%s)", second.State, second.Error)
 	}

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"strings"
@@ -12,23 +12,23 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestPurgePhasesAreSpans traces a purge: a job span, its plan, work and
+// testPurgePhasesAreSpans traces a purge: a job span, its plan, work and
 // janitor as children, each the parent of the store calls it makes, and a
 // span per task delivery.
-func TestPurgePhasesAreSpans(t *testing.T) {
+func testPurgePhasesAreSpans(t *testing.T, ts *suite) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	opts := quickOptions()
 	opts.TracerProvider = tp
-	f := newQueueFixture(t, opts)
-	f.openEngine(t, observed.Backend(f.base, observed.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
-	f.seed(t, cameras)
-	f.run(t)
-	j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+	f := ts.open(t, opts)
+	f.OpenEngine(t, observed.Backend(f.Base, observed.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
+	f.Seed(t, cameras)
+	f.Run(t)
+	j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 	if j.State != retention.Succeeded {
 		t.Fatalf("state %s (%s)", j.State, j.Error)
 	}
-	f.stop()
+	f.Stop()
 
 	spans := recorder.Ended()
 	byName := map[string][]sdktrace.ReadOnlySpan{}
@@ -64,21 +64,21 @@ func TestPurgePhasesAreSpans(t *testing.T) {
 	}
 }
 
-// TestEmbeddedPurgeIsASpan traces a purge on the embedded store: a job
+// testEmbeddedPurgeIsASpan traces a purge on the embedded store: a job
 // span, its purge as a child, and the store's exclusive batches under it.
-func TestEmbeddedPurgeIsASpan(t *testing.T) {
+func testEmbeddedPurgeIsASpan(t *testing.T, ts *suite) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	opts := quickOptions()
 	opts.TracerProvider = tp
-	f := newFixture(t, opts)
-	f.openEngine(t, observed.Backend(f.base, observed.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
-	f.seed(t, cameras)
-	f.run(t)
-	if j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); j.State != retention.Succeeded {
+	f := ts.open(t, opts)
+	f.OpenEngine(t, observed.Backend(f.Base, observed.Options{Name: "embedded", Tracer: tp.Tracer("store")}))
+	f.Seed(t, cameras)
+	f.Run(t)
+	if j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff}); j.State != retention.Succeeded {
 		t.Fatalf("state %s (%s)", j.State, j.Error)
 	}
-	f.stop()
+	f.Stop()
 	byName := map[string][]sdktrace.ReadOnlySpan{}
 	for _, s := range recorder.Ended() {
 		byName[s.Name()] = append(byName[s.Name()], s)
@@ -97,6 +97,6 @@ func TestEmbeddedPurgeIsASpan(t *testing.T) {
 		}
 	}
 	if batches == 0 {
-		t.Error("no exclusive batch (store.purge) under purge.embedded")
+		t.Error("no exclusive batch (store.Purge) under purge.embedded")
 	}
 }

@@ -1,4 +1,4 @@
-package retention_test
+package retentiontest
 
 import (
 	"sync/atomic"
@@ -10,24 +10,24 @@ import (
 	"github.com/metadatad/metadatad/store/retention"
 )
 
-// TestFleetIndexKeysArePurged: an index written partly by the fleet, whose
+// testFleetIndexKeysArePurged: an index written partly by the fleet, whose
 // row keys are <camera>_<row key>, and partly by this service, with cameras
 // whose 19-digit ids read as row keys, is purged exactly as one of this
 // service's own: the purge reads keys, falls back on the DeviceId where a
 // key does not tell, and never mistakes a camera id for a row key.
-func TestFleetIndexKeysArePurged(t *testing.T) {
-	forEachStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
-		f := newFixture(t, quickOptions())
+func testFleetIndexKeysArePurged(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
+		f := ts.open(t, quickOptions())
 		n := seedFleetKeys(t, f)
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		f.Run(t)
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if j.State != retention.Succeeded {
 			t.Fatalf("state %s (%s)", j.State, j.Error)
 		}
 		wantCounts(t, "job", j.Totals(), retention.Counts{DevicesTotal: n, DevicesDone: n,
 			MetadataRows: n * expiredPerCamera, IndexRows: n * expiredPerCamera})
-		got := f.census(t, images.Single, j.Boundary())
-		if want := (census{primaryNew: n * keptPerCamera, indexNew: n * keptPerCamera}); got != want {
+		got := f.Census(t, images.Single, j.Boundary())
+		if want := (Census{PrimaryNew: n * keptPerCamera, IndexNew: n * keptPerCamera}); got != want {
 			t.Errorf("after purge: %+v, want %+v", got, want)
 		}
 	})
@@ -36,9 +36,9 @@ func TestFleetIndexKeysArePurged(t *testing.T) {
 // seedFleetKeys writes an index partly in the fleet's key form and partly
 // in this service's, with cameras whose 19-digit ids read as row keys, and
 // returns how many cameras it wrote.
-func seedFleetKeys(t *testing.T, f *fixture) int64 {
+func seedFleetKeys(t *testing.T, f *Fixture) int64 {
 	t.Helper()
-	repo := f.seeders(t)[images.Single-1]
+	repo := f.Seeders(t)[images.Single-1]
 	_, index := repo.Tables()
 	// A camera id of 19 digits is a valid row key, of the year 6090.
 	const nineteenDigits = "1234567890123456789"
@@ -68,30 +68,30 @@ func seedFleetKeys(t *testing.T, f *fixture) int64 {
 			}
 		}
 	}
-	f.lastCreate = f.now()
-	f.settle()
+	f.LastCreate = f.Now()
+	f.Settle()
 	return int64(len(cameraIDs))
 }
 
-// TestWorkersDeleteIndexRowsInBothKeyForms: on the queue design the
+// testWorkersDeleteIndexRowsInBothKeyForms: on the queue design the
 // workers delete their cameras' index rows by derived key, in whichever
 // form each has, after the primary rows: when the janitor begins, no index
 // row of a purged camera's expired rows is left in either form.
-func TestWorkersDeleteIndexRowsInBothKeyForms(t *testing.T) {
-	forEachQueueStore(t, func(t *testing.T, newFixture func(*testing.T, retention.Options) *fixture) {
+func testWorkersDeleteIndexRowsInBothKeyForms(t *testing.T, ts *suite) {
+	ts.each(t, func(t *testing.T, newFixture func(*testing.T, Options) *Fixture) {
 		opts := quickOptions()
 		// No redelivery: one cut short between a batch's primary and index
 		// deletes rightly leaves those index rows to the janitor.
 		opts.VisibilityTimeout = patience
-		f := newFixture(t, opts)
+		f := ts.open(t, opts)
 		n := seedFleetKeys(t, f)
-		var atJanitor atomic.Pointer[census]
-		f.hooks.Janitor = func(string, images.Kind) {
-			c := f.census(t, images.Single, base.Add(2*time.Minute))
+		var atJanitor atomic.Pointer[Census]
+		f.Hooks.Janitor = func(string, images.Kind) {
+			c := f.Census(t, images.Single, base.Add(2*time.Minute))
 			atJanitor.CompareAndSwap(nil, &c)
 		}
-		f.run(t)
-		j := f.purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
+		f.Run(t)
+		j := f.Purge(t, retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: cutoff})
 		if j.State != retention.Succeeded {
 			t.Fatalf("state %s (%s)", j.State, j.Error)
 		}
@@ -101,7 +101,7 @@ func TestWorkersDeleteIndexRowsInBothKeyForms(t *testing.T) {
 		if got == nil {
 			t.Fatal("the janitor never ran")
 		}
-		if want := (census{primaryNew: n * keptPerCamera, indexNew: n * keptPerCamera}); *got != want {
+		if want := (Census{PrimaryNew: n * keptPerCamera, IndexNew: n * keptPerCamera}); *got != want {
 			t.Errorf("as the janitor begins: %+v, want %+v", *got, want)
 		}
 	})
