@@ -131,6 +131,21 @@ func TestMetricsEndpoint(t *testing.T) {
 	if got := families[`metadatad_purge_oldest_row_past_cutoff_seconds{kind="pano"}`]; got < 120 {
 		t.Errorf("pano's oldest row %vs past the cutoff, want at least 120", got)
 	}
+	// No pano purge ever succeeded: the time since one counts from the
+	// single purge, the store's first, and is there for the alert.
+	if _, ok := families[`metadatad_purge_since_success_seconds{kind="pano"}`]; !ok {
+		t.Error("metadatad_purge_since_success_seconds{kind=\"pano\"} missing before any pano purge")
+	}
+
+	// A camera on hold keeps its rows past any cutoff: no row is overdue.
+	if _, err := purges.CreateLegalHold(t.Context(), &metadatav1.CreateLegalHoldRequest{
+		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-1", Reason: "case 7"}}); err != nil {
+		t.Fatal(err)
+	}
+	families = scrape(t, d.metricsAddr)
+	if got, ok := families[`metadatad_purge_oldest_row_past_cutoff_seconds{kind="pano"}`]; ok {
+		t.Errorf("with a camera on hold, pano's oldest row is %vs past the cutoff, want the gauge left out", got)
+	}
 }
 
 // scrape reads /metrics into a map from series, as name{labels sorted},

@@ -77,9 +77,12 @@ func (o observability) shutdown(timeout time.Duration, log *slog.Logger) {
 func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, lis net.Listener, b backend, engine *retention.Engine,
 	repos map[images.Kind]*images.Repository, log *slog.Logger) {
 	depth, _ := b.queue.(telemetry.QueueDepth)
-	m.WatchPurges(engine, telemetry.PurgeOptions{
-		Queue: depth, Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Logger: log,
-	})
+	// A schedule that purges by policy has no one retention to judge by.
+	var retain time.Duration
+	if !cfg.usePolicies {
+		retain = time.Duration(cfg.retentionDays) * 24 * time.Hour
+	}
+	m.WatchPurges(engine, telemetry.PurgeOptions{Queue: depth, Retention: retain, Logger: log})
 	if b.embedded != nil {
 		var tallied []store.Table
 		for _, kind := range images.Kinds {
