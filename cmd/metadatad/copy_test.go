@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,7 +24,9 @@ import (
 
 // TestCopyCommandRoundTrip moves a deployment from the embedded store to
 // Azure Table Storage and back with `metadatad copy`: every table, purge
-// history, retention policies and legal holds included, comes back with the same keys and properties; a second
+// history, retention policies, legal holds, the outbox of deleted images
+// and the blob deleter's position included, comes back with the same keys
+// and properties; a second
 // copy writes nothing; and the copy lists each index table before its
 // primary table.
 func TestCopyCommandRoundTrip(t *testing.T) {
@@ -34,7 +37,7 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 	prefix := "c" + hex.EncodeToString(id[:])
 
 	first := t.TempDir()
-	d := startDaemon(t, first)
+	d := startDaemon(t, first, "-retention-outbox")
 	clients := newImageClients(d.conn(t))
 	for seq := range 90 {
 		img := written{kind: images.Kinds[seq%3], camera: fmt.Sprintf("copy-%d", seq%2), at: crashBase.Add(time.Duration(seq) * time.Minute)}
@@ -43,8 +46,9 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		}
 	}
 	rs := metadatav1.NewRetentionServiceClient(d.conn(t))
+	// A purge, whose deletions the outbox of deleted images records.
 	_, err := rs.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
-		DryRun: true, Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +60,21 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/copy-1", Reason: "kept through copies"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the dry run ends
+	time.Sleep(time.Second) // the purge ends
 	stop(t, d)
+	// The blob deleter's position, as it keeps it, beside the outbox.
+	db, err := pebble.Open(pebble.Options{Dir: first, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	position, err := db.Table(t.Context(), blobDeleterTable)
+	if err == nil {
+		_, err = position.Upsert(t.Context(), store.Entity{PartitionKey: "blobs", RowKey: "deleter",
+			Properties: store.Properties{"Token": "12"}}, store.Replace)
+	}
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
 
 	var out strings.Builder
 	if err := runCopy(t.Context(), []string{"-from", "embedded:" + first, "-to", "azure", "-azure-table-prefix", prefix}, &out); err != nil {
@@ -97,8 +114,12 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		}
 		// The policies table holds the prefix policy made and the count of
 		// prefix policies its cap keeps; the holds table the hold.
-		if wantRows := map[string]int{retention.DefaultPoliciesTable: 2, retention.DefaultHoldsTable: 1}[name]; wantRows > 0 && len(w) != wantRows {
-			t.Errorf("table %s: %d rows to copy, want the %d the policy or hold made", name, len(w), wantRows)
+		// The outbox holds a record of each of the 20 images the purge
+		// deleted (the index tables hold 70 of 90) and its next sequence
+		// number; the blob deleter's table its position.
+		if wantRows := map[string]int{retention.DefaultPoliciesTable: 2, retention.DefaultHoldsTable: 1,
+			retention.DefaultOutboxTable: 21, blobDeleterTable: 1}[name]; wantRows > 0 && len(w) != wantRows {
+			t.Errorf("table %s: %d rows to copy, want the %d the policy, hold, purge or deleter made", name, len(w), wantRows)
 		}
 	}
 }

@@ -125,10 +125,17 @@ func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
 		return c, false, err
 	}
 	page, err := d.opts.Outbox.DeletedImages(ctx, after, pageSize)
-	if errors.Is(err, retention.ErrOutboxTrimmed) {
+	switch {
+	case errors.Is(err, retention.ErrOutboxTrimmed):
 		// Behind the outbox's retention: what was retired is beyond reach.
 		d.opts.Logger.Error("blob deleter: it fell behind the outbox's retention; the blobs of the retired records stay (metadatad blobs audit finds them)",
 			"position", after, "err", err)
+		page, err = d.opts.Outbox.DeletedImages(ctx, "", pageSize)
+	case errors.Is(err, retention.ErrBadResumeToken):
+		// A position in the other store's outbox, which `metadatad copy`
+		// brought with the tables: this store's outbox is read from its start.
+		d.opts.Logger.Warn("blob deleter: its position is not one of this store's outbox (copied from the other store); reading the outbox from its start",
+			"position", after)
 		page, err = d.opts.Outbox.DeletedImages(ctx, "", pageSize)
 	}
 	if err != nil || len(page) == 0 {

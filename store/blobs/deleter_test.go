@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/blobs"
 	"github.com/metadatad/metadatad/store/images"
@@ -313,5 +314,52 @@ func TestADryRunWalksTheWholeOutbox(t *testing.T) {
 	}
 	if exists() {
 		t.Error("a real run after the dry one left the first record's blob")
+	}
+}
+
+// numbered is an outbox whose tokens are numbers, as the embedded store's,
+// refusing any other as the real ones do.
+type numbered struct{ outbox }
+
+func (o numbered) DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
+	if _, err := strconv.ParseUint(after, 10, 64); err != nil && after != "" {
+		return nil, fmt.Errorf("%w: %q", retention.ErrBadResumeToken, after)
+	}
+	return o.outbox.DeletedImages(ctx, after, limit)
+}
+
+// TestAPositionOfTheOtherStoresOutboxStartsAfresh: a stored position that
+// this store's outbox refuses (an Azure seal token that `metadatad copy`
+// brought to the embedded store) makes the deleter read the outbox from
+// its start instead of failing every step.
+func TestAPositionOfTheOtherStoresOutboxStartsAfresh(t *testing.T) {
+	client, err := azblob.NewClientFromConnectionString(azurite.RequireBlob(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	position, err := db.Table(ctx, "BlobDeleter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := position.Upsert(ctx, store.Entity{PartitionKey: "blobs", RowKey: "deleter",
+		Properties: store.Properties{"Token": "3.0123456789abcdef"}}, store.Replace); err != nil {
+		t.Fatal(err)
+	}
+	const container = "https://acct.blob.core.windows.net/images"
+	box := numbered{outbox{{Seq: 1, Kind: images.Single, CameraID: "cam-1", BlobURI: container + "/cam-1/1.jpg"},
+		{Seq: 2, Kind: images.Single, CameraID: "cam-1", BlobURI: container + "/cam-1/2.jpg"}}}
+	d, err := blobs.New(blobs.Options{Outbox: box, Client: client, Containers: []string{container}, Position: position,
+		PerSecond: 1000, DryRun: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := d.RunOnce(ctx); err != nil || c.Deleted != 2 {
+		t.Errorf("a step from another outbox's position: %+v, %v; want both records from the start", c, err)
 	}
 }
