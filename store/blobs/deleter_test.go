@@ -317,8 +317,8 @@ func TestADryRunWalksTheWholeOutbox(t *testing.T) {
 	}
 }
 
-// numbered is an outbox whose tokens are numbers, as the embedded store's,
-// refusing any other as the real ones do.
+// numbered is an outbox whose tokens are numbers, refusing any other as
+// ErrBadResumeToken.
 type numbered struct{ outbox }
 
 func (o numbered) DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
@@ -329,9 +329,10 @@ func (o numbered) DeletedImages(ctx context.Context, after string, limit int) ([
 }
 
 // TestAPositionOfTheOtherStoresOutboxStartsAfresh: a stored position that
-// this store's outbox refuses (an Azure seal token that `metadatad copy`
-// brought to the embedded store) makes the deleter read the outbox from
-// its start instead of failing every step.
+// this store's outbox refuses as not its own (as Azure's queue design
+// refuses the embedded store's numbers that `metadatad copy` brought over)
+// makes the deleter read the outbox from its start instead of failing
+// every step.
 func TestAPositionOfTheOtherStoresOutboxStartsAfresh(t *testing.T) {
 	client, err := azblob.NewClientFromConnectionString(azurite.RequireBlob(t), nil)
 	if err != nil {
