@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,14 +43,57 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildStatic runs the Dockerfile's build command.
+// The build arguments the tests give the Dockerfile's build, as
+// `docker build --build-arg` would.
+const (
+	stampVersion  = "v1.2.3-deploytest"
+	stampRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
+// dockerBuild is the Dockerfile's build command, up to its output.
+var dockerBuild = regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*) -o /out/metadatad \./cmd/metadatad$`)
+
+// buildStatic runs the Dockerfile's build command, as its RUN line says
+// it, with the build arguments in the environment as docker gives them.
 func buildStatic(out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "../cmd/metadatad")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		return err
+	}
+	run := dockerBuild.FindSubmatch(raw)
+	if run == nil {
+		return errors.New("the Dockerfile has no RUN line building ./cmd/metadatad into /out/metadatad")
+	}
+	cmd := exec.Command("sh", "-c", string(run[1])+` -o "$OUT" ./cmd/metadatad`)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "VERSION="+stampVersion, "REVISION="+stampRevision, "OUT="+out)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("CGO_ENABLED=0 go build: %v\n%s", err, b)
+		return fmt.Errorf("%s: %v\n%s", run[1], err, b)
 	}
 	return nil
+}
+
+// TestImageKnowsItsVersion: the image's build has no .git, so the
+// Dockerfile stamps the version and revision its build arguments give,
+// and `metadatad version` and metadatad_build_info say them.
+func TestImageKnowsItsVersion(t *testing.T) {
+	out, err := exec.Command(binary, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("metadatad version: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("metadatad %s (revision %s, ", stampVersion, stampRevision); !strings.HasPrefix(string(out), want) {
+		t.Errorf("metadatad version printed %q, want it to start %q", out, want)
+	}
+	info := scrapeDaemon(t)["metadatad_build_info"]
+	labels := map[string]string{}
+	for _, m := range info.GetMetric() {
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+	}
+	if labels["version"] != stampVersion || labels["revision"] != stampRevision {
+		t.Errorf("metadatad_build_info is labelled %v, want version %s, revision %s", labels, stampVersion, stampRevision)
+	}
 }
 
 // TestBinaryIsStatic: the distroless static image has no C library, so the
@@ -79,7 +123,9 @@ func TestDockerfileBuildsAsTested(t *testing.T) {
 	}
 	d := string(raw)
 	for _, want := range []string{
-		"RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/metadatad ./cmd/metadatad",
+		`RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/metadatad ./cmd/metadatad`,
+		"ARG VERSION=",
+		"ARG REVISION=",
 		"USER 65532:65532",
 		`ENTRYPOINT ["/metadatad"]`,
 	} {
