@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -362,5 +364,54 @@ func TestAPositionOfTheOtherStoresOutboxStartsAfresh(t *testing.T) {
 	}
 	if c, _, err := d.RunOnce(ctx); err != nil || c.Deleted != 2 {
 		t.Errorf("a step from another outbox's position: %+v, %v; want both records from the start", c, err)
+	}
+}
+
+// TestDeleterStats: the steps' counts add up, a failed step is counted and
+// leaves the deleter behind by its record's deletion time, and a step
+// that catches up leaves it behind by nothing.
+func TestDeleterStats(t *testing.T) {
+	ctx := t.Context()
+	// A blob service that is not there: every delete fails, at once.
+	client, err := azblob.NewClientWithNoCredential("http://127.0.0.1:1/acct/",
+		&azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	position, err := db.Table(ctx, "BlobDeleter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const container = "http://127.0.0.1:1/acct/images"
+	deletedAt := time.Date(2026, 12, 1, 3, 17, 0, 0, time.UTC)
+	box := outbox{{Seq: 1, Kind: images.Single, CameraID: "cam-1", BlobURI: "https://elsewhere/x.jpg", DeletedAt: deletedAt},
+		{Seq: 2, Kind: images.Single, CameraID: "cam-1", BlobURI: container + "/cam-1/2.jpg", DeletedAt: deletedAt.Add(time.Minute)}}
+	opts := blobs.Options{Outbox: box, Client: client, Containers: []string{container}, Position: position,
+		PerSecond: 1000, Logger: slog.New(slog.DiscardHandler)}
+	d, err := blobs.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.RunOnce(ctx); err == nil {
+		t.Fatal("a delete from a blob service that is not there succeeded")
+	}
+	if got, want := d.Stats(), (blobs.Stats{Outside: 1, Failed: 1, Behind: deletedAt.Add(time.Minute)}); got != want {
+		t.Errorf("after a failed step: %+v, want %+v", got, want)
+	}
+	opts.DryRun = true
+	dry, err := blobs.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := dry.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dry.Stats(), (blobs.Stats{Deleted: 1}); got != want {
+		t.Errorf("after a step that caught up: %+v, want %+v", got, want)
 	}
 }
