@@ -260,11 +260,10 @@ func didYouMeanVariable(name string, known map[string]string) string {
 		names = append(names, v)
 	}
 	slices.Sort(names)
-	best := strings.TrimPrefix(didYouMean("", name, names), " (did you mean ")
+	best := closest(name, names)
 	if best == "" {
 		return ""
 	}
-	best = strings.TrimSuffix(best, "?)")
 	return fmt.Sprintf(" (did you mean $%s, of -%s?)", best, known[best])
 }
 
@@ -277,16 +276,22 @@ func flagNames(fs *flag.FlagSet) []string {
 // didYouMean is " (did you mean -listen?)" for the candidate closest to
 // word, written with prefix, or "" when none is close.
 func didYouMean(prefix, word string, candidates []string) string {
+	best := closest(word, candidates)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// closest is the candidate closest to word, or "" when none is close.
+func closest(word string, candidates []string) string {
 	best, bestDistance := "", len(word)/3+2
 	for _, c := range candidates {
 		if d := editDistance(word, c); d < bestDistance {
 			best, bestDistance = c, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+	return best
 }
 
 // editDistance is the Levenshtein distance of a and b.
