@@ -47,10 +47,13 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 	}
 	rs := metadatav1.NewRetentionServiceClient(d.conn(t))
 	// A purge, whose deletions the outbox of deleted images records.
-	_, err := rs.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+	started, err := rs.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
 		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if end := watchToEnd(t, d, started.GetJob().GetJobId()); end.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED {
+		t.Fatalf("the purge ended %v", end)
 	}
 	if _, err := rs.CreateRetentionPolicy(t.Context(), &metadatav1.CreateRetentionPolicyRequest{
 		RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/prefixes/copy-", SingleRetentionDays: 30}}); err != nil {
@@ -60,7 +63,6 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/copy-1", Reason: "kept through copies"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the purge ends
 	stop(t, d)
 	// The blob deleter's position, as it keeps it, beside the outbox.
 	db, err := pebble.Open(pebble.Options{Dir: first, Logger: slog.New(slog.DiscardHandler)})
@@ -103,11 +105,11 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 
 	// The policies table holds the prefix policy made and the count of
 	// prefix policies its cap keeps; the holds table the hold. The outbox
-	// holds a record of each of the 20 images the purge deleted (the index
-	// tables hold 70 of 90) and its next sequence number; the blob
+	// holds a record of each of the 30 images the purge deleted (captured in
+	// the first 30 minutes) and its next sequence number; the blob
 	// deleter's table its position.
 	wantRows := map[string]int{retention.DefaultPoliciesTable: 2, retention.DefaultHoldsTable: 1,
-		retention.DefaultOutboxTable: 21, blobDeleterTable: 1}
+		retention.DefaultOutboxTable: 31, blobDeleterTable: 1}
 	for name := range wantRows {
 		if !slices.Contains(tables, name) {
 			t.Errorf("copy leaves table %s behind", name)
