@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,14 +43,57 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildStatic runs the Dockerfile's build command.
+// The build arguments the tests give the Dockerfile's build, as
+// `docker build --build-arg` would.
+const (
+	stampVersion  = "v1.2.3-deploytest"
+	stampRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
+// dockerBuild is the Dockerfile's build command, up to its output.
+var dockerBuild = regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*) -o /out/metadatad \./cmd/metadatad$`)
+
+// buildStatic runs the Dockerfile's build command, as its RUN line says
+// it, with the build arguments in the environment as docker gives them.
 func buildStatic(out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "../cmd/metadatad")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		return err
+	}
+	run := dockerBuild.FindSubmatch(raw)
+	if run == nil {
+		return errors.New("the Dockerfile has no RUN line building ./cmd/metadatad into /out/metadatad")
+	}
+	cmd := exec.Command("sh", "-c", string(run[1])+` -o "$OUT" ./cmd/metadatad`)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "VERSION="+stampVersion, "REVISION="+stampRevision, "OUT="+out)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("CGO_ENABLED=0 go build: %v\n%s", err, b)
+		return fmt.Errorf("%s: %v\n%s", run[1], err, b)
 	}
 	return nil
+}
+
+// TestImageKnowsItsVersion: the image's build has no .git, so the
+// Dockerfile stamps the version and revision its build arguments give,
+// and `metadatad version` and metadatad_build_info say them.
+func TestImageKnowsItsVersion(t *testing.T) {
+	out, err := exec.Command(binary, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("metadatad version: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("metadatad %s (revision %s, ", stampVersion, stampRevision); !strings.HasPrefix(string(out), want) {
+		t.Errorf("metadatad version printed %q, want it to start %q", out, want)
+	}
+	info := scrapeDaemon(t)["metadatad_build_info"]
+	labels := map[string]string{}
+	for _, m := range info.GetMetric() {
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+	}
+	if labels["version"] != stampVersion || labels["revision"] != stampRevision {
+		t.Errorf("metadatad_build_info is labelled %v, want version %s, revision %s", labels, stampVersion, stampRevision)
+	}
 }
 
 // TestBinaryIsStatic: the distroless static image has no C library, so the
@@ -79,7 +123,9 @@ func TestDockerfileBuildsAsTested(t *testing.T) {
 	}
 	d := string(raw)
 	for _, want := range []string{
-		"RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/metadatad ./cmd/metadatad",
+		`RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/metadatad ./cmd/metadatad`,
+		"ARG VERSION=",
+		"ARG REVISION=",
 		"USER 65532:65532",
 		`ENTRYPOINT ["/metadatad"]`,
 	} {
@@ -217,7 +263,8 @@ func metadatadContainers(t *testing.T, objects []object) map[string]container {
 		switch o.kind() {
 		case "Deployment", "StatefulSet":
 			for _, c := range containers(t, podSpec(o)) {
-				if strings.HasPrefix(c.Image, "metadatad") {
+				// REGISTRY/metadatad:TAG
+				if _, repo, _ := strings.Cut(c.Image, "/"); strings.HasPrefix(repo, "metadatad:") {
 					out[o.kind()+"/"+o.name()] = c
 				}
 			}
@@ -269,24 +316,39 @@ func TestManifestsAuthenticate(t *testing.T) {
 }
 
 // TestManifestsLimitGoMemory: each metadatad container has a memory limit
-// and gives it to the Go runtime as GOMEMLIMIT, through the downward API.
+// and gives the Go runtime 90% of it as GOMEMLIMIT (within a MiB), leaving
+// headroom for the memory the runtime does not count.
 func TestManifestsLimitGoMemory(t *testing.T) {
 	for workload, c := range metadatadContainers(t, loadManifests(t)) {
-		if c.Resources.Limits["memory"] == "" {
-			t.Errorf("%s has no memory limit", workload)
+		limit, err := memoryBytes(c.Resources.Limits["memory"])
+		if err != nil {
+			t.Errorf("%s: memory limit: %v", workload, err)
+			continue
 		}
 		i := slices.IndexFunc(c.Env, func(e envVar) bool { return e.Name == "GOMEMLIMIT" })
 		if i < 0 {
 			t.Errorf("%s sets no GOMEMLIMIT", workload)
 			continue
 		}
-		ref := c.Env[i].ValueFrom
-		if ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" ||
-			(ref.ResourceFieldRef.ContainerName != "" && ref.ResourceFieldRef.ContainerName != c.Name) ||
-			ref.ResourceFieldRef.Divisor != "" {
-			t.Errorf("%s: GOMEMLIMIT is not its own limits.memory in bytes (resourceFieldRef, no divisor)", workload)
+		soft, err := memoryBytes(c.Env[i].Value)
+		if want := limit * 9 / 10; err != nil || soft > want || want-soft > 1<<20 {
+			t.Errorf("%s: GOMEMLIMIT %q (%v), want 90%% of the limit %s, %d bytes", workload, c.Env[i].Value, err, c.Resources.Limits["memory"], want)
 		}
 	}
+}
+
+// memoryBytes reads a Kubernetes binary quantity (1Gi) or a GOMEMLIMIT
+// (921MiB) as bytes.
+func memoryBytes(q string) (int64, error) {
+	for i, unit := range []string{"Ki", "Mi", "Gi"} {
+		for _, suffix := range []string{unit + "B", unit} {
+			if n, ok := strings.CutSuffix(q, suffix); ok {
+				v, err := strconv.ParseInt(n, 10, 64)
+				return v << (10 * (i + 1)), err
+			}
+		}
+	}
+	return 0, fmt.Errorf("%q is not a number of Ki, Mi or Gi", q)
 }
 
 // TestManifestShape checks what the deployment promises: Azure mode

@@ -47,6 +47,7 @@ func TestDashboard(t *testing.T) {
 		t.Error("the dashboard has no title or uid")
 	}
 	ids := map[int]bool{}
+	queries := map[string]string{} // panel title: its queries
 	var rows []string
 	for _, p := range dashboard.Panels {
 		if ids[p.ID] {
@@ -62,6 +63,7 @@ func TestDashboard(t *testing.T) {
 		}
 		for _, target := range p.Targets {
 			checkQuery(t, "panel "+p.Title, dashboardVariables.Replace(target.Expr))
+			queries[p.Title] += target.Expr + "\n"
 		}
 	}
 	for _, v := range dashboard.Templating.List {
@@ -76,6 +78,17 @@ func TestDashboard(t *testing.T) {
 			continue
 		}
 		checkQuery(t, "variable "+v.Name, dashboardVariables.Replace(selector[:i]))
+	}
+	// Panels of failures show failures: answers (a NOT_FOUND, a get that
+	// finds nothing) and callers that gave up are not the server's faults.
+	for title, matcher := range map[string]string{
+		"Errors per second":               `grpc_code!~\"OK|NotFound|Canceled\"`,
+		"Store operation failures":        `error=\"failure\"`,
+		"Since the last successful purge": "metadatad_purge_since_success_seconds",
+	} {
+		if !strings.Contains(queries[title], strings.ReplaceAll(matcher, `\"`, `"`)) {
+			t.Errorf("panel %q: %q lacks %s", title, queries[title], matcher)
+		}
 	}
 	want := []string{"RPCs", "Purges", "Store", "Disk and memory", "Fleet"}
 	if strings.Join(rows, ",") != strings.Join(want, ",") {

@@ -120,7 +120,11 @@ func (c callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 // finished logs the call's line if the logger keeps its level.
 func (c callLog) finished(ctx context.Context, fullMethod, kind string, start time.Time, err error) {
 	code := status.Code(err)
-	if code == codes.OK && (c.successes <= 0 || c.successes < 1 && rand.Float64() >= c.successes) {
+	// A call its caller gave up on (a Watch stream closed, the reflection
+	// stream grpcurl closes after every call) is no failure of the
+	// server's: it is sampled as the successes are.
+	gaveUp := code == codes.Canceled && ctx.Err() != nil
+	if (code == codes.OK || gaveUp) && (c.successes <= 0 || c.successes < 1 && rand.Float64() >= c.successes) {
 		return
 	}
 	level := slog.Level(logging.DefaultServerCodeToLevel(code))

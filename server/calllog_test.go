@@ -46,3 +46,24 @@ func TestCallLogSamplesSuccesses(t *testing.T) {
 		})
 	}
 }
+
+// TestCallLogLeavesOutCallersThatGaveUp: a stream its caller cancelled
+// (a Watch closed, grpcurl's reflection stream) is sampled as a success,
+// not logged as a failed call; a call cancelled while its caller still
+// waits is a failure and keeps its line.
+func TestCallLogLeavesOutCallersThatGaveUp(t *testing.T) {
+	var logs bytes.Buffer
+	c := callLog{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	canceled := status.Error(codes.Canceled, "context canceled")
+	c.finished(gone, "/metadata.v1.SingleImageMetadataService/WatchSingleImageMetadata", "server_stream", time.Now(), canceled)
+	c.finished(gone, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "bidi_stream", time.Now(), canceled)
+	if logs.Len() > 0 {
+		t.Errorf("calls their callers cancelled were logged:\n%s", logs.String())
+	}
+	c.finished(context.Background(), "/metadata.v1.RetentionService/WatchPurge", "server_stream", time.Now(), canceled)
+	if !strings.Contains(logs.String(), "grpc.code=Canceled") {
+		t.Errorf("a call cancelled while its caller waits has no line: %q", logs.String())
+	}
+}

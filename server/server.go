@@ -126,6 +126,21 @@ type Server struct {
 	stopOnce sync.Once
 	// feeds stream new images to the Watch RPCs; Serve runs their tails.
 	feeds []*watchfeed.Feed
+	// limits are the caps of every call, and their counts of open streams.
+	limits *callLimits
+}
+
+// OpenStreams are the streams open now, as the caps count them.
+type OpenStreams struct {
+	// PurgeWatches are WatchPurge streams, Feeds the live image feeds
+	// (Watch{Single,Pano,PreStitch}ImageMetadata), DeletedImageWatches
+	// WatchDeletedImages streams.
+	PurgeWatches, Feeds, DeletedImageWatches int64
+}
+
+// OpenStreams reports the streams open now, for the metrics.
+func (s *Server) OpenStreams() OpenStreams {
+	return OpenStreams{PurgeWatches: s.limits.watches.Load(), Feeds: s.limits.feeds.Load(), DeletedImageWatches: s.limits.deleted.Load()}
 }
 
 // New builds the server and its interceptor chain. It refuses a service
@@ -153,7 +168,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{grpc: grpc.NewServer(opts.serverOptions(scopes)...), health: health.NewServer(), stopping: stopping, feeds: feeds}
+	limits := newCallLimits(opts.Limits)
+	s := &Server{grpc: grpc.NewServer(opts.serverOptions(scopes, limits)...), health: health.NewServer(), stopping: stopping, feeds: feeds, limits: limits}
 	s.checker = &healthChecker{health: s.health, store: opts.StoreCheck, writes: opts.WriteCheck, budget: opts.BudgetCheck,
 		interval: opts.HealthInterval, log: opts.Logger, reachable: true}
 	for _, svc := range services {
@@ -239,7 +255,7 @@ func (o *Options) services(feeds []*watchfeed.Feed, stopping chan struct{}) []se
 
 // serverOptions are the grpc.Server's options: the interceptor chain
 // guarding each method with its scope, limits, workers, tracing and TLS.
-func (o *Options) serverOptions(scopes map[string]string) []grpc.ServerOption {
+func (o *Options) serverOptions(scopes map[string]string, limits *callLimits) []grpc.ServerOption {
 	var opts []grpc.ServerOption
 	if o.Metrics != nil {
 		// Outermost, so every call is counted whatever refuses it later.
@@ -249,7 +265,7 @@ func (o *Options) serverOptions(scopes map[string]string) []grpc.ServerOption {
 	if o.Traffic != nil {
 		opts = append(opts, grpc.ChainUnaryInterceptor(o.Traffic.unary), grpc.ChainStreamInterceptor(o.Traffic.stream))
 	}
-	opts = append(opts, interceptorChain(newCallLog(o.Logger, o.AccessLog), auth.NewGuard(o.Auth, scopes).Authorize, newCallLimits(o.Limits))...)
+	opts = append(opts, interceptorChain(newCallLog(o.Logger, o.AccessLog), auth.NewGuard(o.Auth, scopes).Authorize, limits)...)
 	opts = append(opts, o.Limits.serverOptions()...)
 	// A fixed pool of goroutines serves the calls instead of a new goroutine
 	// per call, whose stack grows anew each time. A call that finds every

@@ -9,21 +9,83 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/metadatad/metadatad/internal/grpcclient"
 )
 
 // The command line keeps the standard flag package: what a library such as
-// ff/v4 would add, the METADATAD_ variable of each flag, is the few lines
-// of parseFlags, while the checks that make it fail safe (a variable that
+// ff/v4 (still v4.0.0-alpha) would add, the METADATAD_ variable of each
+// flag, is the few lines of parseFlags, and its one prefix per flag set
+// cannot give a command's connection flags and its own flags the names
+// envName gives them; the checks that make it fail safe (a variable that
 // names no flag of any command, a stray word) are metadatad's own either
 // way; and the help keeps the format the deploy tests and operators read.
 
 // envPrefix begins the environment variable of every flag.
 const envPrefix = "METADATAD_"
 
-// envName is the environment variable of a flag: -data-dir is
-// METADATAD_DATA_DIR.
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// envName is the variable of a flag of command (the word after metadatad,
+// "" or "serve" for the daemon). The daemon's flags have METADATAD_ and
+// the flag's name in upper snake case (-data-dir is METADATAD_DATA_DIR),
+// read by every command that has the flag, since it means the same there.
+// So that a variable set for one command never changes another, a flag of
+// the connection a command makes to -server has CLIENT_ after METADATAD_
+// (-tls-ca is METADATAD_CLIENT_TLS_CA: the daemon's METADATAD_TLS_CERT is
+// no client certificate), and any other flag of a command its command's
+// name (copy's -to is METADATAD_COPY_TO).
+func envName(command, flagName string) string {
+	upper := strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	switch {
+	case command == "" || command == "serve":
+		return envPrefix + upper
+	case clientFlags()[flagName]:
+		return envPrefix + "CLIENT_" + upper
+	case daemonFlags()[flagName]:
+		return envPrefix + upper
+	default:
+		return envPrefix + strings.ToUpper(command) + "_" + upper
+	}
+}
+
+// legacyEnvName is the variable a command's flag had before envName
+// qualified it (METADATAD_TO), still read, with a warning, for one
+// release; "" when it has no other, or when the old name is the daemon's
+// (METADATAD_TLS_CERT), which a command must not read.
+func legacyEnvName(command, flagName string) string {
+	old := envName("", flagName)
+	if old == envName(command, flagName) || daemonFlags()[flagName] {
+		return ""
+	}
+	return old
+}
+
+// commandOf is the command of the flag set fs: "backup" for "metadatad
+// backup", "blobs" for "metadatad blobs audit", "" for the daemon's.
+func commandOf(fs *flag.FlagSet) string {
+	words := strings.Fields(strings.TrimPrefix(fs.Name(), "metadatad"))
+	if len(words) == 0 {
+		return ""
+	}
+	return words[0]
+}
+
+// daemonFlags and clientFlags are the flag names of the daemon and of a
+// connection to it (grpcclient's).
+var daemonFlags, clientFlags = sync.OnceValue(func() map[string]bool {
+	fs := newFlagSet("metadatad")
+	new(config).register(fs)
+	return flagSet(fs)
+}), sync.OnceValue(func() map[string]bool {
+	fs := newFlagSet("client")
+	new(grpcclient.Config).RegisterFlags(fs)
+	return flagSet(fs)
+})
+
+func flagSet(fs *flag.FlagSet) map[string]bool {
+	names := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	return names
 }
 
 // noEnv are the flags no variable sets: a variable left in an environment
@@ -118,15 +180,24 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) (set map[string]
 	set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var envErr error
+	command := commandOf(fs)
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || noEnv[f.Name] || envErr != nil {
 			return
 		}
+		name := envName(command, f.Name)
+		v, ok := os.LookupEnv(name)
+		if legacy := legacyEnvName(command, f.Name); !ok && legacy != "" {
+			if v, ok = os.LookupEnv(legacy); ok {
+				fmt.Fprintf(os.Stderr, "%s: $%s is read for this release only: set $%s instead\n", fs.Name(), legacy, name)
+				name = legacy
+			}
+		}
 		// f.Value.Set, not fs.Set: fs.Visit keeps listing the command
 		// line alone, as the warning of a key in it and copy's rerun read it.
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+		if ok {
 			if err := f.Value.Set(v); err != nil {
-				envErr = usagef(fs, "$%s: %v", envName(f.Name), err)
+				envErr = usagef(fs, "$%s: %v", name, err)
 			}
 			set[f.Name] = true
 		}
@@ -147,38 +218,53 @@ func strayArgument(fs *flag.FlagSet, arg string) error {
 // variable of another command's flag is left alone (the daemon's
 // environment is inherited by the commands run beside it).
 func checkEnvironment(fs *flag.FlagSet, environ []string) error {
-	known := allFlagNames()
-	var names []string
-	for name := range known {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	known := allVariables()
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		flagName, ok := strings.CutPrefix(name, envPrefix)
-		if !ok || notFlags[name] {
+		if !strings.HasPrefix(name, envPrefix) || notFlags[name] || known[name] != "" {
 			continue
 		}
-		flagName = strings.ToLower(strings.ReplaceAll(flagName, "_", "-"))
-		if !known[flagName] || noEnv[flagName] {
-			return usagef(fs, "$%s names no flag of metadatad%s", name, didYouMean("$"+envPrefix, flagName, names))
-		}
+		return usagef(fs, "$%s names no flag of metadatad%s", name, didYouMeanVariable(name, known))
 	}
 	return nil
 }
 
-// allFlagNames are the flags of every command.
-func allFlagNames() map[string]bool {
-	names := map[string]bool{}
+// allVariables maps the variable of every flag of every command, those
+// read for one more release included, to its flag.
+func allVariables() map[string]string {
+	vars := map[string]string{}
 	for _, c := range commandList() {
 		if c.flags == nil {
 			continue
 		}
 		fs := newFlagSet(c.name)
 		c.flags(fs)
-		fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+		fs.VisitAll(func(f *flag.Flag) {
+			if noEnv[f.Name] {
+				return
+			}
+			vars[envName(c.name, f.Name)] = f.Name
+			if legacy := legacyEnvName(c.name, f.Name); legacy != "" {
+				vars[legacy] = f.Name
+			}
+		})
 	}
-	return names
+	return vars
+}
+
+// didYouMeanVariable is " (did you mean $METADATAD_DATA_DIR, of
+// -data-dir?)" for the known variable closest to name, or "".
+func didYouMeanVariable(name string, known map[string]string) string {
+	var names []string
+	for v := range known {
+		names = append(names, v)
+	}
+	slices.Sort(names)
+	best := closest(name, names)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean $%s, of -%s?)", best, known[best])
 }
 
 func flagNames(fs *flag.FlagSet) []string {
@@ -188,22 +274,24 @@ func flagNames(fs *flag.FlagSet) []string {
 }
 
 // didYouMean is " (did you mean -listen?)" for the candidate closest to
-// word, written with prefix, or "" when none is close. A flag name is
-// matched as written (-data-dir), a variable's as its flag's.
+// word, written with prefix, or "" when none is close.
 func didYouMean(prefix, word string, candidates []string) string {
+	best := closest(word, candidates)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// closest is the candidate closest to word, or "" when none is close.
+func closest(word string, candidates []string) string {
 	best, bestDistance := "", len(word)/3+2
 	for _, c := range candidates {
 		if d := editDistance(word, c); d < bestDistance {
 			best, bestDistance = c, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	if strings.HasPrefix(prefix, "$") {
-		return fmt.Sprintf(" (did you mean $%s, of -%s?)", envName(best), best)
-	}
-	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+	return best
 }
 
 // editDistance is the Levenshtein distance of a and b.
@@ -245,7 +333,7 @@ func printHelp(w io.Writer, fs *flag.FlagSet) {
 	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if !noEnv[f.Name] {
-			f.Usage += " ($" + envName(f.Name) + ")"
+			f.Usage += " ($" + envName(commandOf(fs), f.Name) + ")"
 		}
 		// A default that depends on the store or the machine is stated in
 		// the flag's own words; the value the flag package would add is
@@ -256,9 +344,11 @@ func printHelp(w io.Writer, fs *flag.FlagSet) {
 	})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprint(w, "\nEnvironment:\n  Each flag has the variable shown, METADATAD_ and its name in upper snake case, read by every\n"+
-		"  command that has the flag; a flag on the command line wins. A METADATAD_ variable that\n"+
-		"  names no flag of any command is an error.\n")
+	fmt.Fprint(w, "\nEnvironment:\n  Each flag has the variable shown; a flag on the command line wins. The server's flags have\n"+
+		"  METADATAD_ and the name in upper snake case, read by every command that has the flag; the\n"+
+		"  flags of a command's connection to -server METADATAD_CLIENT_, and a command's own flags\n"+
+		"  its name (METADATAD_COPY_TO). A METADATAD_ variable that names no flag of any command is\n"+
+		"  an error.\n")
 }
 
 // zeroValue is the text of the zero value of f's type, which PrintDefaults

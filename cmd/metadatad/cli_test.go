@@ -59,7 +59,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "--help", args: []string{"--help"}, stdout: []string{"Commands:", "$METADATAD_LOG_LEVEL"}},
 		{name: "help", args: []string{"help"}, stdout: []string{"Commands:", "-data-dir string"}},
 		{name: "serve -h", args: []string{"serve", "-h"}, stdout: []string{"Commands:"}},
-		{name: "help backup", args: []string{"help", "backup"}, stdout: []string{"Usage: metadatad backup", "-server string", "$METADATAD_TO"}, not: []string{"Commands:"}},
+		{name: "help backup", args: []string{"help", "backup"}, stdout: []string{"Usage: metadatad backup", "-server string", "$METADATAD_BACKUP_TO", "$METADATAD_CLIENT_TLS_CA"}, not: []string{"Commands:"}},
 		{name: "backup -h", args: []string{"backup", "-h"}, stdout: []string{"-to string"}},
 		{name: "restore -h names the value of -from plainly", args: []string{"restore", "-h"}, stdout: []string{"-from string", "as metadatad backup wrote it"},
 			not: []string{"-from metadatad backup"}},

@@ -150,7 +150,8 @@ func copyTables(c config) []string {
 	}
 	return append(tables, c.videoTable, c.deviceStateTable, c.acquisitionTable,
 		acquisition.ActiveTable(c.acquisitionTable), retention.DefaultJobsTable,
-		retention.DefaultPoliciesTable, retention.DefaultHoldsTable)
+		retention.DefaultPoliciesTable, retention.DefaultHoldsTable,
+		retention.DefaultOutboxTable, blobDeleterTable)
 }
 
 // copyEnd is one side of a copy.

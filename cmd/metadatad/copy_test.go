@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,7 +24,9 @@ import (
 
 // TestCopyCommandRoundTrip moves a deployment from the embedded store to
 // Azure Table Storage and back with `metadatad copy`: every table, purge
-// history, retention policies and legal holds included, comes back with the same keys and properties; a second
+// history, retention policies, legal holds, the outbox of deleted images
+// and the blob deleter's position included, comes back with the same keys
+// and properties; a second
 // copy writes nothing; and the copy lists each index table before its
 // primary table.
 func TestCopyCommandRoundTrip(t *testing.T) {
@@ -34,7 +37,7 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 	prefix := "c" + hex.EncodeToString(id[:])
 
 	first := t.TempDir()
-	d := startDaemon(t, first)
+	d := startDaemon(t, first, "-retention-outbox")
 	clients := newImageClients(d.conn(t))
 	for seq := range 90 {
 		img := written{kind: images.Kinds[seq%3], camera: fmt.Sprintf("copy-%d", seq%2), at: crashBase.Add(time.Duration(seq) * time.Minute)}
@@ -43,10 +46,14 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		}
 	}
 	rs := metadatav1.NewRetentionServiceClient(d.conn(t))
-	_, err := rs.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
-		DryRun: true, Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
+	// A purge, whose deletions the outbox of deleted images records.
+	started, err := rs.StartPurge(t.Context(), &metadatav1.StartPurgeRequest{
+		Cutoff: &metadatav1.StartPurgeRequest_CutoffTime{CutoffTime: timestamppb.New(crashBase.Add(30 * time.Minute))}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if end := watchToEnd(t, d, started.GetJob().GetJobId()); end.GetState() != metadatav1.PurgeState_PURGE_STATE_SUCCEEDED {
+		t.Fatalf("the purge ended %v", end)
 	}
 	if _, err := rs.CreateRetentionPolicy(t.Context(), &metadatav1.CreateRetentionPolicyRequest{
 		RetentionPolicy: &metadatav1.RetentionPolicy{Name: "retentionPolicies/prefixes/copy-", SingleRetentionDays: 30}}); err != nil {
@@ -56,8 +63,20 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/copy-1", Reason: "kept through copies"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the dry run ends
 	stop(t, d)
+	// The blob deleter's position, as it keeps it, beside the outbox.
+	db, err := pebble.Open(pebble.Options{Dir: first, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	position, err := db.Table(t.Context(), blobDeleterTable)
+	if err == nil {
+		_, err = position.Upsert(t.Context(), store.Entity{PartitionKey: "blobs", RowKey: "deleter",
+			Properties: store.Properties{"Token": "12"}}, store.Replace)
+	}
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
 
 	var out strings.Builder
 	if err := runCopy(t.Context(), []string{"-from", "embedded:" + first, "-to", "azure", "-azure-table-prefix", prefix}, &out); err != nil {
@@ -84,6 +103,18 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		}
 	}
 
+	// The policies table holds the prefix policy made and the count of
+	// prefix policies its cap keeps; the holds table the hold. The outbox
+	// holds a record of each of the 30 images the purge deleted (captured in
+	// the first 30 minutes) and its next sequence number; the blob
+	// deleter's table its position.
+	wantRows := map[string]int{retention.DefaultPoliciesTable: 2, retention.DefaultHoldsTable: 1,
+		retention.DefaultOutboxTable: 31, blobDeleterTable: 1}
+	for name := range wantRows {
+		if !slices.Contains(tables, name) {
+			t.Errorf("copy leaves table %s behind", name)
+		}
+	}
 	want, got := openQuiet(t, first), openQuiet(t, last)
 	for _, name := range tables {
 		w, g := scanAll(t, want, name), scanAll(t, got, name)
@@ -95,10 +126,8 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		if strings.HasPrefix(name, "PurgeJobs") && len(w) == 0 {
 			t.Error("no purge history to copy")
 		}
-		// The policies table holds the prefix policy made and the count of
-		// prefix policies its cap keeps; the holds table the hold.
-		if wantRows := map[string]int{retention.DefaultPoliciesTable: 2, retention.DefaultHoldsTable: 1}[name]; wantRows > 0 && len(w) != wantRows {
-			t.Errorf("table %s: %d rows to copy, want the %d the policy or hold made", name, len(w), wantRows)
+		if n, ok := wantRows[name]; ok && len(w) != n {
+			t.Errorf("table %s: %d rows to copy, want the %d the policy, hold, purge or deleter made", name, len(w), n)
 		}
 	}
 }

@@ -102,7 +102,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
 		obs.metrics.WatchSilentCameras(svc.fleet.silentCounts)
-		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, svc.engine, svc.repos, log)
+		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, svc.engine, svc.repos, served{srv: srv, deleter: deleter}, log)
 	}
 	if lis.health != nil {
 		serveHealthProbes(srv, lis.health, log)

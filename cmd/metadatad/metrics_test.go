@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -130,6 +131,42 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if got := families[`metadatad_purge_oldest_row_past_cutoff_seconds{kind="pano"}`]; got < 120 {
 		t.Errorf("pano's oldest row %vs past the cutoff, want at least 120", got)
+	}
+	// No pano purge ever succeeded: the time since one counts from the
+	// single purge, the store's first, and is there for the alert.
+	if _, ok := families[`metadatad_purge_since_success_seconds{kind="pano"}`]; !ok {
+		t.Error("metadatad_purge_since_success_seconds{kind=\"pano\"} missing before any pano purge")
+	}
+
+	// An open feed shows in the stream gauges (the server admits it
+	// before its first message, which start_with_latest sends); the free-space
+	// guard, with room, reads 0.
+	feedCtx, closeFeed := context.WithCancel(t.Context())
+	defer closeFeed()
+	feed, err := singles.WatchSingleImageMetadata(feedCtx, &metadatav1.WatchSingleImageMetadataRequest{CameraIds: []string{"cam-1"}, StartWithLatest: true})
+	if err == nil {
+		_, err = feed.Recv()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	families = scrape(t, d.metricsAddr)
+	for series, want := range map[string]float64{`metadatad_streams_open{stream="image_feed"}`: 1,
+		`metadatad_streams_open{stream="watch_purge"}`: 0, `metadatad_streams_open{stream="watch_deleted_images"}`: 0, `metadatad_free_space_low`: 0} {
+		if got, ok := families[series]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	closeFeed()
+
+	// A camera on hold keeps its rows past any cutoff: no row is overdue.
+	if _, err := purges.CreateLegalHold(t.Context(), &metadatav1.CreateLegalHoldRequest{
+		LegalHold: &metadatav1.LegalHold{Name: "legalHolds/cam-1", Reason: "case 7"}}); err != nil {
+		t.Fatal(err)
+	}
+	families = scrape(t, d.metricsAddr)
+	if got, ok := families[`metadatad_purge_oldest_row_past_cutoff_seconds{kind="pano"}`]; ok {
+		t.Errorf("with a camera on hold, pano's oldest row is %vs past the cutoff, want the gauge left out", got)
 	}
 }
 

@@ -37,6 +37,8 @@ type backend struct {
 	// azure is the Azure table backend, whose clock fallbacks metrics
 	// watch; nil on the embedded store.
 	azure *aztable.Backend
+	// guard is the embedded store's free-space guard; nil on Azure.
+	guard *diskspace.Guard
 	// describe is what the serving log line says about the store; never a secret.
 	describe []any
 }
@@ -64,7 +66,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (backend, er
 		// flushes fail or its writes stall behind failing compactions, when
 		// they wait until the engine stops the process.
 		writeCheck := func() error { return errors.Join(guard.Check(), db.WritesBlocked()) }
-		return backend{tables: db, embedded: db, purges: cfg.purgeLive.New, close: db.Close, writeCheck: writeCheck,
+		return backend{tables: db, embedded: db, guard: guard, purges: cfg.purgeLive.New, close: db.Close, writeCheck: writeCheck,
 			describe: []any{"store", "embedded", "data_dir", cfg.dataDir}}, nil
 	}
 	a := cfg.azure

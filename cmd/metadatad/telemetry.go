@@ -9,7 +9,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/metadatad/metadatad/internal/telemetry"
+	"github.com/metadatad/metadatad/server"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/blobs"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/observed"
 	"github.com/metadatad/metadatad/store/retention"
@@ -73,13 +75,34 @@ func (o observability) shutdown(timeout time.Duration, log *slog.Logger) {
 	}
 }
 
-// serveMetrics serves /metrics on lis with the purge series; it stops when ctx ends.
+// served is what the daemon serves beside the store, for the metrics.
+type served struct {
+	srv *server.Server
+	// deleter is the blob deleter; nil without one.
+	deleter *blobs.Deleter
+}
+
+// serveMetrics serves /metrics on lis with the purge, stream, blob deleter
+// and free-space series; it stops when ctx ends.
 func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, lis net.Listener, b backend, engine *retention.Engine,
-	repos map[images.Kind]*images.Repository, log *slog.Logger) {
-	depth, _ := b.queue.(telemetry.QueueDepth)
-	m.WatchPurges(engine, telemetry.PurgeOptions{
-		Queue: depth, Retention: time.Duration(cfg.retentionDays) * 24 * time.Hour, Logger: log,
+	repos map[images.Kind]*images.Repository, on served, log *slog.Logger) {
+	m.WatchStreams(func() map[string]int64 {
+		open := on.srv.OpenStreams()
+		return map[string]int64{"watch_purge": open.PurgeWatches, "image_feed": open.Feeds, "watch_deleted_images": open.DeletedImageWatches}
 	})
+	if on.deleter != nil {
+		m.WatchBlobDeleter(on.deleter, time.Now)
+	}
+	if b.guard != nil {
+		m.WatchFreeSpace(b.guard.Low)
+	}
+	depth, _ := b.queue.(telemetry.QueueDepth)
+	// A schedule that purges by policy has no one retention to judge by.
+	var retain time.Duration
+	if !cfg.usePolicies {
+		retain = time.Duration(cfg.retentionDays) * 24 * time.Hour
+	}
+	m.WatchPurges(engine, telemetry.PurgeOptions{Queue: depth, Retention: retain, Logger: log})
 	if b.embedded != nil {
 		var tallied []store.Table
 		for _, kind := range images.Kinds {

@@ -17,12 +17,28 @@ type buildInfo struct {
 	GoVersion string
 }
 
+// version and revision, when the linker stamps them (-ldflags "-X
+// main.version=... -X main.revision=..."), stand for the build
+// information's: the container image is built without .git (see
+// deploy/Dockerfile), so it has no VCS information of its own.
+var version, revision string
+
 func readBuildInfo() buildInfo {
 	b := buildInfo{Version: "unknown", Revision: "unknown", GoVersion: runtime.Version()}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
+	if info, ok := debug.ReadBuildInfo(); ok {
+		b.fromModule(info)
 	}
+	if version != "" {
+		b.Version = version
+	}
+	if revision != "" {
+		b.Revision = revision
+	}
+	return b
+}
+
+// fromModule takes the module version and VCS revision of info.
+func (b *buildInfo) fromModule(info *debug.BuildInfo) {
 	if info.Main.Version != "" {
 		b.Version = info.Main.Version
 	}
@@ -38,7 +54,6 @@ func readBuildInfo() buildInfo {
 	if dirty {
 		b.Revision += "-dirty"
 	}
-	return b
 }
 
 func (b buildInfo) String() string {

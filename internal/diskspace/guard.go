@@ -111,6 +111,17 @@ func (g *Guard) Check() error {
 	return nil
 }
 
+// Low reports whether the last reading was below the floor: writes are
+// refused until one is not.
+func (g *Guard) Low() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.low
+}
+
 // Admit is Check for a write made under ctx; writes marked by Exempt pass
 // whatever the space.
 func (g *Guard) Admit(ctx context.Context) error {

@@ -29,9 +29,13 @@ type QueueDepth interface {
 type PurgeOptions struct {
 	// Queue is the purge task queue; nil leaves its depth out.
 	Queue QueueDepth
-	// Retention is the retention the built-in schedule applies; 0 takes the
-	// latest purge's (as a CronJob started it) for the oldest-row gauge.
+	// Retention is the one retention the built-in schedule applies; 0 (and
+	// so when it purges by policy) takes the latest purge's (as a CronJob
+	// started it) for the oldest-row gauge.
 	Retention time.Duration
+	// Started is when this process started: with no purge in the store,
+	// the time since a success counts from it. Default: at WatchPurges.
+	Started time.Time
 	// Timeout bounds the store reads of one scrape; default 5 seconds.
 	Timeout time.Duration
 	// Logger gets the failures of those reads; nil means slog.Default.
@@ -47,6 +51,9 @@ func (m *Metrics) WatchPurges(p Purges, opts PurgeOptions) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Started.IsZero() {
+		opts.Started = p.Now()
 	}
 	m.Registry.MustRegister(&purgeCollector{purges: p, opts: opts})
 }
@@ -64,10 +71,13 @@ var (
 		"Purge tasks in the queue, those being worked on included.", nil, nil)
 	purgeLastSuccess = prometheus.NewDesc("metadatad_purge_last_success_timestamp_seconds",
 		"When the latest successful purge (not a dry run) of the image type ended, in Unix seconds.", []string{"kind"}, nil)
+	purgeSinceSuccess = prometheus.NewDesc("metadatad_purge_since_success_seconds",
+		"Seconds since the latest successful purge (not a dry run) of the image type ended; with none in the store, since the oldest purge there was started, or with no purge at all since this process started. Alert on this.",
+		[]string{"kind"}, nil)
 	purgeRetention = prometheus.NewDesc("metadatad_purge_retention_seconds",
-		"The retention the oldest-row gauge judges against: the schedule's, else the latest purge's.", nil, nil)
+		"The one retention the oldest-row gauge judges against: the schedule's, else the latest purge's; missing when purges go by policy or a camera is on hold.", nil, nil)
 	purgeOverdue = prometheus.NewDesc("metadatad_purge_oldest_row_past_cutoff_seconds",
-		"How long past its cutoff (now minus the retention) the oldest row of the image type is; 0 when none is past it. Alert on this.",
+		"How long past its cutoff (now minus the one retention) the oldest row of the image type is; 0 when none is past it; missing when purges go by policy or a camera is on hold, whose rules keep rows past it.",
 		[]string{"kind"}, nil)
 	purgeStatusUp = prometheus.NewDesc("metadatad_purge_status_up",
 		"1 when this scrape could read the purge status from the store, else 0 and the store-wide purge series are missing.", nil, nil)
@@ -80,7 +90,7 @@ type purgeCollector struct {
 
 func (c *purgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{purgeRunning, purgeEnded, purgeRows, purgeDevicesFailed,
-		purgeQueueDepth, purgeLastSuccess, purgeRetention, purgeOverdue, purgeStatusUp} {
+		purgeQueueDepth, purgeLastSuccess, purgeSinceSuccess, purgeRetention, purgeOverdue, purgeStatusUp} {
 		ch <- d
 	}
 }
@@ -114,18 +124,37 @@ func (c *purgeCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(purgeStatusUp, prometheus.GaugeValue, 1)
+	c.collectStatus(ch, status)
+}
+
+// collectStatus exports the store-wide series of one status read.
+func (c *purgeCollector) collectStatus(ch chan<- prometheus.Metric, status retention.Status) {
+	now := c.purges.Now()
 	for kind, at := range status.LastSucceeded {
 		ch <- prometheus.MustNewConstMetric(purgeLastSuccess, prometheus.GaugeValue, float64(at.Unix()), kind.String())
+	}
+	// Every kind from the start, so that purges that never start (a
+	// CronJob with a bad token) are seen as well as purges that fail.
+	since := c.opts.Started
+	if !status.FirstPurge.IsZero() {
+		since = status.FirstPurge
+	}
+	for _, kind := range c.purges.Kinds() {
+		from := since
+		if at, ok := status.LastSucceeded[kind]; ok {
+			from = at
+		}
+		ch <- prometheus.MustNewConstMetric(purgeSinceSuccess, prometheus.GaugeValue, max(0, now.Sub(from).Seconds()), kind.String())
 	}
 	keep := c.opts.Retention
 	if keep == 0 {
 		keep = status.Retention
 	}
-	if keep == 0 {
-		return // no retention known yet: nothing is past a cutoff
+	if keep == 0 || status.Held {
+		return // no one retention that every row is judged by
 	}
 	ch <- prometheus.MustNewConstMetric(purgeRetention, prometheus.GaugeValue, keep.Seconds())
-	cutoff := c.purges.Now().Add(-keep).Truncate(time.Minute)
+	cutoff := now.Add(-keep).Truncate(time.Minute)
 	for _, kind := range c.purges.Kinds() {
 		overdue := 0.0
 		if oldest, ok := status.Oldest[kind]; ok {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
@@ -71,6 +72,40 @@ type Deleter struct {
 	// dryAt is a dry run's place in the outbox once it has read a page; nil
 	// before, when it starts from the stored position.
 	dryAt *string
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// Stats are what a Deleter's steps have done since it was made, for the
+// metrics.
+type Stats struct {
+	// Deleted and Outside add up the steps' Counts; Failed counts the
+	// steps that failed (the next step retries).
+	Deleted, Outside, Failed int64
+	// Behind is when the oldest record left to handle was deleted from the
+	// store: a failed step's record, or after a full page its last record
+	// (the next is no older); zero when the deleter has caught up.
+	Behind time.Time
+}
+
+// Stats returns what the Deleter's steps have done.
+func (d *Deleter) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+// record adds a step's outcome to the stats.
+func (d *Deleter) record(c Counts, behind time.Time, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats.Deleted += int64(c.Deleted)
+	d.stats.Outside += int64(c.Outside)
+	if err != nil {
+		d.stats.Failed++
+	}
+	d.stats.Behind = behind
 }
 
 // container is an allowed container: its URL, and its name in the client's
@@ -118,17 +153,30 @@ func New(opts Options) (*Deleter, error) {
 // be more. A delete that fails leaves the position before its image, so
 // the next step tries again: deleting a blob twice deletes it once. Steps
 // run one at a time.
-func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
-	var c Counts
+func (d *Deleter) RunOnce(ctx context.Context) (c Counts, more bool, err error) {
+	var behind time.Time
+	defer func() {
+		if err != nil && behind.IsZero() {
+			behind = d.Stats().Behind // a step that read nothing is no nearer
+		}
+		d.record(c, behind, err)
+	}()
 	after, err := d.from(ctx)
 	if err != nil {
 		return c, false, err
 	}
 	page, err := d.opts.Outbox.DeletedImages(ctx, after, pageSize)
-	if errors.Is(err, retention.ErrOutboxTrimmed) {
+	switch {
+	case errors.Is(err, retention.ErrOutboxTrimmed):
 		// Behind the outbox's retention: what was retired is beyond reach.
 		d.opts.Logger.Error("blob deleter: it fell behind the outbox's retention; the blobs of the retired records stay (metadatad blobs audit finds them)",
 			"position", after, "err", err)
+		page, err = d.opts.Outbox.DeletedImages(ctx, "", pageSize)
+	case errors.Is(err, retention.ErrBadResumeToken):
+		// A position in the other store's outbox, which `metadatad copy`
+		// brought with the tables: this store's outbox is read from its start.
+		d.opts.Logger.Warn("blob deleter: its position is not one of this store's outbox (copied from the other store); reading the outbox from its start",
+			"position", after)
 		page, err = d.opts.Outbox.DeletedImages(ctx, "", pageSize)
 	}
 	if err != nil || len(page) == 0 {
@@ -140,9 +188,13 @@ func (d *Deleter) RunOnce(ctx context.Context) (Counts, bool, error) {
 			if done != after {
 				err = errors.Join(err, d.advance(ctx, done))
 			}
+			behind = img.DeletedAt
 			return c, false, err
 		}
 		done = img.Token
+	}
+	if len(page) == pageSize {
+		behind = page[len(page)-1].DeletedAt
 	}
 	return c, len(page) == pageSize, d.advance(ctx, done)
 }

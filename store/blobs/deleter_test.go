@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/blobs"
 	"github.com/metadatad/metadatad/store/images"
@@ -314,5 +317,102 @@ func TestADryRunWalksTheWholeOutbox(t *testing.T) {
 	}
 	if exists() {
 		t.Error("a real run after the dry one left the first record's blob")
+	}
+}
+
+// numbered is an outbox whose tokens are numbers, refusing any other as
+// ErrBadResumeToken.
+type numbered struct{ outbox }
+
+func (o numbered) DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
+	if _, err := strconv.ParseUint(after, 10, 64); err != nil && after != "" {
+		return nil, fmt.Errorf("%w: %q", retention.ErrBadResumeToken, after)
+	}
+	return o.outbox.DeletedImages(ctx, after, limit)
+}
+
+// TestAPositionOfTheOtherStoresOutboxStartsAfresh: a stored position that
+// this store's outbox refuses as not its own (as Azure's queue design
+// refuses the embedded store's numbers that `metadatad copy` brought over)
+// makes the deleter read the outbox from its start instead of failing
+// every step.
+func TestAPositionOfTheOtherStoresOutboxStartsAfresh(t *testing.T) {
+	client, err := azblob.NewClientFromConnectionString(azurite.RequireBlob(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	position, err := db.Table(ctx, "BlobDeleter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := position.Upsert(ctx, store.Entity{PartitionKey: "blobs", RowKey: "deleter",
+		Properties: store.Properties{"Token": "3.0123456789abcdef"}}, store.Replace); err != nil {
+		t.Fatal(err)
+	}
+	const container = "https://acct.blob.core.windows.net/images"
+	box := numbered{outbox{{Seq: 1, Kind: images.Single, CameraID: "cam-1", BlobURI: container + "/cam-1/1.jpg"},
+		{Seq: 2, Kind: images.Single, CameraID: "cam-1", BlobURI: container + "/cam-1/2.jpg"}}}
+	d, err := blobs.New(blobs.Options{Outbox: box, Client: client, Containers: []string{container}, Position: position,
+		PerSecond: 1000, DryRun: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := d.RunOnce(ctx); err != nil || c.Deleted != 2 {
+		t.Errorf("a step from another outbox's position: %+v, %v; want both records from the start", c, err)
+	}
+}
+
+// TestDeleterStats: the steps' counts add up, a failed step is counted and
+// leaves the deleter behind by its record's deletion time, and a step
+// that catches up leaves it behind by nothing.
+func TestDeleterStats(t *testing.T) {
+	ctx := t.Context()
+	// A blob service that is not there: every delete fails, at once.
+	client, err := azblob.NewClientWithNoCredential("http://127.0.0.1:1/acct/",
+		&azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	position, err := db.Table(ctx, "BlobDeleter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const container = "http://127.0.0.1:1/acct/images"
+	deletedAt := time.Date(2026, 12, 1, 3, 17, 0, 0, time.UTC)
+	box := outbox{{Seq: 1, Kind: images.Single, CameraID: "cam-1", BlobURI: "https://elsewhere/x.jpg", DeletedAt: deletedAt},
+		{Seq: 2, Kind: images.Single, CameraID: "cam-1", BlobURI: container + "/cam-1/2.jpg", DeletedAt: deletedAt.Add(time.Minute)}}
+	opts := blobs.Options{Outbox: box, Client: client, Containers: []string{container}, Position: position,
+		PerSecond: 1000, Logger: slog.New(slog.DiscardHandler)}
+	d, err := blobs.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.RunOnce(ctx); err == nil {
+		t.Fatal("a delete from a blob service that is not there succeeded")
+	}
+	if got, want := d.Stats(), (blobs.Stats{Outside: 1, Failed: 1, Behind: deletedAt.Add(time.Minute)}); got != want {
+		t.Errorf("after a failed step: %+v, want %+v", got, want)
+	}
+	opts.DryRun = true
+	dry, err := blobs.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := dry.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dry.Stats(), (blobs.Stats{Deleted: 1}); got != want {
+		t.Errorf("after a step that caught up: %+v, want %+v", got, want)
 	}
 }

@@ -74,6 +74,8 @@ func TestAddsNoFastPaths(t *testing.T) {
 	}
 }
 
+// TestRecordsLatencyAndErrors: each operation is timed; its failures are
+// counted by kind, a get that finds no row aside (every create asks one).
 func TestRecordsLatencyAndErrors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	b := observed.Backend(openPebble(t), observed.Options{Name: "embedded", Metrics: observed.NewMetrics(reg)})
@@ -91,22 +93,25 @@ func TestRecordsLatencyAndErrors(t *testing.T) {
 	if _, err := tbl.Get(t.Context(), "p", "missing"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get: %v, want ErrNotFound", err)
 	}
+	if err := tbl.Delete(t.Context(), "p", "missing", ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delete: %v, want ErrNotFound", err)
+	}
 	if n, err := tbl.(store.Counter).CountRows(t.Context(), "p", store.Range{}); err != nil || n != 1 {
 		t.Fatalf("CountRows = %d, %v; want 1", n, err)
 	}
 	want := `
-# HELP metadatad_store_operation_errors_total Store operations that failed, by backend, operation and kind of error. not_found, already_exists, conflict and invalid are answers of the contract; failure is the one to alert on.
+# HELP metadatad_store_operation_errors_total Store operations that failed, by backend, operation and kind of error. not_found, already_exists, conflict and invalid are answers of the contract; failure is the one to alert on. A get that finds no row is an answer, not counted: every create reads whether its image exists.
 # TYPE metadatad_store_operation_errors_total counter
 metadatad_store_operation_errors_total{backend="embedded",error="already_exists",operation="insert"} 1
-metadatad_store_operation_errors_total{backend="embedded",error="not_found",operation="get"} 1
+metadatad_store_operation_errors_total{backend="embedded",error="not_found",operation="delete"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "metadatad_store_operation_errors_total"); err != nil {
 		t.Error(err)
 	}
-	if got, err := testutil.GatherAndCount(reg, "metadatad_store_operation_duration_seconds"); err != nil || got != 3 {
-		t.Errorf("%d duration series (%v), want 3: insert, get, count_rows", got, err)
+	if got, err := testutil.GatherAndCount(reg, "metadatad_store_operation_duration_seconds"); err != nil || got != 4 {
+		t.Errorf("%d duration series (%v), want 4: insert, get, delete, count_rows", got, err)
 	}
-	for op, n := range map[string]int{"insert": 2, "get": 1, "count_rows": 1} {
+	for op, n := range map[string]int{"insert": 2, "get": 1, "delete": 1, "count_rows": 1} {
 		if c := histogramCount(t, reg, op); c != uint64(n) {
 			t.Errorf("%s observed %d times, want %d", op, c, n)
 		}

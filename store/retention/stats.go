@@ -76,29 +76,39 @@ type Status struct {
 	LastSucceeded map[images.Kind]time.Time
 	// Retention is how far back the latest purge (not a dry run) cut: the
 	// time it was created minus its cutoff; 0 without one, or when it used
-	// policies, whose cameras have cutoffs of their own (a held camera's
-	// old rows are not overdue).
+	// policies, whose cameras have cutoffs and thinning tiers of their own.
 	Retention time.Duration
+	// FirstPurge is when the oldest purge (not a dry run) among the most
+	// recent jobs was created, whatever its end; zero without one. A store
+	// whose purges all fail has been without a success since then.
+	FirstPurge time.Time
+	// Held says some camera is on legal hold: its rows are kept past any
+	// cutoff, so an old row is no sign of a purge behind.
+	Held bool
 	// Oldest is the capture minute of each kind's oldest indexed rows, the
 	// next rows a purge would retire; a kind without rows is missing.
 	Oldest map[images.Kind]time.Time
 }
 
-// Status reads the latest purges and the oldest row of each kind: one page
-// of jobs and one single-row scan of each index.
+// Status reads the latest purges, whether any hold is in force and the
+// oldest row of each kind: one page of jobs, one of holds and one
+// single-row scan of each index.
 func (e *Engine) Status(ctx context.Context) (Status, error) {
 	s := Status{LastSucceeded: map[images.Kind]time.Time{}, Oldest: map[images.Kind]time.Time{}}
 	jobs, _, err := e.jobs.list(ctx, "", recentJobs, nil)
 	if err != nil {
 		return Status{}, err
 	}
+	latest := true
 	for _, j := range jobs {
 		if j.DryRun {
 			continue
 		}
-		if s.Retention == 0 && !j.UsePolicies {
+		if latest && !j.UsePolicies {
 			s.Retention = j.Created.Sub(j.Cutoff)
 		}
+		latest = false
+		s.FirstPurge = j.Created
 		if j.State != Succeeded {
 			continue
 		}
@@ -108,6 +118,11 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 			}
 		}
 	}
+	holds, _, err := e.policies.ListHolds(ctx, 1, nil)
+	if err != nil {
+		return Status{}, fmt.Errorf("retention: reading holds: %w", err)
+	}
+	s.Held = len(holds) > 0
 	for kind, repo := range e.repos {
 		oldest, ok, err := repo.OldestIndexed(ctx)
 		if err != nil {
