@@ -212,7 +212,11 @@ md_case() {
 	if [[ -n $LOG_LEVEL ]]; then flags+=(-log-level "$LOG_LEVEL"); fi
 	rm -rf "$data"
 	start_daemon "${flags[@]}"
-	"$build/metadata-load" seed -addr "$addr" "${fleets[@]}" >"$work/seed.json"
+	if ! "$build/metadata-load" seed -addr "$addr" "${fleets[@]}" >"$work/seed.json"; then
+		echo "seeding failed; the daemon's log ends:" >&2
+		tail -20 "$work/daemon.log" >&2
+		exit 1
+	fi
 	stop_daemon
 	"$build/metadatad" compact -data-dir "$data" >>"$work/daemon.log" 2>&1
 	start_daemon "${flags[@]}"

@@ -237,8 +237,8 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 		// so does one while requests are served; one with holds, or a delete
 		// of one camera, to stop the index's range deletion before the rows
 		// of the cameras it keeps.)
-		err := r.pace.section(ctx, 0, func(started func()) error {
-			return r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras, started)
+		err := r.pace.section(ctx, 0, func(c *sectionClock) error {
+			return r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras, c)
 		})
 		if !errors.Is(err, errSectionFull) {
 			return r.finishRun(ctx, err)
@@ -303,8 +303,8 @@ func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surv
 		to := cameras[i+1].id
 		err := r.env.PaceUntilCancel(ctx, j, 2*rows)
 		if err == nil {
-			err = r.pace.section(ctx, units, func(started func()) error {
-				return r.section(ctx, from, to, from, indexBefore, false, 0, started)
+			err = r.pace.section(ctx, units, func(c *sectionClock) error {
+				return r.section(ctx, from, to, from, indexBefore, false, 0, c)
 			})
 		}
 		if err != nil {
@@ -318,8 +318,8 @@ func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surv
 	}
 	// The last section reads every camera's tallies again: a unit each.
 	units += int64(len(cameras))
-	return r.pace.section(ctx, units, func(started func()) error {
-		return r.section(ctx, "", "", from, indexBefore, true, 0, started)
+	return r.pace.section(ctx, units, func(c *sectionClock) error {
+		return r.section(ctx, "", "", from, indexBefore, true, 0, c)
 	})
 }
 

@@ -92,23 +92,40 @@ func (p *pacer) units() int64 {
 	return max(1, int64(p.opts.SectionTime/p.perUnit))
 }
 
-// section runs a section of units units of work (work), timing it by the
-// time work reports, and then, while requests are served, rests in
-// proportion before giving the turn to the next section of any job.
-func (p *pacer) section(ctx context.Context, units int64, work func(started func()) error) error {
+// sectionClock times one section: from the start of its exclusive work
+// to its end, and the part of it its cameras cost (scan), without what
+// every section costs whatever its size (reading the job and the holds,
+// writing the job, committing, the memtable's tombstones fragmented anew).
+type sectionClock struct {
+	began time.Time
+	scan  time.Duration
+}
+
+// start marks the start of the section's exclusive work.
+func (c *sectionClock) start() { c.began = time.Now() }
+
+// scanned adds d of work on the section's cameras.
+func (c *sectionClock) scanned(d time.Duration) { c.scan += d }
+
+// section runs a section of units units of work (work), learning the time
+// a unit takes from the part its cameras cost, so that a section's fixed
+// costs do not shrink the next to a camera or two, and then, while
+// requests are served, rests in proportion to the whole section before
+// giving the turn to the next section of any job.
+func (p *pacer) section(ctx context.Context, units int64, work func(*sectionClock) error) error {
 	select {
 	case p.turn <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-p.turn }()
-	var began time.Time
-	err := work(func() { began = time.Now() })
-	if began.IsZero() {
+	var c sectionClock
+	err := work(&c)
+	if c.began.IsZero() {
 		return err // nothing ran: no time to learn from, none to rest
 	}
-	took := time.Since(began)
-	p.learn(units, took)
+	took := time.Since(c.began)
+	p.learn(units, c.scan)
 	if err != nil || !p.live() {
 		return err
 	}
@@ -119,7 +136,7 @@ func (p *pacer) section(ctx context.Context, units int64, work func(started func
 // weighing half: cameras differ in days and rows, and the machine's load
 // comes and goes.
 func (p *pacer) learn(units int64, took time.Duration) {
-	if units <= 0 {
+	if units <= 0 || took <= 0 {
 		return
 	}
 	per := took / time.Duration(units)

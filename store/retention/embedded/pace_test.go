@@ -24,11 +24,13 @@ import (
 // are exact, and cost no wall-clock time.
 
 // costlyPurger is the embedded store whose sections take cost(camera) of
-// virtual time for each camera day they delete rows of, as if the work
-// were that slow, and records each committed section.
+// virtual time for each camera day they delete rows of, and fixed more
+// for the section, as if the work were that slow, and records each
+// committed section.
 type costlyPurger struct {
 	*pebble.DB
-	cost func(camera string) time.Duration
+	cost  func(camera string) time.Duration
+	fixed time.Duration
 	// committed, if set, is called after each committed section with
 	// how many so far.
 	committed func(n int)
@@ -44,14 +46,14 @@ type spent struct {
 }
 
 func (c *costlyPurger) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
-	b := &countingBatch{}
+	b := &countingBatch{cost: c.cost}
 	began := time.Now()
 	err := c.DB.Exclusive(ctx, through, func(ctx context.Context, pb store.PurgeBatch) error {
 		b.PurgeBatch = pb
 		if err := stage(ctx, b); err != nil {
 			return err
 		}
-		time.Sleep(b.cost(c.cost))
+		time.Sleep(c.fixed)
 		return nil
 	})
 	if err == nil && len(b.cameras) > 0 {
@@ -73,9 +75,10 @@ func (c *costlyPurger) spent() []spent {
 }
 
 // countingBatch records the camera of each day whose rows a section
-// deletes.
+// deletes, which costs it cost(camera).
 type countingBatch struct {
 	store.PurgeBatch
+	cost    func(camera string) time.Duration
 	cameras []string
 }
 
@@ -83,16 +86,9 @@ func (b *countingBatch) DeleteRowsBefore(table, partition string, boundary time.
 	n, err := b.PurgeBatch.DeleteRowsBefore(table, partition, boundary, tallies)
 	if n > 0 {
 		b.cameras = append(b.cameras, partition)
+		time.Sleep(b.cost(partition))
 	}
 	return n, err
-}
-
-func (b *countingBatch) cost(per func(string) time.Duration) time.Duration {
-	var d time.Duration
-	for _, c := range b.cameras {
-		d += per(c)
-	}
-	return d
 }
 
 // pacedFixture is an embedded store in a bubble with cameras of expired
@@ -136,6 +132,7 @@ type pacedStore struct {
 	opts   embedded.Options
 	live   *atomic.Bool
 	cost   func(string) time.Duration
+	fixed  time.Duration
 	fs     *vfs.MemFS
 	outbox bool
 }
@@ -150,7 +147,7 @@ func openPacedFixture(t *testing.T, s pacedStore) *pacedFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	p := &costlyPurger{DB: db, cost: s.cost}
+	p := &costlyPurger{DB: db, cost: s.cost, fixed: s.fixed}
 	repo, err := images.Open(t.Context(), p, images.Options{Kind: images.Single})
 	if err != nil {
 		t.Fatal(err)
@@ -332,6 +329,29 @@ func TestAPurgeSpeedsUpWhenRequestsStop(t *testing.T) {
 		}
 		if len(sections) < 5 {
 			t.Errorf("%d sections, want the live ones before requests stopped", len(sections))
+		}
+	})
+}
+
+// TestFixedCostsDoNotShrinkSections: what a section costs whatever its
+// size (its job record, its commit, the memtable's tombstones) is not
+// taken for its cameras' cost: sections still hold the section time's
+// worth of cameras, rather than shrinking to one each.
+func TestFixedCostsDoNotShrinkSections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Bool
+		live.Store(true)
+		s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}, live: &live,
+			cost: func(string) time.Duration { return time.Millisecond }, fixed: 5 * time.Millisecond, fs: vfs.NewMem()}
+		f := openPacedFixture(t, s)
+		seedPaced(t, f)
+		f.run(t)
+		f.purge(t)
+		sections := f.purger.spent()
+		for i, sec := range sections[1 : len(sections)-1] {
+			if sec.days != 4 {
+				t.Errorf("section %d held %d cameras, want 4 (4ms of them, besides its fixed 5ms)", i+1, sec.days)
+			}
 		}
 	})
 }

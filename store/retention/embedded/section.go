@@ -24,14 +24,14 @@ import (
 // its cameras, one placed after waits for its commit.
 //
 // A section with a limit above 0 fails with errSectionFull, committing
-// nothing, once it meets more cameras than that. It calls started as its
-// exclusive work begins, for the pacer to time it.
-func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int, started func()) error {
+// nothing, once it meets more cameras than that. It times itself on clock,
+// for the pacer.
+func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int, clock *sectionClock) error {
 	ended := false
 	var deleted retention.Counts // what the committed batch deleted
 	var counted map[string]struct{}
 	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
-		started()
+		clock.start()
 		j, err := r.env.Job(ctx, r.id)
 		if err != nil {
 			return err
@@ -69,7 +69,9 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		if !state(p).KeptBefore.IsZero() {
 			s.keptBefore = store.MinTime(s.keptBefore, state(p).KeptBefore)
 		}
+		scan := time.Now()
 		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
+		clock.scanned(time.Since(scan))
 		if err != nil {
 			return err
 		}
