@@ -158,23 +158,24 @@ func (m *costModel) add(x, y float64) {
 	m.last = x
 }
 
-// units is how many units a section may hold for its cameras' work to
-// take about target, besides its fixed part. Before any section was
-// timed, probeUnits. A section grows to twice the last at most: a fit
+// units is how many units a section may hold to take about target: its
+// fixed part and target more, once the fixed part outgrows target, so that
+// half of each section at least is its cameras' work. Before any section
+// was timed, probeUnits. A section grows to twice the last at most: a fit
 // thrown by a change of cost must not make one long section.
 func (m *costModel) units(target time.Duration) int64 {
 	if m.n == 0 || m.sx == 0 {
 		return probeUnits
 	}
-	perUnit := m.sy / m.sx // one size so far: all of it per unit
+	fixed, perUnit := 0.0, m.sy/m.sx // one size so far: all of it per unit
 	if den := m.n*m.sxx - m.sx*m.sx; den > 1e-9*m.sxx*m.n {
-		// The slope of the fit; its intercept, the fixed part, is what it
-		// is whatever the section's size.
-		if b := (m.n*m.sxy - m.sx*m.sy) / den; b > 0 {
-			perUnit = b
+		b := (m.n*m.sxy - m.sx*m.sy) / den
+		if a := (m.sy - b*m.sx) / m.n; b > 0 {
+			fixed, perUnit = max(a, 0), b
 		}
 	}
-	return max(1, min(int64(2*m.last), int64(float64(target)/perUnit+0.5)))
+	work := max(float64(target), fixed)
+	return max(1, min(int64(2*m.last), int64(work/perUnit+0.5)))
 }
 
 // rest is the pause after a section that took took, which keeps the
