@@ -67,8 +67,8 @@ type pacer struct {
 	live func() bool
 	turn chan struct{} // a section and its rest hold it
 
-	mu   sync.Mutex
-	cost costModel // what the sections' cameras cost, by their units
+	mu      sync.Mutex
+	perUnit time.Duration // time a unit of work took, averaged; 0 until timed
 }
 
 func newPacer(opts Options, live func() bool) *pacer {
@@ -86,7 +86,10 @@ func (p *pacer) units() int64 {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cost.units(p.opts.SectionTime)
+	if p.perUnit <= 0 {
+		return probeUnits
+	}
+	return max(1, int64(p.opts.SectionTime/p.perUnit))
 }
 
 // sectionClock times one section: from the start of its exclusive work
@@ -129,52 +132,21 @@ func (p *pacer) section(ctx context.Context, units int64, work func(*sectionCloc
 	return sleep(ctx, p.rest(took))
 }
 
-// learn adds a section of units units whose cameras took took.
+// learn averages the time a unit of work takes, the latest section
+// weighing half: cameras differ in days and rows, and the machine's load
+// comes and goes.
 func (p *pacer) learn(units int64, took time.Duration) {
 	if units <= 0 || took <= 0 {
 		return
 	}
+	per := took / time.Duration(units)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cost.add(float64(units), float64(took))
-}
-
-// costModel fits the time a section's cameras take as fixed + perUnit x
-// units, by least squares over the sections so far, the latest weighing
-// most (each older one half as much): cameras differ in days and rows, and
-// the machine's load and the memtable's tombstones come and go. The fixed
-// part is real: a section's scan of its cameras' tallies skips what the
-// sections before it deleted. Fitting it keeps sections from shrinking to
-// a camera or two when it grows, which would make more sections, each
-// paying it again.
-type costModel struct {
-	n, sx, sy, sxx, sxy float64
-	last                float64 // the latest section's units
-}
-
-func (m *costModel) add(x, y float64) {
-	const keep = 0.5
-	m.n, m.sx, m.sy, m.sxx, m.sxy = keep*m.n+1, keep*m.sx+x, keep*m.sy+y, keep*m.sxx+x*x, keep*m.sxy+x*y
-	m.last = x
-}
-
-// units is how many units a section may hold for its cameras' work to
-// take about target, besides its fixed part. Before any section was
-// timed, probeUnits. A section grows to twice the last at most: a fit
-// thrown by a change of cost must not make one long section.
-func (m *costModel) units(target time.Duration) int64 {
-	if m.n == 0 || m.sx == 0 {
-		return probeUnits
+	if p.perUnit <= 0 {
+		p.perUnit = per
+		return
 	}
-	perUnit := m.sy / m.sx // one size so far: all of it per unit
-	if den := m.n*m.sxx - m.sx*m.sx; den > 1e-9*m.sxx*m.n {
-		// The slope of the fit; its intercept, the fixed part, is what it
-		// is whatever the section's size.
-		if b := (m.n*m.sxy - m.sx*m.sy) / den; b > 0 {
-			perUnit = b
-		}
-	}
-	return max(1, min(int64(2*m.last), int64(float64(target)/perUnit+0.5)))
+	p.perUnit = (p.perUnit + per) / 2
 }
 
 // rest is the pause after a section that took took, which keeps the
