@@ -119,7 +119,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		"retention.ErrJobEnded": retention.ErrJobEnded, "retention.ErrTooManyPrefixes": retention.ErrTooManyPrefixes,
 		"retention.ErrOutboxTrimmed": retention.ErrOutboxTrimmed, "retention.ErrBadResumeToken": retention.ErrBadResumeToken,
 		"retention.ErrOutboxAhead": retention.ErrOutboxAhead, "backup.ErrBusy": backup.ErrBusy,
-		"fleet.ErrNoDailyCounts": fleet.ErrNoDailyCounts,
+		"fleet.ErrNoDailyCounts":  fleet.ErrNoDailyCounts,
 		"retention.ErrCameraHeld": retention.ErrCameraHeld,
 	}
 	var dirs []string
