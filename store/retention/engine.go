@@ -33,8 +33,10 @@ type Engine struct {
 	// driver is the backend's purge design (driver.go).
 	driver Driver
 
-	mu      sync.Mutex
-	runCtx  context.Context
+	mu     sync.Mutex
+	runCtx context.Context
+	// running holds the jobs running in this process, each with whether
+	// to run it again as its run ends (launchStarted).
 	running map[string]bool
 	changed chan struct{}
 	stats   Stats
@@ -211,23 +213,53 @@ func (e *Engine) launch(id string) bool {
 	return true
 }
 
+// launchStarted launches a job Start has just confirmed. A RunOnce that
+// listed the job before its confirmation may hold its claim while it finds
+// it unconfirmed and leaves it: that run then runs it again as it ends,
+// rather than leaving it to the next tick a lease later.
+func (e *Engine) launchStarted(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.running[id]; ok {
+		e.running[id] = true
+		return
+	}
+	ctx := e.runCtx
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	e.running[id] = false
+	e.wg.Go(func() { e.runClaimed(ctx, id) })
+}
+
 // claim marks a job as running in this process, unless it already is.
 func (e *Engine) claim(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.running[id] {
+	if _, ok := e.running[id]; ok {
 		return false
 	}
-	e.running[id] = true
+	e.running[id] = false
 	return true
 }
 
-// runClaimed runs a job claim marked, and unmarks it.
+// runClaimed runs a job claim marked, again if launchStarted asked while
+// it ran, and unmarks it.
 func (e *Engine) runClaimed(ctx context.Context, id string) {
-	e.runJob(ctx, id)
-	e.mu.Lock()
-	delete(e.running, id)
-	e.mu.Unlock()
+	for {
+		e.runJob(ctx, id)
+		e.mu.Lock()
+		again := e.running[id] && ctx.Err() == nil
+		if again {
+			e.running[id] = false
+		} else {
+			delete(e.running, id)
+		}
+		e.mu.Unlock()
+		if !again {
+			return
+		}
+	}
 }
 
 func (e *Engine) updateJob(ctx context.Context, id string, change func(*Job) error) (*Job, error) {

@@ -117,7 +117,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (*Job, error) {
 		return nil, err
 	}
 	e.notify()
-	e.launch(j.ID)
+	e.launchStarted(j.ID)
 	return j, nil
 }
 

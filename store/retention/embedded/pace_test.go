@@ -204,6 +204,11 @@ func (f *pacedFixture) await(t *testing.T, j *retention.Job) *retention.Job {
 	if j.State != retention.Succeeded {
 		t.Fatalf("purge ended %s (%s)", j.State, j.Error)
 	}
+	// The job's end is committed with its last section, which the
+	// costlyPurger records only once its commit returns: wait for that
+	// (the test's poll and the section's last sleep can end at the same
+	// virtual instant).
+	synctest.Wait()
 	if c := j.Totals(); c.MetadataRows != pacedCameras*pacedImages || c.IndexRows != c.MetadataRows {
 		t.Fatalf("purge counted %d primary and %d index rows, want %d of each", c.MetadataRows, c.IndexRows, pacedCameras*pacedImages)
 	}
