@@ -77,7 +77,7 @@ func (e *Engine) pace(ctx context.Context, j *Job, rows int64) error {
 			reservations[i] = e.reserve(l, int(n))
 			wait = max(wait, reservations[i].Delay())
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := Sleep(ctx, wait); err != nil {
 			for _, r := range reservations {
 				r.Cancel()
 			}
@@ -141,8 +141,9 @@ func (e *Engine) paceStep(j *Job) int64 {
 	return step
 }
 
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits for d, or until ctx ends: the pause of every pace, the
+// engine's and its drivers'.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

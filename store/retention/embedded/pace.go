@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/metadatad/metadatad/store/retention"
 )
 
 // Pacing by time. On an engine that deletes a camera's expired rows with
@@ -129,7 +131,7 @@ func (p *pacer) section(ctx context.Context, units int64, work func(*sectionCloc
 	if err != nil || !p.live() {
 		return err
 	}
-	return sleep(ctx, p.rest(took))
+	return retention.Sleep(ctx, p.rest(took))
 }
 
 // learn averages the time a unit of work takes, the latest section
@@ -154,19 +156,4 @@ func (p *pacer) learn(units int64, took time.Duration) {
 func (p *pacer) rest(took time.Duration) time.Duration {
 	share := p.opts.LiveShare
 	return min(maxRest, time.Duration(float64(took)*(1-share)/share))
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
