@@ -77,3 +77,63 @@ func BenchmarkPurgeStage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPurgeInSections purges 10,000 cameras of ten expired rows each
+// in committed sections of a few cameras, as a purge paced while requests
+// are served does: each section reads the tallies of its own cameras,
+// whatever the sections before it deleted. ns/section should not grow
+// with the cameras already purged.
+func BenchmarkPurgeInSections(b *testing.B) {
+	const cameras, perCamera, perSection = 10_000, 10, 16
+	boundary := day0.Add(30 * 24 * time.Hour)
+	for b.Loop() {
+		b.StopTimer()
+		db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tbl, _ := db.Table(b.Context(), "Images")
+		if err := db.Tally(b.Context(), tbl.Name()); err != nil {
+			b.Fatal(err)
+		}
+		ids := make([]string, cameras)
+		var ops []store.Op
+		for c := range cameras {
+			ids[c] = fmt.Sprintf("cam-%05d", c)
+			for i := range perCamera {
+				ops = append(ops, store.Op{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: ids[c],
+					RowKey: store.InvertedTicksRowKey(day0.Add(time.Duration(i) * time.Minute))}})
+			}
+			if err := tbl.Batch(b.Context(), ops); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+		b.StartTimer()
+		var deleted int64
+		for from := 0; from < cameras; from += perSection {
+			r := store.Range{From: ids[from]}
+			if from+perSection < cameras {
+				r.To = ids[from+perSection]
+			}
+			err := db.Exclusive(b.Context(), boundary, func(ctx context.Context, pb store.PurgeBatch) error {
+				pb.Unsynced()
+				return pb.Tallies(ctx, tbl.Name(), r, boundary, func(t *store.DayTally) error {
+					n, err := pb.DeleteRowsBefore(tbl.Name(), t.PartitionKey, boundary, []store.DayTally{*t})
+					deleted += n
+					return err
+				})
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		if deleted != cameras*perCamera {
+			b.Fatalf("deleted %d rows, want %d", deleted, cameras*perCamera)
+		}
+		db.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(cameras/perSection), "ns/section")
+}

@@ -487,6 +487,56 @@ func TestTalliesSkipScan(t *testing.T) {
 	}
 }
 
+// TestTalliesAfterEarlierSections: after a section deleted the first
+// cameras' rows and tallies, a later section's Tallies still visits
+// exactly its range of every day, whatever days the fleet has gaps in,
+// and days whose only tallies went or lie outside the range.
+func TestTalliesAfterEarlierSections(t *testing.T) {
+	db, images := openTallied(t)
+	ctx := t.Context()
+	cameras := map[int][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c"}, 3: {"a", "b"}, 6: {"e"}, 8: {"c", "e"}}
+	for day, pks := range cameras {
+		for _, pk := range pks {
+			at := day0.Add(time.Duration(day)*24*time.Hour + time.Hour)
+			if _, err := images.Insert(ctx, store.Entity{PartitionKey: pk, RowKey: store.InvertedTicksRowKey(at)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	through := day0.Add(9 * 24 * time.Hour)
+	visit := func(r store.Range, each func(b store.PurgeBatch, d *store.DayTally) error) []string {
+		t.Helper()
+		var got []string
+		err := db.Exclusive(ctx, through, func(ctx context.Context, b store.PurgeBatch) error {
+			return b.Tallies(ctx, images.Name(), r, through, func(d *store.DayTally) error {
+				got = append(got, d.Day.Format("0102")+d.PartitionKey)
+				return each(b, d)
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	purge := func(b store.PurgeBatch, d *store.DayTally) error {
+		_, err := b.DeleteRowsBefore(images.Name(), d.PartitionKey, through, []store.DayTally{*d})
+		return err
+	}
+	keep := func(store.PurgeBatch, *store.DayTally) error { return nil }
+	if got, want := visit(store.Range{To: "c"}, purge), []string{"0501a", "0501b", "0502a", "0502b", "0504a", "0504b"}; !slices.Equal(got, want) {
+		t.Fatalf("first section visited %v, want %v", got, want)
+	}
+	if got, want := visit(store.Range{From: "c", To: "e"}, keep), []string{"0501c", "0501d", "0502c", "0509c"}; !slices.Equal(got, want) {
+		t.Errorf("second section visited %v, want %v", got, want)
+	}
+	if got, want := visit(store.Range{From: "c"}, keep), []string{"0501c", "0501d", "0501e", "0502c", "0507e", "0509c", "0509e"}; !slices.Equal(got, want) {
+		t.Errorf("the rest visited %v, want %v", got, want)
+	}
+	if got, want := visit(store.Range{}, keep), []string{"0501c", "0501d", "0501e", "0502c", "0507e", "0509c", "0509e"}; !slices.Equal(got, want) {
+		t.Errorf("all visited %v, want %v", got, want)
+	}
+}
+
 // TestFailingStageCommitsNothing: a stage's error undoes all it staged.
 func TestFailingStageCommitsNothing(t *testing.T) {
 	db := openMem(t, vfs.NewMem())
