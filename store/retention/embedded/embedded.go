@@ -238,7 +238,7 @@ func (r *kindRun) run(ctx context.Context, j *retention.Job) error {
 		// of one camera, to stop the index's range deletion before the rows
 		// of the cameras it keeps.)
 		err := r.pace.section(ctx, 0, func(c *sectionClock) error {
-			return r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras, c)
+			return r.section(ctx, "", "", "", r.through, true, r.env.Options().SectionCameras, 0, c)
 		})
 		if !errors.Is(err, errSectionFull) {
 			return r.finishRun(ctx, err)
@@ -304,7 +304,7 @@ func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surv
 		err := r.env.PaceUntilCancel(ctx, j, 2*rows)
 		if err == nil {
 			err = r.pace.section(ctx, units, func(c *sectionClock) error {
-				return r.section(ctx, from, to, from, indexBefore, false, 0, c)
+				return r.section(ctx, from, to, from, indexBefore, false, 0, n, c)
 			})
 		}
 		if err != nil {
@@ -319,7 +319,7 @@ func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surv
 	// The last section reads every camera's tallies again: a unit each.
 	units += int64(len(cameras))
 	return r.pace.section(ctx, units, func(c *sectionClock) error {
-		return r.section(ctx, "", "", from, indexBefore, true, 0, c)
+		return r.section(ctx, "", "", from, indexBefore, true, 0, 0, c)
 	})
 }
 

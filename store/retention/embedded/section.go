@@ -24,9 +24,10 @@ import (
 // its cameras, one placed after waits for its commit.
 //
 // A section with a limit above 0 fails with errSectionFull, committing
-// nothing, once it meets more cameras than that. It times itself on clock,
-// for the pacer.
-func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit int, clock *sectionClock) error {
+// nothing, once it meets more cameras than that; else expect is about how
+// many cameras it meets (0: every camera surveyed). It times itself on
+// clock, for the pacer.
+func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, indexBefore time.Time, last bool, limit, expect int, clock *sectionClock) error {
 	ended := false
 	var deleted retention.Counts // what the committed batch deleted
 	var counted map[string]struct{}
@@ -47,10 +48,14 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 			indexBefore = state(p).IndexBefore // a resumed job keeps the first run's
 		}
 		// Sized for the section's cameras: growing the map was a tenth of a
-		// section's time at 4,000 cameras.
+		// section's time at 4,000 cameras, and a map for the whole fleet
+		// at every section of a few cameras a third of a live purge's CPU
+		// at 10,000.
 		hint := len(r.surveyed)
 		if limit > 0 {
 			hint = min(hint, limit)
+		} else if expect > 0 {
+			hint = min(hint, expect)
 		}
 		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
 			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{}}
