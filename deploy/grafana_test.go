@@ -105,15 +105,8 @@ func TestDashboard(t *testing.T) {
 	}
 	// The panel of the server's error ratio is the ratio its alert fires on.
 	codes := regexp.MustCompile(`grpc_code=~"([^"]*)"`)
-	alert := ""
-	for _, g := range parseRules(t, "prometheus/rules.yaml", nil).Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "MetadataServerErrors" {
-				alert = r.Expr
-			}
-		}
-	}
-	if got, want := codes.FindStringSubmatch(queries["Server error ratio"]), codes.FindStringSubmatch(alert); got == nil || want == nil || got[1] != want[1] {
+	serverErrors := alertRule(t, "MetadataServerErrors").Expr
+	if got, want := codes.FindStringSubmatch(queries["Server error ratio"]), codes.FindStringSubmatch(serverErrors); got == nil || want == nil || got[1] != want[1] {
 		t.Errorf("panel \"Server error ratio\" counts codes %v, MetadataServerErrors %v", got, want)
 	}
 	want := []string{"RPCs", "Purges", "Store", "Disk and memory", "Fleet"}

@@ -150,11 +150,11 @@ func scrapeGauges(t *testing.T, m *telemetry.Metrics) map[string]float64 {
 			continue
 		}
 		for _, s := range f.GetMetric() {
-			var labels []string
+			var pairs []string
 			for _, l := range s.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				pairs = append(pairs, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 			}
-			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = s.GetGauge().GetValue()
+			out[f.GetName()+"{"+strings.Join(pairs, ",")+"}"] = s.GetGauge().GetValue()
 		}
 	}
 	return out
