@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +24,7 @@ type composeFile struct {
 		Build *struct {
 			Context    string
 			Dockerfile string
+			Args       map[string]string
 		}
 		Command     []string
 		Environment map[string]string
@@ -127,6 +130,43 @@ func TestCompose(t *testing.T) {
 	out, err := exec.Command(grpcurl, "-plaintext", addr, "list").Output()
 	if err != nil || !strings.Contains(string(out), "metadata.v1.SingleImageMetadataService") {
 		t.Errorf("grpcurl -plaintext %s list: %v\n%s", addr, err, out)
+	}
+}
+
+// TestComposeStampsTheVersion: compose.yaml passes each build argument
+// the Dockerfile declares (VERSION, REVISION) from the shell's variable of
+// the same name, empty when unset, and its header says how to set them; a
+// build it leaves out would make the image say (devel), revision unknown.
+func TestComposeStampsTheVersion(t *testing.T) {
+	raw, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := regexp.MustCompile(`(?m)^ARG ([A-Z_]+)=`).FindAllStringSubmatch(string(raw), -1)
+	if len(declared) == 0 {
+		t.Fatal("the Dockerfile declares no build argument")
+	}
+	build := loadCompose(t).Services["metadatad"].Build
+	if build == nil {
+		t.Fatal("compose.yaml does not build metadatad")
+	}
+	header, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range declared {
+		name := arg[1]
+		if want := "${" + name + ":-}"; build.Args[name] != want {
+			t.Errorf("compose.yaml's build passes %s as %q, want %q", name, build.Args[name], want)
+		}
+		if !strings.Contains(string(header), name+"=$(git ") {
+			t.Errorf("compose.yaml's header does not say how to set %s", name)
+		}
+	}
+	for name := range build.Args {
+		if !slices.ContainsFunc(declared, func(d []string) bool { return d[1] == name }) {
+			t.Errorf("compose.yaml passes the build argument %s, which the Dockerfile does not declare", name)
+		}
 	}
 }
 

@@ -2,7 +2,10 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +19,9 @@ var dashboardVariables = strings.NewReplacer(
 
 // TestDashboard parses the Grafana dashboard and every query of its
 // panels and variables, checks each series they select is one metadatad
-// exports, and that its rows cover what an operator looks for.
+// exports, that its rows cover what an operator looks for and every series
+// of metadatad's own is on a panel, and that its server error ratio is the
+// one MetadataServerErrors alerts on.
 func TestDashboard(t *testing.T) {
 	raw, err := os.ReadFile("grafana/metadatad.json")
 	if err != nil {
@@ -89,6 +94,20 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(queries[title], strings.ReplaceAll(matcher, `\"`, `"`)) {
 			t.Errorf("panel %q: %q lacks %s", title, queries[title], matcher)
 		}
+	}
+	// Every series of metadatad's own is on a panel, but the two that are
+	// labels or a timestamp rather than a state to watch.
+	all := strings.Join(slices.Collect(maps.Values(queries)), "")
+	for name := range declaredSeries(t) {
+		if name != "metadatad_build_info" && name != "metadatad_purge_last_success_timestamp_seconds" && !strings.Contains(all, name) {
+			t.Errorf("no panel shows %s", name)
+		}
+	}
+	// The panel of the server's error ratio is the ratio its alert fires on.
+	codes := regexp.MustCompile(`grpc_code=~"([^"]*)"`)
+	serverErrors := alertRule(t, "MetadataServerErrors").Expr
+	if got, want := codes.FindStringSubmatch(queries["Server error ratio"]), codes.FindStringSubmatch(serverErrors); got == nil || want == nil || got[1] != want[1] {
+		t.Errorf("panel \"Server error ratio\" counts codes %v, MetadataServerErrors %v", got, want)
 	}
 	want := []string{"RPCs", "Purges", "Store", "Disk and memory", "Fleet"}
 	if strings.Join(rows, ",") != strings.Join(want, ",") {

@@ -14,11 +14,13 @@ import (
 	"github.com/metadatad/metadatad/internal/grpcclient"
 )
 
-// The command line keeps the standard flag package: what a library such as
-// ff/v4 (still v4.0.0-alpha) would add, the METADATAD_ variable of each
-// flag, is the few lines of parseFlags, and its one prefix per flag set
-// cannot give a command's connection flags and its own flags the names
-// envName gives them; the checks that make it fail safe (a variable that
+// The command line keeps the standard flag package rather than
+// peterbourgon/ff: what ff would add, the METADATAD_ variable of each flag,
+// is the few lines of parseFlags, and ff's one variable prefix per parse
+// (ff/v3's WithEnvVarPrefix, v3.4.0; ff/v4 is still v4.0.0-alpha) cannot
+// give a command's connection flags, its own flags and the daemon's flags
+// the three names envName gives them, nor read a renamed variable's old
+// name with a warning; the checks that make it fail safe (a variable that
 // names no flag of any command, a stray word) are metadatad's own either
 // way; and the help keeps the format the deploy tests and operators read.
 

@@ -9,7 +9,8 @@
 //
 // Its commands (commands.go) share one command line (cli.go): each flag
 // has a METADATAD_ variable, a command's own flags and its connection's
-// named so that one command's variables never change another; help and version exit 0, a usage error exits
-// 2 with the closest match, any other failure 1. The daemon refuses what
-// it cannot serve safely (refusals.go) before it creates anything.
+// named so that one command's variables never change another; help and
+// version exit 0, a usage error exits 2 with the closest match, any other
+// failure 1. The daemon refuses what it cannot serve safely (refusals.go)
+// before it creates anything.
 package main
