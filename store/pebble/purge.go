@@ -433,6 +433,9 @@ func (b *purgeBatch) Put(table string, e store.Entity) (store.Entity, error) {
 	if err != nil {
 		return store.Entity{}, err
 	}
+	if err := b.d.stageInstantFirst(b.batch, own.key, e.PartitionKey, e.RowKey); err != nil {
+		return store.Entity{}, err
+	}
 	enc := encodeKey(own.key, e.PartitionKey, e.RowKey)
 	if err := b.batch.Set(enc, value, nil); err != nil {
 		return store.Entity{}, fmt.Errorf("pebble: put: %w", err)
