@@ -65,6 +65,10 @@ func (d *DB) declareInstantFirst(ctx context.Context, own *table) error {
 	if m := d.instantFirst.Load(); m != nil && (*m)[own.key] != nil {
 		return nil
 	}
+	// A table with rows stays unknown: no need to hold off writes to see.
+	if empty, err := d.isEmpty(ctx, tablePrefix(own.key)); err != nil || !empty {
+		return err
+	}
 	return d.exclusively(time.Time{}, func() error {
 		empty, err := d.isEmpty(ctx, tablePrefix(own.key))
 		if err != nil || !empty {

@@ -92,6 +92,11 @@ type purgeBatch struct {
 	// dayString is day formatted as a tally key's partition (see dayKey).
 	day       time.Time
 	dayString string
+	// unreadTable is the table DeleteUnread was last given, unreadOwn
+	// its table, unreadKey its key buffer (see indexdelete.go).
+	unreadTable string
+	unreadOwn   *table
+	unreadKey   []byte
 }
 
 // tallied is the named table, with its tally, refused unless its tally is complete:
@@ -357,28 +362,6 @@ func (b *purgeBatch) DeletePartitions(table string, partitions store.Range) erro
 		if key >= string(lower) && key < string(upper) {
 			b.staged[key] = false
 		}
-	}
-	return nil
-}
-
-// Delete stages the deletion of the row if there is one, as the batch
-// stands.
-func (b *purgeBatch) DeleteUnread(table string, key store.Key) error {
-	own, err := b.untallied(table, "delete")
-	if err != nil {
-		return err
-	}
-	if err := store.ValidateAddress(key.PartitionKey, key.RowKey); err != nil {
-		return err
-	}
-	if err := b.beyond(own, "delete", key.PartitionKey, false); err != nil {
-		return err
-	}
-	enc := encodeKey(own.key, key.PartitionKey, key.RowKey)
-	// Not noted in staged (a third of its cost at 500,000 keys): a later
-	// Delete or Put of the key in this batch does not see it.
-	if err := b.batch.Delete(enc, nil); err != nil {
-		return fmt.Errorf("pebble: delete: %w", err)
 	}
 	return nil
 }
