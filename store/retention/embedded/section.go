@@ -242,7 +242,8 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 // tally shows with more than one row is thinned by ThinRows (a pano's
 // keeper the first clear-day image of its interval, when there is one),
 // and the deleted rows' index rows go by their derived keys in the same
-// batch, unread: a key read per row was two thirds of a thinning's time.
+// batch, unread (index): a key read per row was two thirds of a
+// thinning's time.
 // It returns the primary and index rows it deleted, one index row per
 // primary row, as every create writes them (in either form).
 func (r *kindRun) thinDay(ctx context.Context, b store.PurgeBatch, index indexDeleter, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
@@ -362,11 +363,14 @@ type indexDeleter struct {
 }
 
 func (x indexDeleter) delete(camera, rowKey string) error {
-	keys := x.r.repo.IndexKeys(camera, rowKey)
-	if x.oneForm && len(keys) > 0 {
-		keys = keys[:1]
+	if x.oneForm {
+		k, ok := x.r.repo.IndexKey(camera, rowKey)
+		if !ok {
+			return nil // no capture instant: no index row either (IndexKeys)
+		}
+		return x.b.DeleteUnread(x.r.index.Name(), k)
 	}
-	for _, k := range keys {
+	for _, k := range x.r.repo.IndexKeys(camera, rowKey) {
 		if err := x.b.DeleteUnread(x.r.index.Name(), k); err != nil {
 			return err
 		}
