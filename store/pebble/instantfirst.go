@@ -139,6 +139,9 @@ func isInstantFirst(partitionKey, rowKey string) bool {
 		return false
 	}
 	inMinute := func(k string) bool {
+		if len(k) != instantDigits {
+			return false // unparsed: a create's index row pays this check
+		}
 		at, err := store.TimeFromInvertedTicksRowKey(k)
 		return err == nil && store.MinutePartitionKey(at) == partitionKey[:minuteDigits]
 	}
