@@ -33,7 +33,9 @@ type Purger interface {
 	Tallies(ctx context.Context, table string, partitions Range, through time.Time, visit func(*DayTally) error) error
 	// MinuteKeyed declares that the table's partition keys start with the capture
 	// minute of their rows (MinutePartitionKey), as an index table's do,
-	// so that Exclusive need not hold off its writes of later days.
+	// so that Exclusive need not hold off its writes of later days. Its
+	// first declaration while the table is empty starts the knowledge
+	// PurgeBatch.InstantFirst reports.
 	MinuteKeyed(ctx context.Context, table string) error
 	// Exclusive runs stage while no other write that it may touch runs,
 	// then commits what stage put in its batch atomically and durably. A
@@ -99,6 +101,14 @@ type PurgeBatch interface {
 	// Put writes e over whatever row has its key and returns it as it will
 	// be stored, with a new ETag and Timestamp. the table must not be tallied.
 	Put(table string, e Entity) (Entity, error)
+	// InstantFirst reports whether every row of the minute-keyed table
+	// has a row key that is its capture instant (InvertedTicksRowKey, in
+	// the partition's minute), "_" and a rest that does not end in such
+	// an instant, as this service's index rows do: the table was empty
+	// when MinuteKeyed first declared it and no row of another form (the
+	// fleet's <camera>_<row key>) was written since. A purge then deletes
+	// an index row by its one key. False when the store cannot tell.
+	InstantFirst(table string) bool
 	// Unsynced lets the batch commit without waiting for the log's sync,
 	// which the next synced write does: for a stage that a crash may lose
 	// whole (it is then a stage not yet run), and whose writes nothing

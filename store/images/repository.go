@@ -145,15 +145,24 @@ func (r *Repository) Tables() (primary, index store.Table) { return r.primary, r
 // which knows no shards. The index key is a function of the primary key, so a purge that
 // deletes primary rows can delete their index rows without reading them.
 func (r *Repository) IndexKeys(cameraID, primaryRowKey string) []store.Key {
-	captured, err := store.TimeFromInvertedTicksRowKey(primaryRowKey)
-	if err != nil {
+	own, ok := r.IndexKey(cameraID, primaryRowKey)
+	if !ok {
 		return nil
 	}
-	partition := IndexPartitionKey(captured, cameraID, r.shards)
-	return []store.Key{
-		{PartitionKey: partition, RowKey: IndexRowKey(primaryRowKey, cameraID)},
-		{PartitionKey: store.MinutePartitionKey(captured), RowKey: cameraID + "_" + primaryRowKey},
+	captured, _ := store.TimeFromInvertedTicksRowKey(primaryRowKey)
+	return []store.Key{own, {PartitionKey: store.MinutePartitionKey(captured), RowKey: cameraID + "_" + primaryRowKey}}
+}
+
+// IndexKey is the first of IndexKeys, this service's form: the only one
+// a purge need delete from an index that holds no other
+// (store.PurgeBatch.InstantFirst). ok is false for a row key that is no
+// capture instant.
+func (r *Repository) IndexKey(cameraID, primaryRowKey string) (key store.Key, ok bool) {
+	captured, err := store.TimeFromInvertedTicksRowKey(primaryRowKey)
+	if err != nil {
+		return store.Key{}, false
 	}
+	return store.Key{PartitionKey: IndexPartitionKey(captured, cameraID, r.shards), RowKey: IndexRowKey(primaryRowKey, cameraID)}, true
 }
 
 // Create stores img's primary and index rows and returns img as stored:

@@ -139,6 +139,9 @@ type DB struct {
 	// minuteKeyed are the tables whose partition keys are capture minutes
 	// (see MinuteKeyed), replaced whole under tallyMu.
 	minuteKeyed atomic.Pointer[map[string]bool]
+	// instantFirst are the tables whose every row key is of the
+	// instant-first form (see instantfirst.go), replaced whole under tallyMu.
+	instantFirst atomic.Pointer[instantFirstTables]
 	// tallies are the tallied tables by table key, replaced whole under
 	// the exclusive gate and tallyMu (see tally.go).
 	tallies atomic.Pointer[map[string]*tallyState]
@@ -187,6 +190,9 @@ func Open(opts Options) (*DB, error) {
 	d.closing, d.stopBackfills = context.WithCancel(context.Background())
 	d.etags.Store(uint64(time.Now().UnixNano()))
 	d.tables = store.NewBackend(store.Driver{OpenTable: d.openTable, Transact: d.transact}).(portableBackend)
+	if err := d.loadInstantFirst(); err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
 	return d, nil
 }
 

@@ -35,7 +35,10 @@
 // lock stripe chosen by key, so writes to different keys never wait on each
 // other's sync. An insert into an image table below its partition's low
 // mark, as a camera's newest image is, skips the existence read: nothing
-// can be stored under its key (lowmark.go).
+// can be stored under its key (lowmark.go). An index table declared
+// minute-keyed while empty is known to hold only this service's index key
+// form until a row of another form is written (instantfirst.go), so a
+// purge deletes each index row by one key, not two.
 //
 // An engine error the store cannot go on from ends the process with status
 // 70 and one log line (failstop.go): a write-ahead log that cannot be

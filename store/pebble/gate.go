@@ -150,7 +150,8 @@ func (d *DB) exclusively(through time.Time, fn func() error) error {
 
 // MinuteKeyed declares that the table's partition keys start with the capture
 // minute of their rows (store.Purger), so that its writes of later days
-// pass a running Exclusive.
+// pass a running Exclusive. Declared while empty, the table is
+// instant-first until a row of another form is written (instantfirst.go).
 func (d *DB) MinuteKeyed(ctx context.Context, table string) error {
 	own, err := d.ownTable(table)
 	if err != nil {
@@ -169,5 +170,5 @@ func (d *DB) MinuteKeyed(ctx context.Context, table string) error {
 	// A write that read the map before it changed waits where it could have
 	// passed, which is safe.
 	d.minuteKeyed.Store(&next)
-	return nil
+	return d.declareInstantFirst(ctx, own)
 }

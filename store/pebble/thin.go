@@ -3,6 +3,7 @@ package pebble
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -42,7 +43,7 @@ func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition strin
 		return nil, engineError("iterate", err)
 	}
 	defer iter.Close()
-	th := thinner{b: b, own: own, partition: partition, tallies: map[string][]byte{}}
+	th := thinner{b: b, own: own, partition: partition, prefix: appendKey(nil, own.key, partition, ""), tallies: map[string][]byte{}}
 	intervals := policy.NewIntervals(every, th.thin)
 	read := 0
 	for valid := iter.First(); valid; valid = iter.Next() {
@@ -51,11 +52,11 @@ func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition strin
 				return nil, err
 			}
 		}
-		key := bytes.Clone(iter.Key())
-		_, rowKey, err := decodeKey(own.key, key)
-		if err != nil {
-			return nil, err
+		key := iter.Key()
+		if !bytes.HasPrefix(key, th.prefix) {
+			return nil, fmt.Errorf("%w: key %q in %s/%s", errCorrupt, key, own.name, partition)
 		}
+		rowKey := string(key[len(th.prefix):])
 		at, err := store.TimeFromInvertedTicksRowKey(rowKey)
 		if err != nil {
 			return nil, fmt.Errorf("%w: row key %q of %s in a capture range", errCorrupt, rowKey, own.name)
@@ -72,7 +73,7 @@ func (b *purgeBatch) ThinRows(ctx context.Context, table string, partition strin
 			}
 			preferred = prefer(e)
 		}
-		if err := intervals.Add(at, thinRow{key: key, rowKey: rowKey}, preferred); err != nil {
+		if err := intervals.Add(at, thinRow{at: at, rowKey: rowKey}, preferred); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +111,7 @@ func checkThinning(partition string, from, to time.Time, every time.Duration) er
 
 // thinRow is one row ThinRows read.
 type thinRow struct {
-	key    []byte
+	at     time.Time
 	rowKey string
 }
 
@@ -120,21 +121,26 @@ type thinner struct {
 	b         *purgeBatch
 	own       *table
 	partition string
-	deleted   []string
-	// tallies are the removal records staged per tally key.
-	tallies map[string][]byte
+	// prefix starts the keys of the partition's rows.
+	prefix  []byte
+	deleted []string
+	// tallies are the removal records staged per tally key; day and
+	// tallyKey are the last row's, formatted once per day.
+	tallies  map[string][]byte
+	day      time.Time
+	tallyKey string
 }
 
 // thin stages the thinning of an interval's rows, newest first: one range
 // deletion on each side of the keeper, since its rows are one key range.
 func (th *thinner) thin(g []thinRow, keeper int) error {
 	if keeper > 0 {
-		if err := th.deleteRange(g[0].key, g[keeper].key); err != nil {
+		if err := th.deleteRange(th.key(g[0]), th.key(g[keeper])); err != nil {
 			return err
 		}
 	}
 	if keeper < len(g)-1 {
-		if err := th.deleteRange(append(bytes.Clone(g[keeper].key), 0), append(bytes.Clone(g[len(g)-1].key), 0)); err != nil {
+		if err := th.deleteRange(append(th.key(g[keeper]), 0), append(th.key(g[len(g)-1]), 0)); err != nil {
 			return err
 		}
 	}
@@ -143,10 +149,22 @@ func (th *thinner) thin(g []thinRow, keeper int) error {
 			continue
 		}
 		th.deleted = append(th.deleted, r.rowKey)
-		key, record, _ := rowTally(th.own.key, th.partition, r.rowKey, true)
-		th.tallies[string(key)] = append(th.tallies[string(key)], record...)
+		th.tally(r.at)
 	}
 	return nil
+}
+
+// key is the row's key.
+func (th *thinner) key(r thinRow) []byte { return append(bytes.Clone(th.prefix), r.rowKey...) }
+
+// tally stages the removal record of a row captured at, as rowTally makes
+// it, its tally key formatted once per day rather than once per row.
+func (th *thinner) tally(at time.Time) {
+	if day := at.Truncate(24 * time.Hour); th.tallyKey == "" || !day.Equal(th.day) {
+		th.day, th.tallyKey = day, string(tallyKey(th.own.key, day, th.partition))
+	}
+	record := uint16(at.Hour()*60+at.Minute()) | removalBit
+	th.tallies[th.tallyKey] = binary.BigEndian.AppendUint16(th.tallies[th.tallyKey], record)
 }
 
 func (th *thinner) deleteRange(lower, upper []byte) error {

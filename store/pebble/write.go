@@ -118,7 +118,7 @@ func (d *DB) stageWrite(batch *pebbledb.Batch, w write, key []byte, tallies *map
 	}
 	if w.op.Kind == store.OpDelete {
 		err = batch.Delete(key, nil)
-	} else {
+	} else if err = d.stageInstantFirst(batch, w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey); err == nil {
 		var value []byte
 		if value, err = encodeValue(next); err == nil {
 			err = batch.Set(key, value, nil)

@@ -32,7 +32,9 @@
 // A policy's thinning tiers (package policy) ride the same sections: a day
 // whose tally shows an interval with more than one row has that interval's
 // rows but its keeper deleted by range (store.PurgeBatch.ThinRows), their
-// index rows by derived key, in the section's batch with the counts.
+// index rows by derived key, in the section's batch with the counts: one
+// key per row where the index never held the fleet's key form
+// (store.PurgeBatch.InstantFirst), both forms otherwise.
 // With Options.Outbox each section also records every image it deletes in
 // the same batch (outbox.go), so the blob side hears of each deletion once.
 // While requests are served (retention.Options.Live) a purge is paced by

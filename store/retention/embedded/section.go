@@ -58,7 +58,8 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 			hint = min(hint, expect)
 		}
 		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
-			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{}}
+			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{},
+			index: indexDeleter{b: b, r: r, oneForm: b.InstantFirst(r.index.Name())}}
 		if r.env.Outbox() != nil {
 			s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
 		} else if !last {
@@ -137,6 +138,8 @@ type sectionScan struct {
 	counted map[string]struct{}
 	// outbox, with Options.Outbox, stages the deleted images' outbox rows.
 	outbox *outboxWriter
+	// index deletes the index rows of the rows the section deletes.
+	index indexDeleter
 }
 
 // sectionCamera is what a section has learnt of a camera.
@@ -210,7 +213,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		if n > 0 {
 			cam.purged = true
 			s.c.MetadataRows += n
-			pending, indexRows, err := r.deleteIndexRows(ctx, s.b, t, s.indexBefore, cam.boundary)
+			pending, indexRows, err := r.deleteIndexRows(ctx, s.index, t, s.indexBefore, cam.boundary)
 			if err != nil {
 				return err
 			}
@@ -219,7 +222,7 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		}
 	}
 	if len(cam.thin) > 0 {
-		n, indexRows, err := r.thinDay(ctx, s.b, t, cam.thin, s.outbox)
+		n, indexRows, err := r.thinDay(ctx, s.b, s.index, t, cam.thin, s.outbox)
 		if err != nil {
 			return err
 		}
@@ -244,10 +247,11 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 // tally shows with more than one row is thinned by ThinRows (a pano's
 // keeper the first clear-day image of its interval, when there is one),
 // and the deleted rows' index rows go by their derived keys in the same
-// batch, unread: a key read per row was two thirds of a thinning's time.
+// batch, unread (index): a key read per row was two thirds of a
+// thinning's time.
 // It returns the primary and index rows it deleted, one index row per
 // primary row, as every create writes them (in either form).
-func (r *kindRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
+func (r *kindRun) thinDay(ctx context.Context, b store.PurgeBatch, index indexDeleter, t *store.DayTally, windows []policy.Window, outbox *outboxWriter) (rows, indexRows int64, err error) {
 	prefer := policy.Prefer(r.kind)
 	for _, span := range policy.Spans(t, windows) {
 		deleted, err := b.ThinRows(ctx, r.primary.Name(), t.PartitionKey, span.From, span.To, span.Every, prefer)
@@ -266,10 +270,8 @@ func (r *kindRun) thinDay(ctx context.Context, b store.PurgeBatch, t *store.DayT
 					return 0, 0, err
 				}
 			}
-			for _, k := range r.repo.IndexKeys(t.PartitionKey, rowKey) {
-				if err := b.DeleteUnread(r.index.Name(), k); err != nil {
-					return 0, 0, err
-				}
+			if err := index.delete(t.PartitionKey, rowKey); err != nil {
+				return 0, 0, err
 			}
 		}
 	}
@@ -323,7 +325,7 @@ func (r *kindRun) endsJob(j *retention.Job) bool {
 // key was most of such a purge's time. It returns the day's index rows
 // left to that range deletion and those it deleted, one per primary row,
 // as every create writes them (in either form).
-func (r *kindRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
+func (r *kindRun) deleteIndexRows(ctx context.Context, index indexDeleter, t *store.DayTally, indexBefore, boundary time.Time) (pending, deleted int64, err error) {
 	pending = t.RowsBefore(store.MinTime(indexBefore, boundary))
 	if !boundary.After(indexBefore) {
 		return pending, 0, nil
@@ -333,12 +335,7 @@ func (r *kindRun) deleteIndexRows(ctx context.Context, b store.PurgeBatch, t *st
 		return pending, 0, nil
 	}
 	err = r.eachRow(ctx, t.PartitionKey, start, end, []string{}, func(e store.Entity) error {
-		for _, k := range r.repo.IndexKeys(t.PartitionKey, e.RowKey) {
-			if err := b.DeleteUnread(r.index.Name(), k); err != nil {
-				return err
-			}
-		}
-		return nil
+		return index.delete(t.PartitionKey, e.RowKey)
 	})
 	return pending, t.RowsBefore(end) - t.RowsBefore(start), err
 }
@@ -358,4 +355,30 @@ func (s *sectionScan) count(camera string) bool {
 func (r *kindRun) countable(camera string) bool {
 	_, ok := r.counted[camera]
 	return !ok && camera >= r.countedBefore
+}
+
+// indexDeleter deletes a primary row's index row in a section's batch by
+// its derived keys, unread: by this service's form alone when the index
+// holds no row of the fleet's (store.PurgeBatch.InstantFirst, a store
+// whose index was empty when first declared), else by both forms.
+type indexDeleter struct {
+	b       store.PurgeBatch
+	r       *kindRun
+	oneForm bool
+}
+
+func (x indexDeleter) delete(camera, rowKey string) error {
+	if x.oneForm {
+		k, ok := x.r.repo.IndexKey(camera, rowKey)
+		if !ok {
+			return nil // no capture instant: no index row either (IndexKeys)
+		}
+		return x.b.DeleteUnread(x.r.index.Name(), k)
+	}
+	for _, k := range x.r.repo.IndexKeys(camera, rowKey) {
+		if err := x.b.DeleteUnread(x.r.index.Name(), k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
