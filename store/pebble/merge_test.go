@@ -108,7 +108,10 @@ func TestConcatenateIsLinear(t *testing.T) {
 		}
 		_, _, _ = vm.Finish(true)
 	})
-	if allocs > 100 {
-		t.Fatalf("%v allocations for %d operands", allocs, n)
+	// AllocsPerRun counts the whole process's allocations, so the
+	// goroutines earlier tests left winding down add a few: the bound is
+	// far above 2 log2(n) and far below the n of an allocation per operand.
+	if allocs > n/100 {
+		t.Fatalf("%v allocations for %d operands, want about 2 log2(n)", allocs, n)
 	}
 }
