@@ -19,6 +19,7 @@ import (
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/acquisition"
 	"github.com/metadatad/metadatad/store/aztable"
+	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
@@ -83,7 +84,31 @@ func runCopy(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("copy: %w; run the same command again to resume", err)
 	}
+	if err := copyCameraTables(ctx, src, dst, f.config, out); err != nil {
+		return fmt.Errorf("copy: %w; run the same command again to resume", err)
+	}
 	return dst.finish()
+}
+
+// copyCameraTables writes Azure's camera tables (the fleet's inventory,
+// store/fleet) when copying the embedded store, which keeps none: its
+// views read the primary tables' partitions, which give the rows.
+func copyCameraTables(ctx context.Context, src, dst copyEnd, c config, out io.Writer) error {
+	if src.embedded == nil || dst.embedded != nil {
+		return nil
+	}
+	for _, k := range images.Kinds {
+		table, err := fleet.OpenCameraTable(ctx, dst.backend, c.tables[k])
+		if err != nil {
+			return err
+		}
+		n, err := fleet.CopyCameras(ctx, src.embedded, c.tables[k], table)
+		if err != nil {
+			return fmt.Errorf("camera table %s: %w", table.Name(), err)
+		}
+		fmt.Fprintf(out, "  %-34s %-14s %9d rows  (a row per camera of %s)\n", table.Name(), "written", n, c.tables[k])
+	}
+	return nil
 }
 
 // copyFlags are the flags of `metadatad copy`.
@@ -157,6 +182,8 @@ func copyTables(c config) []string {
 // copyEnd is one side of a copy.
 type copyEnd struct {
 	backend store.Backend
+	// embedded is the embedded store, nil for Azure.
+	embedded *pebble.DB
 	// name names it in the progress records; it holds no secret.
 	name  string
 	close func()
@@ -198,7 +225,7 @@ func openCopyEnd(ctx context.Context, spec string, a azureConfig, rerun []string
 				return copyEnd{}, errors.Join(err, db.Close())
 			}
 		}
-		end := copyEnd{backend: db, name: "embedded:" + abs, close: func() { _ = db.Close() }, finish: func() error { return nil }}
+		end := copyEnd{backend: db, embedded: db, name: "embedded:" + abs, close: func() { _ = db.Close() }, finish: func() error { return nil }}
 		if rerun != nil {
 			closed := false
 			end.close = func() {

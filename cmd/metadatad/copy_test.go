@@ -17,6 +17,8 @@ import (
 	metadatav1 "github.com/metadatad/metadatad/gen/metadata/v1"
 	"github.com/metadatad/metadatad/internal/azurite"
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/aztable"
+	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
@@ -28,7 +30,8 @@ import (
 // and the blob deleter's position included, comes back with the same keys
 // and properties; a second
 // copy writes nothing; and the copy lists each index table before its
-// primary table.
+// primary table; and the copy to Azure writes its camera tables, which the
+// embedded store does not keep.
 func TestCopyCommandRoundTrip(t *testing.T) {
 	connection := azurite.Require(t)
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", connection)
@@ -116,6 +119,7 @@ func TestCopyCommandRoundTrip(t *testing.T) {
 		}
 	}
 	want, got := openQuiet(t, first), openQuiet(t, last)
+	requireCameraTables(t, want, connection, prefix)
 	for _, name := range tables {
 		w, g := scanAll(t, want, name), scanAll(t, got, name)
 		if !slices.EqualFunc(w, g, func(a, b store.Entity) bool {
@@ -140,4 +144,40 @@ func openQuiet(t *testing.T, dir string) *pebble.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// requireCameraTables fails unless the camera tables of the Azure store
+// at prefix list the cameras of the embedded store src, each kind's, with
+// the same first and latest captures.
+func requireCameraTables(t *testing.T, src *pebble.DB, connection, prefix string) {
+	t.Helper()
+	azure, err := aztable.Open(t.Context(), aztable.Options{ConnectionString: connection, TablePrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range images.Kinds {
+		repo, err := images.Open(t.Context(), src, images.Options{Kind: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cameras, err := fleet.OpenCameraTable(t.Context(), azure, k.DefaultTable())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lists [2][]fleet.Camera
+		for i, opts := range []fleet.Options{{Repo: repo, Embedded: src}, {Repo: repo, Cameras: cameras}} {
+			view, err := fleet.Open(opts)
+			if err == nil {
+				lists[i], _, err = view.Cameras(t.Context(), fleet.CameraQuery{Limit: 100})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(lists[0]) != 2 || !slices.EqualFunc(lists[0], lists[1], func(a, b fleet.Camera) bool {
+			return a.ID == b.ID && a.First.Equal(b.First) && a.Latest.Equal(b.Latest)
+		}) {
+			t.Errorf("%s: Azure's camera table lists %v, the embedded store %v (two cameras)", k.DefaultTable(), lists[1], lists[0])
+		}
+	}
 }

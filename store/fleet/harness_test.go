@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/internal/azurite"
+	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/aztable"
 	"github.com/metadatad/metadatad/store/fleet"
 	"github.com/metadatad/metadatad/store/images"
@@ -36,6 +37,10 @@ type harness struct {
 	view     *fleet.View
 	recorder *fleet.Recorder
 	clock    *clock
+	// embedded is the embedded store (nil on Azure); cameras the camera
+	// table (nil on the embedded store).
+	embedded *pebble.DB
+	cameras  store.Table
 }
 
 // backends open the view on each backend at the given time.
@@ -67,7 +72,7 @@ func openEmbedded(t *testing.T, now time.Time) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{repo: repo, view: view, clock: c}
+	return &harness{repo: repo, view: view, clock: c, embedded: db}
 }
 
 func openAzure(t *testing.T, now time.Time) *harness {
@@ -96,7 +101,7 @@ func openAzure(t *testing.T, now time.Time) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{repo: repo, view: view, recorder: rec, clock: c}
+	return &harness{repo: repo, view: view, recorder: rec, clock: c, cameras: cameras}
 }
 
 // create stores an image of the camera at each instant, one call each.
