@@ -26,41 +26,14 @@ RUNS=${RUNS:-3}
 PG_PORT=${PG_PORT:-55442}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/camera-delete-compare.XXXXXX)
-chmod 755 "$work"
-pgbin=/usr/lib/postgresql/15/bin
-pg_started=
-
-cleanup() {
-	if [[ -n $pg_started ]]; then as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true; fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# as_postgres runs a command as the postgres user (PostgreSQL refuses root).
-as_postgres() {
-	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-# median of numbers, to 6 decimals (plain notation, for bc).
-median() {
-	printf '%s\n' "$@" | sort -g |
-		awk '{v[NR] = $1} END {if (NR == 0) exit 1; printf "%.6f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
-
-if [[ ! -x $pgbin/psql ]]; then
-	echo "installing PostgreSQL 15 (Debian's postgresql package)" >&2
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-fi
+# shellcheck source=bench/lib/pg.sh
+source "$root/bench/lib/pg.sh"
+bench_init
 
 (cd "$root" && go test -c -o "$work/retention.test" ./store/retention)
 echo "machine: $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-mkdir -p "$work/pg" "$work/sock"
-if [[ $(id -u) == 0 ]]; then chown postgres "$work/pg" "$work/sock"; fi
-as_postgres "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null
-as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
-	-o "-p $PG_PORT -k $work/sock -c listen_addresses=''" start >/dev/null
-pg_started=1
+init_pg
 psql=(as_postgres psql -q -X -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
 "${psql[@]}" -c "create database bench" >/dev/null
 # psql without -q: it prints DELETE's row count.

@@ -24,33 +24,12 @@ PG_PORT=${PG_PORT:-55491}
 READS=${READS:-50}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/fleet-postgres.XXXXXX)
-chmod 755 "$work"
-pgbin=/usr/lib/postgresql/15/bin
-pg_started=
-
-cleanup() {
-	if [[ -n $pg_started ]]; then as_postgres "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true; fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-# as_postgres runs a command as the postgres user (PostgreSQL refuses root).
-as_postgres() {
-	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-if [[ ! -x $pgbin/pgbench ]]; then
-	echo "installing PostgreSQL 15 (Debian's postgresql package)" >&2
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-fi
+# shellcheck source=bench/lib/pg.sh
+source "$root/bench/lib/pg.sh"
+bench_init
 
 echo "machine: $(nproc) CPUs; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-mkdir -p "$work/pg" "$work/sock"
-if [[ $(id -u) == 0 ]]; then chown postgres "$work/pg" "$work/sock"; fi
-as_postgres "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null
-as_postgres "$pgbin/pg_ctl" -D "$work/pg" -l "$work/sock/pg.log" -w \
-	-o "-p $PG_PORT -k $work/sock -c listen_addresses=''" start >/dev/null
-pg_started=1
+init_pg
 psql=(as_postgres psql -q -h "$work/sock" -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1)
 "${psql[@]}" -c "create database bench" >/dev/null
 # The rows of BenchmarkMoment: camera c's image of minute m at m minutes and c milliseconds.
