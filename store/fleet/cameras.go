@@ -36,7 +36,7 @@ func (v *View) Cameras(ctx context.Context, q CameraQuery) ([]Camera, string, er
 	}
 	var cams []Camera
 	more := false
-	err := v.eachCamera(ctx, q.Prefix, q.After, func(c Camera) bool {
+	err := v.eachCamera(ctx, q.Prefix, q.After, q.Limit+1, func(c Camera) bool {
 		if len(cams) == q.Limit {
 			more = true
 			return false
@@ -76,7 +76,7 @@ func (v *View) Silent(ctx context.Context, q SilentQuery) ([]Camera, string, tim
 	now := v.now().UTC()
 	var cams []Camera
 	examined, next := 0, ""
-	err := v.eachCamera(ctx, q.Prefix, q.After, func(c Camera) bool {
+	err := v.eachCamera(ctx, q.Prefix, q.After, 0, func(c Camera) bool {
 		if len(cams) == q.Limit || examined == MaxSilentScan {
 			return false
 		}
@@ -100,7 +100,7 @@ func (v *View) Silent(ctx context.Context, q SilentQuery) ([]Camera, string, tim
 func (v *View) CountSilent(ctx context.Context, silentFor, lookBack time.Duration) (int, error) {
 	now := v.now().UTC()
 	n := 0
-	err := v.eachCamera(ctx, "", "", func(c Camera) bool {
+	err := v.eachCamera(ctx, "", "", 0, func(c Camera) bool {
 		if silent(c.Latest, now, silentFor, lookBack) {
 			n++
 		}
@@ -114,8 +114,12 @@ func silent(latest, now time.Time, silentFor, lookBack time.Duration) bool {
 }
 
 // eachCamera visits the cameras whose id starts with prefix, after after,
-// in id order, until visit returns false.
-func (v *View) eachCamera(ctx context.Context, prefix, after string, visit func(Camera) bool) error {
+// in id order, until visit returns false. want, when above 0, is how many
+// the caller will visit at most: the camera table is then read in pages of
+// no more than remain to visit (up to store.MaxPageSize), so that the
+// camera that only tells a page of the inventory has a next costs a read
+// of one row, not of a whole page of the table.
+func (v *View) eachCamera(ctx context.Context, prefix, after string, want int, visit func(Camera) bool) error {
 	from := max(prefix, after)
 	keep := func(id string) (skip, stop bool) {
 		return id <= after && after != "", !strings.HasPrefix(id, prefix)
@@ -134,7 +138,10 @@ func (v *View) eachCamera(ctx context.Context, prefix, after string, visit func(
 		})
 	}
 	scan := store.Scan{Partitions: store.Range{From: from}, Select: []string{propFirst, propLatest}}
-	for {
+	for visited := 0; ; {
+		if want > 0 {
+			scan.Limit = min(max(want-visited, 1), store.MaxPageSize)
+		}
 		page, err := v.cameras.Scan(ctx, scan)
 		if err != nil {
 			return err
@@ -149,6 +156,7 @@ func (v *View) eachCamera(ctx context.Context, prefix, after string, visit func(
 			}
 			first, _ := e.Properties[propFirst].(time.Time)
 			latest, _ := e.Properties[propLatest].(time.Time)
+			visited++
 			if !visit(Camera{ID: e.PartitionKey, First: first.UTC(), Latest: latest.UTC()}) {
 				return nil
 			}
