@@ -104,6 +104,35 @@ func openPebble(t *testing.T, h Harness, opts Options, fs *vfs.MemFS, clock *Clo
 	return f
 }
 
+// instant is a fixture's two clocks read at one moment: its store's and
+// its engine's.
+type instant struct{ store, engine time.Time }
+
+// instant reads f's clocks. Pebble only: Azure's clock is Azurite's.
+func (f *Fixture) instant() instant {
+	engine := f.Clock.Now()
+	if f.Opts.Now != nil {
+		engine = f.Opts.Now()
+	}
+	return instant{store: f.Clock.Now(), engine: engine}
+}
+
+// reopenInBubble is Reopen for a test in a synctest bubble: the store as a
+// restarted process finds it in crashed, with clocks that go on from at,
+// read outside the bubble. The fixture's own clocks read the wall clock,
+// which in a bubble starts in 2000.
+func (f *Fixture) reopenInBubble(t *testing.T, crashed *vfs.MemFS, at instant) *Fixture {
+	t.Helper()
+	entered := time.Now()
+	clock := &Clock{}
+	clock.advance(at.store.Sub(entered))
+	opts := f.Opts
+	if opts.Now != nil {
+		opts.Now = func() time.Time { return at.engine.Add(time.Since(entered)) }
+	}
+	return openPebble(t, f.Harness, opts, crashed, clock)
+}
+
 // openAzure opens tables and a queue of the test's own on Azurite.
 func openAzure(t *testing.T, h Harness, opts Options) *Fixture {
 	t.Helper()

@@ -314,7 +314,10 @@ points:
 			at := n + i*step
 			wg.Go(func() {
 				p := &points[i]
-				p.ok = t.Run(fmt.Sprintf("after %d writes", at), func(t *testing.T) { p.ran, p.crashed = true, crashAndResume(t, ts.open, at) })
+				p.ok = t.Run(fmt.Sprintf("after %d writes", at), func(t *testing.T) {
+					p.ran = true
+					ts.eachInBubble(t, func(t *testing.T, open func(*testing.T, Options) *Fixture) { p.crashed = crashAndResume(t, open, at) })
+				})
 			})
 		}
 		wg.Wait()
