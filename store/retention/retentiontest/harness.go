@@ -84,8 +84,17 @@ func OpenInBubble(t *testing.T, h Harness, opts Options) *Fixture {
 	}
 	clock := &Clock{}
 	clock.advance(base.AddDate(0, 1, 0).Sub(time.Now()))
-	return openPebble(t, h, opts, vfs.NewCrashableMem(), clock)
+	f := openPebble(t, h, opts, vfs.NewCrashableMem(), clock)
+	f.writeTime = bubbleWriteTime
+	return f
 }
+
+// bubbleWriteTime is how long, in a bubble's virtual time, each write of a
+// store that StartCrashing kills takes (see crashAfter): a few
+// milliseconds, as on a real disk, so that the tasks' visibility
+// extensions (every third of quickOptions' 50 ms) and the job's lease
+// renewals come between a purge's other writes.
+const bubbleWriteTime = 5 * time.Millisecond
 
 // openPebble opens the embedded store on fs with clock, which a restarted
 // process keeps: time does not go back across a crash.
@@ -130,7 +139,9 @@ func (f *Fixture) reopenInBubble(t *testing.T, crashed *vfs.MemFS, at instant) *
 	if opts.Now != nil {
 		opts.Now = func() time.Time { return at.engine.Add(time.Since(entered)) }
 	}
-	return openPebble(t, f.Harness, opts, crashed, clock)
+	g := openPebble(t, f.Harness, opts, crashed, clock)
+	g.writeTime = bubbleWriteTime
+	return g
 }
 
 // openAzure opens tables and a queue of the test's own on Azurite.

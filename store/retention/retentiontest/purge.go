@@ -411,7 +411,7 @@ type crashedStart struct {
 // end, stops the engine and reopens the store if it died.
 func (f *Fixture) StartCrashing(t *testing.T, n int, wrap func(*HookedBackend) store.Backend, req retention.StartRequest) crashedStart {
 	t.Helper()
-	crash := &crashAfter{n: n, fs: f.FS}
+	crash := &crashAfter{n: n, fs: f.FS, took: f.writeTime}
 	var backend store.Backend = &HookedBackend{Backend: f.Base, Before: crash.Before, After: crash.After}
 	if wrap != nil {
 		backend = wrap(backend.(*HookedBackend))
