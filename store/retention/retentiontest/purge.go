@@ -288,7 +288,10 @@ func testCrashAtAnyWriteResumesExactly(t *testing.T, ts *suite) {
 
 // crashAtEveryWrite runs crashAndResume after 0, 1, 2, ... writes (every
 // 7th in -short) until a purge ends without reaching the crash point. It
-// runs crashBatch points at a time, each on a store of its own.
+// runs crashBatch points at a time, each on a store of its own; on Pebble
+// each in a synctest bubble of its own (eachInBubble), where its waits
+// (visibility timeouts, leases, polls) cost no wall-clock time and do not
+// race the machine's load.
 func crashAtEveryWrite(t *testing.T, ts *suite, crashAndResume func(*testing.T, func(*testing.T, Options) *Fixture, int) bool) {
 	t.Helper()
 	crashAtEveryNthWrite(t, ts, 1, crashAndResume)
