@@ -328,11 +328,15 @@ func testCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T, ts *suite) {
 			if v.queue && v.outbox {
 				wrap = base.OutboxWritesOnly
 			}
-			// Each point runs in a bubble of its own (in memory only),
-			// on clocks going on from the seed's end.
+			// A point in a bubble reopens the seeded store there, on
+			// clocks going on from the seed's end.
 			seeded := base.instant()
 			crashAtEveryNthWrite(t, ts, v.step, func(t *testing.T, _ func(*testing.T, Options) *Fixture, n int) bool {
-				return crashWhileThinning(t, base.reopenInBubble(t, base.FS.CrashClone(vfs.CrashCloneCfg{}), seeded), sc, n, v.outbox, wrap)
+				crashed := base.FS.CrashClone(vfs.CrashCloneCfg{})
+				if ts.crashesInBubbles() {
+					return crashWhileThinning(t, base.reopenInBubble(t, crashed, seeded), sc, n, v.outbox, wrap)
+				}
+				return crashWhileThinning(t, base.Reopen(t, crashed), sc, n, v.outbox, wrap)
 			})
 		})
 	}
