@@ -59,8 +59,9 @@ var readCalls = []readCall{
 // or panic with secret detail: the call gets INTERNAL "internal error"
 // without the detail, the log gets it, and the next call is served.
 //
-// Panics run in a child test process: a panic the server fails to recover
-// kills the process, and must fail only its own case.
+// The calls of a fault that returns share a server, the fault armed anew
+// for each. Panics run in a child test process each: a panic the server
+// fails to recover kills the process, and must fail only its own case.
 func TestInternalErrorsDoNotLeak(t *testing.T) {
 	t.Parallel() // independent: servers and tables of its own
 	faults := []struct {
@@ -77,34 +78,57 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		for _, f := range faults {
 			t.Run(f.name, func(t *testing.T) {
+				var shared *faultyServer
+				if !f.crashes {
+					shared = startFaultyServer(t, b, f.fault)
+				}
 				for _, rc := range readCalls {
 					t.Run(rc.name, func(t *testing.T) {
-						body := func(t *testing.T) {
-							var fired atomic.Bool
-							h := startServer(t, hookQuery(b.open(t), func(ctx context.Context, next func() (store.Page, error)) (store.Page, error) {
-								if fired.CompareAndSwap(false, true) {
-									return store.Page{}, f.fault()
-								}
-								return next()
-							}))
-							seedEveryKind(t, h)
-							requireInternalWithoutDetail(t, rc.call(t.Context(), h))
-							if !strings.Contains(h.logs.String(), secret) {
-								t.Errorf("log lacks the internal detail %q:\n%s", secret, h.logs.String())
-							}
-							requireOK(t, rc.call(t.Context(), h), "the call after the failed one")
-							requireServing(t, h, "")
-						}
 						if f.crashes {
-							inChildProcess(t, body)
-						} else {
-							body(t)
+							inChildProcess(t, func(t *testing.T) { startFaultyServer(t, b, f.fault).requireInternalOnce(t, rc) })
+							return
 						}
+						shared.requireInternalOnce(t, rc)
 					})
 				}
 			})
 		}
 	})
+}
+
+// faultyServer is a server, seeded by seedEveryKind, whose next Query
+// below it fails with fault once armed.
+type faultyServer struct {
+	h     *harness
+	armed atomic.Bool
+}
+
+func startFaultyServer(t *testing.T, b backend, fault func() error) *faultyServer {
+	t.Helper()
+	s := &faultyServer{}
+	s.h = startServer(t, hookQuery(b.open(t), func(ctx context.Context, next func() (store.Page, error)) (store.Page, error) {
+		if s.armed.CompareAndSwap(true, false) {
+			return store.Page{}, fault()
+		}
+		return next()
+	}))
+	seedEveryKind(t, s.h)
+	return s
+}
+
+// requireInternalOnce arms the fault and checks that rc gets INTERNAL
+// without the detail, that the log gets it, and that the next call and
+// the health check are served.
+func (s *faultyServer) requireInternalOnce(t *testing.T, rc readCall) {
+	t.Helper()
+	logged := len(s.h.logs.String())
+	s.armed.Store(true)
+	requireInternalWithoutDetail(t, rc.call(t.Context(), s.h))
+	if logs := s.h.logs.String(); !strings.Contains(logs[logged:], secret) {
+		t.Errorf("log lacks the internal detail %q:\n%s", secret, logs[logged:])
+	}
+	requireOK(t, rc.call(t.Context(), s.h), "the call after the failed one")
+	requireServing(t, s.h, "")
 }
 
 // seedEveryKind gives cam-1 a clear-day image of correlation id pano-1 of

@@ -143,6 +143,7 @@ func TestListPaging(t *testing.T) {
 		mustBatchCreate(t, c, append(imgs, sample("cam-2", minute(100))))
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel() // the cases only read the seeded server
 				q := listQuery{cameraID: "cam-1", start: tc.start, end: tc.end}
 				var all []image
 				var sizes []int

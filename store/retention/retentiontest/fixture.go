@@ -63,6 +63,9 @@ type Fixture struct {
 	Hooks *queue.Hooks
 	// Harness is the driver and backend the fixture was opened with.
 	Harness Harness
+	// writeTime is how long a write of a store that StartCrashing kills
+	// takes: virtual time in a bubble, none outside one.
+	writeTime time.Duration
 }
 
 // Options are an engine's and, for the queue design, its driver's.
@@ -178,9 +181,12 @@ func imageOptions(kind images.Kind, shards int) images.Options {
 // purge's janitor leaves younger index rows whose primary row is missing to
 // the next purge, since without a transaction it might still land. On the
 // embedded store the wait is virtual (the store's clock advances); on
-// Azure, whose timestamps are Azurite's, it is a real sleep.
+// Azure, whose timestamps are Azurite's, it is a real sleep. It waits a
+// millisecond past the lag: the janitor keeps a row exactly as old as the
+// lag, and in a synctest bubble no time passes between the seed and the
+// purge.
 func (f *Fixture) Settle() {
-	wait := f.LastCreate.Add(testIndexLag).Sub(f.Now())
+	wait := f.LastCreate.Add(testIndexLag + time.Millisecond).Sub(f.Now())
 	if f.Clock != nil {
 		f.Clock.advance(max(wait, 0))
 		return
@@ -563,6 +569,11 @@ var errDead = errors.New("test: process is dead")
 // keeps what was synced at that instant as the filesystem a restarted
 // process finds.
 type crashAfter struct {
+	// took is how long each write takes before it lands: in a synctest
+	// bubble, where work takes no time, the writes of a purge then span
+	// its lease renewals and its tasks' visibility extensions, as on a
+	// real store, and a crash comes at those writes too.
+	took    time.Duration
 	mu      sync.Mutex
 	n       int
 	writes  int
@@ -572,6 +583,7 @@ type crashAfter struct {
 }
 
 func (c *crashAfter) Before(string, string, []store.Key) error {
+	time.Sleep(c.took)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead {

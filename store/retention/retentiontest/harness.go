@@ -84,8 +84,17 @@ func OpenInBubble(t *testing.T, h Harness, opts Options) *Fixture {
 	}
 	clock := &Clock{}
 	clock.advance(base.AddDate(0, 1, 0).Sub(time.Now()))
-	return openPebble(t, h, opts, vfs.NewCrashableMem(), clock)
+	f := openPebble(t, h, opts, vfs.NewCrashableMem(), clock)
+	f.writeTime = bubbleWriteTime
+	return f
 }
+
+// bubbleWriteTime is how long, in a bubble's virtual time, each write of a
+// store that StartCrashing kills takes (see crashAfter): a few
+// milliseconds, as on a real disk, so that the tasks' visibility
+// extensions (every third of quickOptions' 50 ms) and the job's lease
+// renewals come between a purge's other writes.
+const bubbleWriteTime = 5 * time.Millisecond
 
 // openPebble opens the embedded store on fs with clock, which a restarted
 // process keeps: time does not go back across a crash.
@@ -102,6 +111,37 @@ func openPebble(t *testing.T, h Harness, opts Options, fs *vfs.MemFS, clock *Clo
 	}
 	f.OpenEngine(t, db)
 	return f
+}
+
+// instant is a fixture's two clocks read at one moment: its store's and
+// its engine's.
+type instant struct{ store, engine time.Time }
+
+// instant reads f's clocks. Pebble only: Azure's clock is Azurite's.
+func (f *Fixture) instant() instant {
+	engine := f.Clock.Now()
+	if f.Opts.Now != nil {
+		engine = f.Opts.Now()
+	}
+	return instant{store: f.Clock.Now(), engine: engine}
+}
+
+// reopenInBubble is Reopen for a test in a synctest bubble: the store as a
+// restarted process finds it in crashed, with clocks that go on from at,
+// read outside the bubble. The fixture's own clocks read the wall clock,
+// which in a bubble starts in 2000.
+func (f *Fixture) reopenInBubble(t *testing.T, crashed *vfs.MemFS, at instant) *Fixture {
+	t.Helper()
+	entered := time.Now()
+	clock := &Clock{}
+	clock.advance(at.store.Sub(entered))
+	opts := f.Opts
+	if opts.Now != nil {
+		opts.Now = func() time.Time { return at.engine.Add(time.Since(entered)) }
+	}
+	g := openPebble(t, f.Harness, opts, crashed, clock)
+	g.writeTime = bubbleWriteTime
+	return g
 }
 
 // openAzure opens tables and a queue of the test's own on Azurite.

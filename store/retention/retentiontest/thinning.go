@@ -328,8 +328,15 @@ func testCrashAtAnyWriteWhileThinningResumesExactly(t *testing.T, ts *suite) {
 			if v.queue && v.outbox {
 				wrap = base.OutboxWritesOnly
 			}
+			// A point in a bubble reopens the seeded store there, on
+			// clocks going on from the seed's end.
+			seeded := base.instant()
 			crashAtEveryNthWrite(t, ts, v.step, func(t *testing.T, _ func(*testing.T, Options) *Fixture, n int) bool {
-				return crashWhileThinning(t, base, sc, n, v.outbox, wrap)
+				crashed := base.FS.CrashClone(vfs.CrashCloneCfg{})
+				if ts.crashesInBubbles() {
+					return crashWhileThinning(t, base.reopenInBubble(t, crashed, seeded), sc, n, v.outbox, wrap)
+				}
+				return crashWhileThinning(t, base.Reopen(t, crashed), sc, n, v.outbox, wrap)
 			})
 		})
 	}
@@ -368,12 +375,11 @@ func seedThinCrash(t *testing.T, ts *suite, outbox bool) (*Fixture, *thinScenari
 	return f, setUpThinning(t, f, now)
 }
 
-// crashWhileThinning runs a purge with policies that thins, on a clone of
-// base's store that dies after n writes, and checks the resumed job; with
-// the outbox, that it names each deleted image once.
-func crashWhileThinning(t *testing.T, base *Fixture, sc *thinScenario, n int, outbox bool, wrap func(*HookedBackend) store.Backend) bool {
+// crashWhileThinning runs a purge with policies that thins on f, a clone
+// of the seeded store, which dies after n writes, and checks the resumed
+// job; with the outbox, that it names each deleted image once.
+func crashWhileThinning(t *testing.T, f *Fixture, sc *thinScenario, n int, outbox bool, wrap func(*HookedBackend) store.Backend) bool {
 	{
-		f := base.Reopen(t, base.FS.CrashClone(vfs.CrashCloneCfg{}))
 		c := f.StartCrashing(t, n, wrap, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 		restarted, dead, jobs := c.restarted, c.dead, c.jobs
 		if len(jobs) == 0 || (c.startErr != nil && jobs[0].Unconfirmed) {
