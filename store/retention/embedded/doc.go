@@ -43,7 +43,9 @@
 // section commits without a sync of its own (store.PurgeBatch.Unsynced):
 // a crash that loses it loses a section not yet run. Sections that write
 // outbox records, which the blob side may act on at once, and the last,
-// which ends the job, are synced.
+// which ends the job, are synced; and since the store shows a write before
+// its sync ends, a read of the outbox that finds the records of a section
+// still committing waits for it to return (outbox.go).
 // A purge cut short resumes from its record; one cancelled or failed after
 // some sections (or whose kept cameras changed since the survey) ends with
 // an orphans pass (orphans.go) that deletes the index rows whose primary

@@ -31,6 +31,10 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 	ended := false
 	var deleted retention.Counts // what the committed batch deleted
 	var counted map[string]struct{}
+	var outbox *outboxWriter
+	if r.env.Outbox() != nil {
+		r.durable.begin()
+	}
 	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
 		clock.start()
 		j, err := r.env.Job(ctx, r.id)
@@ -61,6 +65,7 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{}}
 		if r.env.Outbox() != nil {
 			s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
+			outbox = s.outbox
 		} else if !last {
 			// A section is its deletes, counts and job record in one batch:
 			// a crash that loses it loses a section not yet run, which the
@@ -108,6 +113,9 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		_, err = b.Put(table, e)
 		return err
 	})
+	if r.env.Outbox() != nil {
+		r.durable.done(outbox.committed(err))
+	}
 	if err == nil {
 		r.env.CountDeleted(r.kind, deleted)
 		maps.Copy(r.counted, counted)

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 )
 
@@ -85,6 +86,33 @@ func testOutboxRefusesAPositionAheadOfIt(t *testing.T, ts *suite) {
 	})
 }
 
+// backupOf is f's embedded store as metadatad backup copies it, restored
+// into a filesystem of its own: a checkpoint, which flushes and syncs the
+// log first, so that it holds every write a reader has seen. (A crash's
+// copy holds only what was synced, and the store shows a write before the
+// sync of its log ends.)
+func backupOf(t *testing.T, f *Fixture) *vfs.MemFS {
+	t.Helper()
+	const dir = "backup"
+	if err := f.Base.(*pebble.DB).Checkpoint(dir); err != nil {
+		t.Fatal(err)
+	}
+	names, err := f.FS.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := vfs.NewCrashableMem()
+	if err := fs.MkdirAll("db", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if err := vfs.CopyAcrossFS(f.FS, f.FS.PathJoin(dir, name), fs, fs.PathJoin("db", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fs
+}
+
 // testARestoredOutboxRefusesThePositionsItLost: a backup taken, records
 // added and read, the older backup restored (MarkOutboxRestored, as
 // metadatad restore does): the newer token is refused, naming the
@@ -100,7 +128,7 @@ func testARestoredOutboxRefusesThePositionsItLost(t *testing.T, ts *suite) {
 	f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
 	backed := deletedAfter(t, f, "")
 	backupEnd := backed[len(backed)-1].Token
-	backup := f.FS.CrashClone(vfs.CrashCloneCfg{})
+	backup := backupOf(t, f)
 
 	f.SeedThinning(t, now, images.Single, "cam-lost")
 	f.Purge(t, retention.StartRequest{Kinds: thinKinds, UsePolicies: true})
