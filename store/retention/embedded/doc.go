@@ -58,10 +58,18 @@
 // its capture minute. (An index row with no primary row, which only a copy
 // from Azure can bring, goes with the range deletion uncounted.)
 //
+// A storage budget (Budgeter) keeps the store's live data under a number
+// of bytes: it measures with Pebble's own accounting (store.Sizer) and,
+// past the bytes, finds the oldest images from the tallies and starts a
+// purge of them through the engine's public API, sparing held cameras and
+// images younger than the floor. It lives here because only this store
+// can measure itself and has tallies to find the oldest rows by.
+//
 // Files: embedded.go (the driver, a kind's run, the survey, the sections'
 // sizes), pace.go (the live pace), section.go (one exclusive section and
 // the last one's range deletion of the index),
 // orphans.go (the orphans pass), outbox.go (the outbox of deleted images,
 // written in the sections' batches and read by sequence), delete.go (one
-// image deleted on purpose, in one transaction).
+// image deleted on purpose, in one transaction), budget.go (the storage
+// budget).
 package embedded
