@@ -20,6 +20,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble/backup"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/retention/policy"
 	"github.com/metadatad/metadatad/store/video"
 )
@@ -90,7 +91,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	}
 	stopFleet := svc.fleet.start()
 	defer stopFleet()
-	purges := startPurges(svc.engine, svc.schedule, svc.budget, deleter, log)
+	purges := startPurges(svc.engine, svc.schedule, svc.budget, svc.budgeter, deleter, log)
 	defer func() {
 		if !leaveStoreOpen { // else a purge is stuck in the store: waiting would never end
 			purges.stop(context.Background())
@@ -102,7 +103,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 		metricsCtx, stopMetrics := context.WithCancel(context.Background())
 		defer stopMetrics()
 		obs.metrics.WatchSilentCameras(svc.fleet.silentCounts)
-		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, svc.engine, svc.repos, served{srv: srv, deleter: deleter}, log)
+		serveMetrics(metricsCtx, cfg, obs.metrics, lis.metrics, store, svc.engine, svc.repos, served{srv: srv, deleter: deleter, budgeter: svc.budgeter}, log)
 	}
 	if lis.health != nil {
 		serveHealthProbes(srv, lis.health, log)
@@ -153,7 +154,8 @@ type services struct {
 	fleet        *fleetViews
 	engine       *retention.Engine
 	schedule     retention.Schedule // zero: no built-in schedule
-	budget       retention.Budget   // zero: no storage budget
+	budget       embedded.Budget    // zero: no storage budget
+	budgeter     *embedded.Budgeter // nil: no storage budget
 	// traffic is the server's record of its calls, which purges yield to.
 	traffic *server.Traffic
 }
@@ -205,8 +207,13 @@ func openServices(ctx context.Context, cfg config, store backend, obs observabil
 		if err != nil && cfg.retentionMaxBytes.percent > 0 {
 			return nil, fmt.Errorf("-retention-max-bytes %s: the data directory's filesystem: %w", &cfg.retentionMaxBytes, err)
 		}
-		svc.budget = retention.Budget{MaxBytes: cfg.retentionMaxBytes.resolve(total), Floor: policy.Days(cfg.minRetentionDays),
-			Interval: budgetInterval, Sizer: store.embedded}
+		svc.budget = embedded.Budget{MaxBytes: cfg.retentionMaxBytes.resolve(total), Floor: policy.Days(cfg.minRetentionDays),
+			Interval: budgetInterval, Store: store.embedded}
+		var repos []*images.Repository
+		for _, kind := range images.Kinds {
+			repos = append(repos, svc.repos[kind])
+		}
+		svc.budgeter = embedded.NewBudgeter(svc.engine, repos, log)
 		log.Info("storage budget", "max_bytes", svc.budget.MaxBytes, "floor", svc.budget.Floor.String())
 	}
 	return svc, nil

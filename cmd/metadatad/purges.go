@@ -12,6 +12,7 @@ import (
 	"github.com/metadatad/metadatad/internal/diskspace"
 	"github.com/metadatad/metadatad/store/blobs"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // purges are the purge engine and the built-in schedule running in the
@@ -23,10 +24,10 @@ type purges struct {
 }
 
 // startPurges runs engine and, when schedule has an interval, the schedule,
-// when budget has bytes, the storage budget, and the blob deleter when
+// budgeter with budget when there is one, and the blob deleter when
 // there is one. Purges free space, so their writes pass the free-space
 // guard.
-func startPurges(engine *retention.Engine, schedule retention.Schedule, budget retention.Budget, deleter *blobs.Deleter, log *slog.Logger) *purges {
+func startPurges(engine *retention.Engine, schedule retention.Schedule, budget embedded.Budget, budgeter *embedded.Budgeter, deleter *blobs.Deleter, log *slog.Logger) *purges {
 	ctx, cancel := context.WithCancel(diskspace.Exempt(context.Background()))
 	p := &purges{cancel: cancel, done: make(chan struct{})}
 	var running sync.WaitGroup
@@ -38,8 +39,8 @@ func startPurges(engine *retention.Engine, schedule retention.Schedule, budget r
 	if schedule.Interval > 0 {
 		running.Go(func() { engine.RunSchedule(ctx, schedule) })
 	}
-	if budget.MaxBytes > 0 {
-		running.Go(func() { engine.RunBudget(ctx, budget) })
+	if budgeter != nil {
+		running.Go(func() { budgeter.Run(ctx, budget) })
 	}
 	if deleter != nil {
 		running.Go(func() { deleter.Run(ctx, blobDeleteInterval) })
@@ -76,11 +77,11 @@ const budgetInterval = time.Minute
 // the store is over budget and nothing more may be purged for space (the
 // images left are held or younger than the floor); nil without a budget.
 func budgetCheck(svc *services) func() error {
-	if svc.budget.MaxBytes == 0 {
+	if svc.budgeter == nil {
 		return nil
 	}
 	return func() error {
-		st := svc.engine.BudgetState()
+		st := svc.budgeter.BudgetState()
 		if st.Over && st.Blocked != "" {
 			return fmt.Errorf("the store holds %d live bytes, over its budget of %d, and only images that are %s are left to purge",
 				st.LiveBytes, st.MaxBytes, map[string]string{"held": "on legal hold", "floor": "younger than -min-retention-days"}[st.Blocked])

@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/retention/queue"
 )
 
@@ -54,7 +55,7 @@ func TestPurgesEndBeforeTheStoreCloses(t *testing.T) {
 				t.Fatal(err)
 			}
 			backend.slow.Store(true)
-			p := startPurges(engine, retention.Schedule{Retention: 24 * time.Hour, Interval: time.Millisecond}, retention.Budget{}, nil, slog.New(slog.DiscardHandler))
+			p := startPurges(engine, retention.Schedule{Retention: 24 * time.Hour, Interval: time.Millisecond}, embedded.Budget{}, nil, nil, slog.New(slog.DiscardHandler))
 			time.Sleep(time.Duration(20*round) * time.Millisecond)
 			for backend.renewing.Load() == 0 {
 				time.Sleep(time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/observed"
 	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // observability is what the daemon reports: metrics with -metrics-listen,
@@ -80,6 +81,8 @@ type served struct {
 	srv *server.Server
 	// deleter is the blob deleter; nil without one.
 	deleter *blobs.Deleter
+	// budgeter is the storage budget; nil without one.
+	budgeter *embedded.Budgeter
 }
 
 // serveMetrics serves /metrics on lis with the purge, stream, blob deleter
@@ -110,8 +113,8 @@ func serveMetrics(ctx context.Context, cfg config, m *telemetry.Metrics, lis net
 			tallied = append(tallied, primary)
 		}
 		m.WatchTallies(b.embedded, tallied)
-		if cfg.retentionMaxBytes.set() {
-			m.WatchBudget(engine)
+		if on.budgeter != nil {
+			m.WatchBudget(on.budgeter)
 		}
 	}
 	log.Info("serving metrics", "addr", lis.Addr().String())

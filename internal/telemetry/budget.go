@@ -3,12 +3,12 @@ package telemetry
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
-// Budget is what the storage budget's series read; *retention.Engine has it.
+// Budget is what the storage budget's series read; *embedded.Budgeter has it.
 type Budget interface {
-	BudgetState() retention.BudgetState
+	BudgetState() embedded.BudgetState
 }
 
 var (

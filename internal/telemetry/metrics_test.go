@@ -13,7 +13,7 @@ import (
 
 	"github.com/metadatad/metadatad/internal/telemetry"
 	"github.com/metadatad/metadatad/store"
-	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 )
 
 // TestCertificateExpiry follows the certificate in use: absent before
@@ -97,9 +97,9 @@ metadatad_tally_complete{table="Single"} 1
 	}
 }
 
-type budgetState retention.BudgetState
+type budgetState embedded.BudgetState
 
-func (b budgetState) BudgetState() retention.BudgetState { return retention.BudgetState(b) }
+func (b budgetState) BudgetState() embedded.BudgetState { return embedded.BudgetState(b) }
 
 // TestBudgetSeries: the storage budget's series say its bytes, the live
 // data it measured, and whether holds keep the store over it.

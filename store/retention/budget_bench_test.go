@@ -1,10 +1,12 @@
 package retention_test
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
@@ -33,12 +35,13 @@ func BenchmarkBudget(b *testing.B) {
 		for ok := false; !ok; full, ok = s.db.LiveBytes() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		budget := retention.Budget{MaxBytes: full / 2, Floor: time.Hour, Sizer: s.db}
+		budget := embedded.Budget{MaxBytes: full / 2, Floor: time.Hour, Store: s.db}
+		budgeter := embedded.NewBudgeter(s.engine, []*images.Repository{s.repo}, slog.New(slog.DiscardHandler))
 		b.StartTimer()
-		var st retention.BudgetState
+		var st embedded.BudgetState
 		for {
 			var err error
-			if st, err = s.engine.BudgetOnce(b.Context(), budget); err != nil {
+			if st, err = budgeter.Once(b.Context(), budget); err != nil {
 				b.Fatal(err)
 			}
 			if st.Job == "" && !st.Measured.IsZero() && !st.Over {

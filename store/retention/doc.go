@@ -15,10 +15,11 @@
 //
 // The store tallies every primary row in the row's own batch, and a purge
 // deletes in exclusive sections that commit each camera's range deletion
-// with the job's counts: see store/retention/embedded. A storage budget
-// (budget.go) measures the live data with the store's own accounting and,
-// past its bytes, starts purges of the oldest hour across the fleet that
-// spare held cameras, so it needs no mechanism of its own.
+// with the job's counts: see store/retention/embedded. Its storage budget
+// (embedded's budget.go) measures the live data with the store's own
+// accounting and, past its bytes, starts purges of the oldest images
+// across the fleet that spare held cameras, through the engine's public
+// API: the engine needs no mechanism of its own for it.
 //
 // # On Azure (package queue)
 //
@@ -39,8 +40,8 @@
 // policy, else of the default. A camera on legal hold keeps everything, on
 // every path: one Rules (policy_purge.go) reads the policies and holds
 // and has policy.Resolve give every camera its rule, hold included, for the
-// embedded survey and sections, the queue design's plan and dry run, and
-// the budget; holds are read whole (holdset.go) at a purge's start and
+// embedded survey and sections and the queue design's plan and dry run
+// (the budget reads the holds through Policies); holds are read whole (holdset.go) at a purge's start and
 // again before each section or task. Deletes can be paced by rows (pace.go:
 // a process's or a job's cap, and the queue design's LiveRowsPerSecond); a
 // purge yields to live traffic (Options.Live), the embedded one by time

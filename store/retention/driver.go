@@ -62,7 +62,10 @@ type Driver interface {
 	// SealJobOutbox closes an ending job's outbox for the readers; a
 	// failure leaves the job running, to be ended again.
 	SealJobOutbox(ctx context.Context, id string) error
-	// DeletedImages reads the outbox after a resume token.
+	// DeletedImages reads the outbox after a resume token, in order. It
+	// gives out only records a crash cannot take back, since its reader
+	// acts on them at once (the blob deleter deletes their blobs): on a
+	// store that shows a write before it is synced, it waits for the sync.
 	DeletedImages(ctx context.Context, after string, limit int) ([]DeletedImage, error)
 	// CheckResumeToken reports whether tok could be one of this outbox's
 	// tokens: ErrBadResumeToken if not.

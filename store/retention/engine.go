@@ -25,8 +25,6 @@ type Engine struct {
 	repos map[images.Kind]*images.Repository
 	// policies are the retention policies and legal holds.
 	policies *Policies
-	// budget is the storage budget's state, when one runs (budget.go).
-	budget budgetRun
 	// outbox is the table of deleted images with Options.Outbox; nil
 	// without (outbox.go).
 	outbox store.Table

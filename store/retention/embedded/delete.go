@@ -26,11 +26,16 @@ func (d *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row 
 		return errors.New("retention/embedded: the backend has no transactions")
 	}
 	for range maxDeleteAttempts {
-		ops, err := d.deleteOps(ctx, kind, camera, row)
+		ops, next, err := d.deleteOps(ctx, kind, camera, row)
 		if err != nil {
 			return err
 		}
+		d.durable.begin()
 		err = tx.Transact(ctx, ops)
+		if err != nil {
+			next = 0
+		}
+		d.durable.done(next)
 		var be *store.BatchError
 		if !errors.As(err, &be) {
 			return err
@@ -46,13 +51,14 @@ func (d *driver) DeleteImage(ctx context.Context, kind images.Kind, camera, row 
 }
 
 // deleteOps reads the image's rows and returns the transaction that
-// deletes them at the ETags read.
-func (d *driver) deleteOps(ctx context.Context, kind images.Kind, camera, row string) ([]store.TableOp, error) {
+// deletes them at the ETags read, and the outbox's next sequence after it
+// (0 without an outbox record).
+func (d *driver) deleteOps(ctx context.Context, kind images.Kind, camera, row string) ([]store.TableOp, uint64, error) {
 	repo := d.env.Repository(kind)
 	primary, index := repo.Tables()
 	e, err := primary.Get(ctx, camera, row)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ops := []store.TableOp{{Table: primary, Op: store.Op{Kind: store.OpDelete, IfMatch: e.ETag,
 		Entity: store.Entity{PartitionKey: camera, RowKey: row}}}}
@@ -62,22 +68,23 @@ func (d *driver) deleteOps(ctx context.Context, kind images.Kind, camera, row st
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ops = append(ops, store.TableOp{Table: index, Op: store.Op{Kind: store.OpDelete, IfMatch: ie.ETag,
 			Entity: store.Entity{PartitionKey: k.PartitionKey, RowKey: k.RowKey}}})
 	}
 	if d.env.Outbox() == nil {
-		return ops, nil
+		return ops, 0, nil
 	}
-	out, err := d.outboxOps(ctx, kind, camera, e)
-	return append(ops, out...), err
+	out, next, err := d.outboxOps(ctx, kind, camera, e)
+	return append(ops, out...), next, err
 }
 
 // outboxOps are the writes that name a deleted image in the outbox: its
 // row at the next sequence, and the next sequence moved on at the ETag
-// read, so that two deletes never take one position.
-func (d *driver) outboxOps(ctx context.Context, kind images.Kind, camera string, e store.Entity) ([]store.TableOp, error) {
+// read, so that two deletes never take one position; and that next
+// sequence (0 for none).
+func (d *driver) outboxOps(ctx context.Context, kind images.Kind, camera string, e store.Entity) ([]store.TableOp, uint64, error) {
 	table := d.env.Outbox()
 	next := store.Op{Kind: store.OpInsert, Entity: store.Entity{PartitionKey: outboxMetaPart, RowKey: outboxNextRow}}
 	seq := uint64(1)
@@ -86,12 +93,12 @@ func (d *driver) outboxOps(ctx context.Context, kind images.Kind, camera string,
 		seq = max(retention.SeqOf(n), 1)
 		next = store.Op{Kind: store.OpUpdate, Mode: store.Replace, IfMatch: n.ETag, Entity: next.Entity}
 	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
+		return nil, 0, err
 	}
 	next.Entity.Properties = retention.SeqProperties(seq + 1)
 	rec, ok := outboxRow(seq, kind, camera, e, "", d.env.Options().Now().UTC())
 	if !ok {
-		return nil, nil
+		return nil, 0, nil
 	}
-	return []store.TableOp{{Table: table, Op: store.Op{Kind: store.OpInsert, Entity: rec}}, {Table: table, Op: next}}, nil
+	return []store.TableOp{{Table: table, Op: store.Op{Kind: store.OpInsert, Entity: rec}}, {Table: table, Op: next}}, seq + 1, nil
 }

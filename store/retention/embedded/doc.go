@@ -45,7 +45,9 @@
 // section commits without a sync of its own (store.PurgeBatch.Unsynced):
 // a crash that loses it loses a section not yet run. Sections that write
 // outbox records, which the blob side may act on at once, and the last,
-// which ends the job, are synced.
+// which ends the job, are synced; and since the store shows a write before
+// its sync ends, a read of the outbox that finds the records of a section
+// still committing waits for it to return (outbox.go).
 // A purge cut short resumes from its record; one cancelled or failed after
 // some sections (or whose kept cameras changed since the survey) ends with
 // an orphans pass (orphans.go) that deletes the index rows whose primary
@@ -58,10 +60,18 @@
 // its capture minute. (An index row with no primary row, which only a copy
 // from Azure can bring, goes with the range deletion uncounted.)
 //
+// A storage budget (Budgeter) keeps the store's live data under a number
+// of bytes: it measures with Pebble's own accounting (store.Sizer) and,
+// past the bytes, finds the oldest images from the tallies and starts a
+// purge of them through the engine's public API, sparing held cameras and
+// images younger than the floor. It lives here because only this store
+// can measure itself and has tallies to find the oldest rows by.
+//
 // Files: embedded.go (the driver, a kind's run, the survey, the sections'
 // sizes), pace.go (the live pace), section.go (one exclusive section and
 // the last one's range deletion of the index),
 // orphans.go (the orphans pass), outbox.go (the outbox of deleted images,
 // written in the sections' batches and read by sequence), delete.go (one
-// image deleted on purpose, in one transaction).
+// image deleted on purpose, in one transaction), budget.go (the storage
+// budget).
 package embedded

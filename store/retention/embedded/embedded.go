@@ -22,6 +22,8 @@ type driver struct {
 	env    *retention.Env
 	purger store.Purger
 	pace   *pacer
+	// durable keeps the outbox's readers to what is on disk (outbox.go).
+	durable *durability
 }
 
 // New is the embedded store's retention.NewDriver with the default
@@ -62,7 +64,11 @@ func (o Options) New(ctx context.Context, env *retention.Env) (retention.Driver,
 			return nil, err
 		}
 	}
-	return &driver{env: env, purger: p, pace: newPacer(o, opts.Live)}, nil
+	durable, err := startDurability(ctx, env.Outbox())
+	if err != nil {
+		return nil, err
+	}
+	return &driver{env: env, purger: p, pace: newPacer(o, opts.Live), durable: durable}, nil
 }
 
 // progress is a kind's progress in the embedded purge, kept in
@@ -146,6 +152,7 @@ type kindRun struct {
 	env            *retention.Env
 	purger         store.Purger
 	pace           *pacer
+	durable        *durability
 	id             string
 	kind           images.Kind
 	repo           *images.Repository
@@ -186,7 +193,7 @@ func (d *driver) PurgeKind(ctx context.Context, id string, kind images.Kind) err
 	if p.Phase != retention.PhasePlan && p.Phase != phaseOrphans {
 		return fmt.Errorf("%w: phase %q", retention.ErrForeignJob, p.Phase)
 	}
-	r := &kindRun{env: d.env, purger: d.purger, pace: d.pace, id: id, kind: kind, repo: e.Repository(kind), aged: j.KindBoundary(kind), through: j.Reach(kind),
+	r := &kindRun{env: d.env, purger: d.purger, pace: d.pace, durable: d.durable, id: id, kind: kind, repo: e.Repository(kind), aged: j.KindBoundary(kind), through: j.Reach(kind),
 		countedBefore: state(p).SectionedTo, counted: map[string]struct{}{}}
 	r.primary, r.index = r.repo.Tables()
 	spanName := "purge.embedded"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -26,6 +27,77 @@ const (
 	outboxNextRow  = "next"
 	outboxTrimRow  = "trimmed"
 )
+
+// durability keeps the outbox's readers to the records on disk. The
+// store makes a write visible as soon as it is applied, before the sync of
+// its log ends (Pebble publishes a batch, then waits for the sync; the
+// write returns after both), and a reader may act on a record at once: the
+// blob deleter deletes its blob. A record that a crash then took back
+// would be a blob deleted for a row that comes back, and a position that a
+// later record reuses after the reader passed it. So a read that finds a
+// record past the end of the last write of the outbox that returned, while
+// one commits, waits for it to return: only its sync is left, since its
+// records are visible.
+type durability struct {
+	mu      sync.Mutex
+	writing int    // the outbox writes committing
+	end     uint64 // the outbox's next sequence after the last that returned
+	// returned is closed, and replaced, as each write returns.
+	returned chan struct{}
+}
+
+// begin marks a write of the outbox as committing, before it is staged.
+func (d *durability) begin() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.writing++
+}
+
+// done ends a write that begin marked; next is the outbox's next sequence
+// it wrote, 0 if it wrote none or failed.
+func (d *durability) done(next uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.end = max(d.end, next)
+	d.writing--
+	close(d.returned)
+	d.returned = make(chan struct{})
+}
+
+// await returns once the record at position seq, which a read found, is
+// on disk: the log holds every write before the last one that returned,
+// synced.
+func (d *durability) await(ctx context.Context, seq uint64) error {
+	for {
+		d.mu.Lock()
+		ready, returned := d.writing == 0 || seq < d.end, d.returned
+		d.mu.Unlock()
+		if ready {
+			return nil
+		}
+		select {
+		case <-returned:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// startDurability reads the outbox's next sequence as a driver starts,
+// before any write of its own: what a store holds as it opens is on disk.
+func startDurability(ctx context.Context, outbox store.Table) (*durability, error) {
+	d := &durability{returned: make(chan struct{})}
+	if outbox == nil {
+		return d, nil
+	}
+	switch e, err := outbox.Get(ctx, outboxMetaPart, outboxNextRow); {
+	case err == nil:
+		d.end = retention.SeqOf(e)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	return d, nil
+}
 
 // outboxWriter stages one section's outbox rows in its batch.
 type outboxWriter struct {
@@ -86,6 +158,15 @@ func (w *outboxWriter) finish() error {
 	return err
 }
 
+// committed is the outbox's next sequence after w's section, whose
+// commit ended with err: 0 if it failed or wrote no record (w nil).
+func (w *outboxWriter) committed(err error) uint64 {
+	if w == nil || err != nil || !w.wrote {
+		return 0
+	}
+	return w.next
+}
+
 // DeletedImages reads the outbox after a position: the records are in
 // the order of their sequence, given in the sections' batches.
 func (d *driver) DeletedImages(ctx context.Context, after string, limit int) ([]retention.DeletedImage, error) {
@@ -110,9 +191,14 @@ func (d *driver) DeletedImages(ctx context.Context, after string, limit int) ([]
 		if err != nil {
 			continue
 		}
-		d := retention.DeletedImageFrom(r)
-		d.Seq, d.Token = seq, strconv.FormatUint(seq, 10)
-		out = append(out, d)
+		img := retention.DeletedImageFrom(r)
+		img.Seq, img.Token = seq, strconv.FormatUint(seq, 10)
+		out = append(out, img)
+	}
+	if len(out) > 0 {
+		if err := d.durable.await(ctx, out[len(out)-1].Seq); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

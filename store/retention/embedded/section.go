@@ -31,6 +31,10 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 	ended := false
 	var deleted retention.Counts // what the committed batch deleted
 	var counted map[string]struct{}
+	var outbox *outboxWriter
+	if r.env.Outbox() != nil {
+		r.durable.begin()
+	}
 	err := r.purger.Exclusive(ctx, r.through, func(ctx context.Context, b store.PurgeBatch) error {
 		clock.start()
 		j, err := r.env.Job(ctx, r.id)
@@ -47,34 +51,8 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		if !state(p).IndexBefore.IsZero() {
 			indexBefore = state(p).IndexBefore // a resumed job keeps the first run's
 		}
-		// Sized for the section's cameras: growing the map was a tenth of a
-		// section's time at 4,000 cameras, and a map for the whole fleet
-		// at every section of a few cameras a third of a live purge's CPU
-		// at 10,000.
-		hint := len(r.surveyed)
-		if limit > 0 {
-			hint = min(hint, limit)
-		} else if expect > 0 {
-			hint = min(hint, expect)
-		}
-		s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
-			limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{},
-			index: indexDeleter{b: b, r: r, oneForm: b.InstantFirst(r.index.Name())}}
-		if r.env.Outbox() != nil {
-			s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
-		} else if !last {
-			// A section is its deletes, counts and job record in one batch:
-			// a crash that loses it loses a section not yet run, which the
-			// resumed job runs. So it need not wait for a sync of its own
-			// (the next create's makes it durable), unless it writes outbox
-			// records, which the blob deleter may act on at once: a blob
-			// deleted for a row a crash brings back is lost for good. The
-			// last section ends the job, which its watchers act on: synced.
-			b.Unsynced()
-		}
-		if !state(p).KeptBefore.IsZero() {
-			s.keptBefore = store.MinTime(s.keptBefore, state(p).KeptBefore)
-		}
+		s := r.scanFor(j, b, p, resolveFrom, indexBefore, last, limit, expect)
+		outbox = s.outbox
 		scan := time.Now()
 		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		clock.scanned(time.Since(scan))
@@ -109,6 +87,9 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		_, err = b.Put(table, e)
 		return err
 	})
+	if r.env.Outbox() != nil {
+		r.durable.done(outbox.committed(err))
+	}
 	if err == nil {
 		r.env.CountDeleted(r.kind, deleted)
 		maps.Copy(r.counted, counted)
@@ -117,6 +98,40 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		r.env.Notify() // the job's record changed: wake its watchers (finish wakes them to its end)
 	}
 	return err
+}
+
+// scanFor is a section's pass over its cameras in b, for the job's
+// progress p.
+func (r *kindRun) scanFor(j *retention.Job, b store.PurgeBatch, p *retention.KindProgress, resolveFrom string, indexBefore time.Time, last bool, limit, expect int) *sectionScan {
+	// Sized for the section's cameras: growing the map was a tenth of a
+	// section's time at 4,000 cameras, and a map for the whole fleet
+	// at every section of a few cameras a third of a live purge's CPU
+	// at 10,000.
+	hint := len(r.surveyed)
+	if limit > 0 {
+		hint = min(hint, limit)
+	} else if expect > 0 {
+		hint = min(hint, expect)
+	}
+	s := &sectionScan{r: r, j: j, b: b, resolveFrom: resolveFrom, indexBefore: indexBefore, keptBefore: indexBefore,
+		limit: limit, seen: make(map[string]sectionCamera, hint), counted: map[string]struct{}{},
+		index: indexDeleter{b: b, r: r, oneForm: b.InstantFirst(r.index.Name())}}
+	if r.env.Outbox() != nil {
+		s.outbox = &outboxWriter{table: r.env.Outbox(), b: b, job: j.ID, kind: r.kind, at: r.env.Options().Now().UTC()}
+	} else if !last {
+		// A section is its deletes, counts and job record in one batch:
+		// a crash that loses it loses a section not yet run, which the
+		// resumed job runs. So it need not wait for a sync of its own
+		// (the next create's makes it durable), unless it writes outbox
+		// records, which the blob deleter may act on at once: a blob
+		// deleted for a row a crash brings back is lost for good. The
+		// last section ends the job, which its watchers act on: synced.
+		b.Unsynced()
+	}
+	if !state(p).KeptBefore.IsZero() {
+		s.keptBefore = store.MinTime(s.keptBefore, state(p).KeptBefore)
+	}
+	return s
 }
 
 // sectionScan is one section's pass over its cameras' tallies, within
@@ -157,44 +172,13 @@ type sectionCamera struct {
 // the boundary at the camera's first tally, and their index rows.
 func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 	r := s.r
-	cam, ok := s.seen[t.PartitionKey]
-	if !ok {
-		oldest, any := t.Oldest()
-		if !any {
-			return nil
+	cam, seen := s.seen[t.PartitionKey]
+	if !seen {
+		var rows bool
+		var err error
+		if cam, rows, err = s.meet(ctx, t); !rows || err != nil {
+			return err
 		}
-		if s.limit > 0 && len(s.seen) >= s.limit {
-			return errSectionFull
-		}
-		// A camera an earlier section resolved is not thinned again here:
-		// its section did, and a hold placed since must stand. What lands
-		// in its windows meanwhile waits for the next pass.
-		bnd, known := r.surveyed[t.PartitionKey]
-		var thin []policy.Window
-		switch {
-		case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
-			// Kept when surveyed; an earlier section saw it so too.
-			s.keptBefore = store.MinTime(s.keptBefore, oldest)
-		case known && t.PartitionKey < s.resolveFrom && t.RowsBefore(bnd) == 0:
-			// Purged by an earlier section, nothing created since.
-			bnd = time.Time{}
-		default:
-			c, err := r.rule(ctx, t.PartitionKey, oldest)
-			if err != nil {
-				return err
-			}
-			bnd, thin = c.Boundary, c.Thin
-			if bnd.IsZero() {
-				s.keptBefore = store.MinTime(s.keptBefore, oldest)
-			} else {
-				s.keptBefore = store.MinTime(s.keptBefore, bnd)
-			}
-			if c.Held && s.count(t.PartitionKey) {
-				s.c.DevicesTotal++
-				s.c.DevicesHeld++
-			}
-		}
-		cam = sectionCamera{boundary: bnd, thin: thin, counted: !r.countable(t.PartitionKey)}
 	}
 	wasPurged := cam.purged
 	if !cam.boundary.IsZero() && t.Day.Before(cam.boundary) {
@@ -237,10 +221,53 @@ func (s *sectionScan) tally(ctx context.Context, t *store.DayTally) error {
 		s.c.DevicesTotal++
 		s.c.DevicesDone++
 	}
-	if !ok || cam.purged != wasPurged {
+	if !seen || cam.purged != wasPurged {
 		s.seen[t.PartitionKey] = cam
 	}
 	return nil
+}
+
+// meet resolves a camera at its first tally with rows in the section:
+// its boundary and windows, and whether it counts; false if the tally has
+// no rows.
+func (s *sectionScan) meet(ctx context.Context, t *store.DayTally) (sectionCamera, bool, error) {
+	r := s.r
+	oldest, any := t.Oldest()
+	if !any {
+		return sectionCamera{}, false, nil
+	}
+	if s.limit > 0 && len(s.seen) >= s.limit {
+		return sectionCamera{}, false, errSectionFull
+	}
+	// A camera an earlier section resolved is not thinned again here:
+	// its section did, and a hold placed since must stand. What lands
+	// in its windows meanwhile waits for the next pass.
+	bnd, known := r.surveyed[t.PartitionKey]
+	var thin []policy.Window
+	switch {
+	case known && t.PartitionKey < s.resolveFrom && bnd.IsZero():
+		// Kept when surveyed; an earlier section saw it so too.
+		s.keptBefore = store.MinTime(s.keptBefore, oldest)
+	case known && t.PartitionKey < s.resolveFrom && t.RowsBefore(bnd) == 0:
+		// Purged by an earlier section, nothing created since.
+		bnd = time.Time{}
+	default:
+		c, err := r.rule(ctx, t.PartitionKey, oldest)
+		if err != nil {
+			return sectionCamera{}, false, err
+		}
+		bnd, thin = c.Boundary, c.Thin
+		if bnd.IsZero() {
+			s.keptBefore = store.MinTime(s.keptBefore, oldest)
+		} else {
+			s.keptBefore = store.MinTime(s.keptBefore, bnd)
+		}
+		if c.Held && s.count(t.PartitionKey) {
+			s.c.DevicesTotal++
+			s.c.DevicesHeld++
+		}
+	}
+	return sectionCamera{boundary: bnd, thin: thin, counted: !r.countable(t.PartitionKey)}, true, nil
 }
 
 // thinDay thins a camera's day in its windows: each run of intervals its

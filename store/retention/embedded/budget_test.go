@@ -1,4 +1,4 @@
-package retention_test
+package embedded_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/metadatad/metadatad/store/images"
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
-	"github.com/metadatad/metadatad/store/retention/drivers"
+	"github.com/metadatad/metadatad/store/retention/embedded"
 	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
@@ -24,6 +24,7 @@ type budgetStore struct {
 	db     *pebble.DB
 	repo   *images.Repository
 	engine *retention.Engine
+	budget *embedded.Budgeter
 	now    atomic.Int64 // UnixNano of the engine's clock
 }
 
@@ -41,16 +42,15 @@ func openBudgetStore(t *testing.T) *budgetStore {
 	if s.repo, err = images.Open(ctx, db, images.Options{Kind: images.Single}); err != nil {
 		t.Fatal(err)
 	}
-	o := quickOptions()
-	o.Backend, o.Repositories, o.Logger = db, []*images.Repository{s.repo}, logger
-	o.Now = func() time.Time { return time.Unix(0, s.now.Load()).UTC() }
 	// The clock jumps a minute per round of creates: a lease of seconds
 	// would run out under a purge that takes milliseconds.
-	o.LeaseDuration = 48 * time.Hour
-	o.Driver = drivers.For(o.Backend, o.QueueOptions)
-	if s.engine, err = retention.Open(ctx, o.Options); err != nil {
+	o := retention.Options{Backend: db, Repositories: []*images.Repository{s.repo}, Logger: logger, Driver: embedded.New,
+		ReplicaID: "embedded", PollInterval: 5 * time.Millisecond, LeaseDuration: 48 * time.Hour,
+		Now: func() time.Time { return time.Unix(0, s.now.Load()).UTC() }}
+	if s.engine, err = retention.Open(ctx, o); err != nil {
 		t.Fatal(err)
 	}
+	s.budget = embedded.NewBudgeter(s.engine, o.Repositories, logger)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -90,12 +90,12 @@ func (s *budgetStore) minutes(t *testing.T, cameras []string, n int) []time.Time
 
 // settle steps the budget until it rests: no purge of its running, its
 // deletions counted, and the store measured under budget or blocked.
-func (s *budgetStore) settle(t *testing.T, b retention.Budget) retention.BudgetState {
+func (s *budgetStore) settle(t *testing.T, b embedded.Budget) embedded.BudgetState {
 	t.Helper()
-	var st retention.BudgetState
+	var st embedded.BudgetState
 	testwait.Until(t, time.Minute, func() error {
 		var err error
-		if st, err = s.engine.BudgetOnce(t.Context(), b); err != nil {
+		if st, err = s.budget.Once(t.Context(), b); err != nil {
 			t.Fatal(err)
 		}
 		if st.Job == "" && !st.Measured.IsZero() && (!st.Over || st.Blocked != "") {
@@ -109,7 +109,7 @@ func (s *budgetStore) settle(t *testing.T, b retention.Budget) retention.BudgetS
 // awaitBudgetJob waits for the budget's purge, if one runs, to end.
 func (s *budgetStore) awaitBudgetJob(t *testing.T) {
 	t.Helper()
-	id := s.engine.BudgetState().Job
+	id := s.budget.BudgetState().Job
 	if id == "" {
 		return
 	}
@@ -120,6 +120,12 @@ func (s *budgetStore) awaitBudgetJob(t *testing.T) {
 		}
 		return fmt.Errorf("the budget's purge %s is %s", id, j.State)
 	})
+}
+
+// upload is an image as a camera would send it, so rows have a real size.
+func upload(camera string, at time.Time) images.Image {
+	return images.Image{CameraID: camera, CapturedAt: at, ContentType: "image/jpeg", SizeBytes: 350_000, Width: 1920, Height: 1080,
+		BlobURI: fmt.Sprintf("https://images.example/%s/%d.jpg", camera, at.UnixNano())}
 }
 
 func cameraIDs(prefix string, n int) []string {
@@ -142,7 +148,7 @@ func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	writers := append(cameras, "held-0")
-	b := retention.Budget{MaxBytes: 256 << 10, Floor: time.Hour, Sizer: s.db}
+	b := embedded.Budget{MaxBytes: 256 << 10, Floor: time.Hour, Store: s.db}
 	var created []time.Time // one per minute, for every camera
 	peak, purges := uint64(0), 0
 	var cutoff time.Time
@@ -153,7 +159,7 @@ func TestBudgetKeepsTheStoreUnderItsBytes(t *testing.T) {
 		// has ended by the next step, as a purge of an hour of images ends
 		// well within a tick of a minute.
 		s.awaitBudgetJob(t)
-		st, err := s.engine.BudgetOnce(t.Context(), b)
+		st, err := s.budget.Once(t.Context(), b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +216,7 @@ func TestBudgetReportsWhatKeepsTheStoreOver(t *testing.T) {
 	for range 6 * 6 {
 		s.minutes(t, cameras, 10)
 	}
-	b := retention.Budget{MaxBytes: 64 << 10, Floor: 24 * time.Hour, Sizer: s.db}
+	b := embedded.Budget{MaxBytes: 64 << 10, Floor: 24 * time.Hour, Store: s.db}
 	if st := s.settle(t, b); !st.Over || st.Blocked != "floor" {
 		t.Errorf("every image younger than the floor: %+v, want over, blocked by the floor", st)
 	}
@@ -242,7 +248,11 @@ func (s *budgetStore) captured(t *testing.T, camera string) map[time.Time]bool {
 			t.Fatal(err)
 		}
 		for _, e := range page.Entities {
-			out[captured(t, e)] = true
+			at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[at] = true
 		}
 		if page.Next == nil {
 			return out
@@ -267,12 +277,12 @@ func TestBudgetPurgesWhatTheStoreIsOverBy(t *testing.T) {
 	if err := s.db.Compact(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	measured := s.settle(t, retention.Budget{MaxBytes: 1 << 40, Floor: time.Hour, Sizer: s.db})
-	b := retention.Budget{MaxBytes: measured.LiveBytes / 2, Floor: time.Hour, Sizer: s.db}
+	measured := s.settle(t, embedded.Budget{MaxBytes: 1 << 40, Floor: time.Hour, Store: s.db})
+	b := embedded.Budget{MaxBytes: measured.LiveBytes / 2, Floor: time.Hour, Store: s.db}
 	purges := 0
 	testwait.Until(t, time.Minute, func() error {
 		s.awaitBudgetJob(t)
-		st, err := s.engine.BudgetOnce(t.Context(), b)
+		st, err := s.budget.Once(t.Context(), b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,17 @@
-package retention
+package embedded
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
+	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/retention"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // A storage budget keeps the embedded store's live data under a number of
@@ -18,7 +22,8 @@ import (
 // the tallies, oldest day first. Cameras on legal hold are never purged
 // for space, nor images younger than the floor: when only those are left
 // to purge, the budget reports the store over budget and blocked, and
-// purges nothing.
+// purges nothing. It drives the engine through its public API (Start,
+// Get, the holds), as any client could: the engine knows nothing of it.
 
 // Budget is a storage budget's configuration.
 type Budget struct {
@@ -29,8 +34,14 @@ type Budget struct {
 	Floor time.Duration
 	// Interval is how often RunBudget measures.
 	Interval time.Duration
-	// Sizer measures the store.
-	Sizer store.Sizer
+	// Store measures the store and reads its tallies: the embedded store.
+	Store BudgetStore
+}
+
+// BudgetStore is what a budget needs of the store.
+type BudgetStore interface {
+	store.Sizer
+	store.Purger
 }
 
 // BudgetState is what a budget last found.
@@ -50,8 +61,15 @@ type BudgetState struct {
 	Cutoff time.Time
 }
 
-// budgetRun is an engine's budget state between steps.
-type budgetRun struct {
+// Budgeter runs a storage budget over an engine and keeps its state
+// between steps.
+type Budgeter struct {
+	engine *retention.Engine
+	// tallied are the primary tables of the engine's kinds, whose tallies
+	// find the oldest images.
+	tallied []store.Table
+	log     *slog.Logger
+
 	mu    sync.Mutex
 	state BudgetState
 	// settle says a purge of the budget ended since the last measure: its
@@ -59,21 +77,31 @@ type budgetRun struct {
 	settle bool
 }
 
-// BudgetState returns what the budget last found; the zero state when the
-// engine runs none.
-func (e *Engine) BudgetState() BudgetState {
-	e.budget.mu.Lock()
-	defer e.budget.mu.Unlock()
-	return e.budget.state
+// NewBudgeter is a budget over engine, whose image repositories are repos.
+func NewBudgeter(engine *retention.Engine, repos []*images.Repository, log *slog.Logger) *Budgeter {
+	k := &Budgeter{engine: engine, log: log}
+	for _, r := range repos {
+		primary, _ := r.Tables()
+		k.tallied = append(k.tallied, primary)
+	}
+	return k
 }
 
-// RunBudget runs BudgetOnce every b.Interval until ctx ends.
-func (e *Engine) RunBudget(ctx context.Context, b Budget) {
+// BudgetState returns what the budget last found; the zero state before
+// its first step.
+func (k *Budgeter) BudgetState() BudgetState {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.state
+}
+
+// Run runs Once every b.Interval until ctx ends.
+func (k *Budgeter) Run(ctx context.Context, b Budget) {
 	ticker := time.NewTicker(b.Interval)
 	defer ticker.Stop()
 	for {
-		if _, err := e.BudgetOnce(ctx, b); err != nil && ctx.Err() == nil {
-			e.log.Error("storage budget: step failed; retried at the next", "err", err)
+		if _, err := k.Once(ctx, b); err != nil && ctx.Err() == nil {
+			k.log.Error("storage budget: step failed; retried at the next", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -87,15 +115,15 @@ func (e *Engine) RunBudget(ctx context.Context, b Budget) {
 // waits; once it has ended, it makes its deletions count; then it
 // measures, and if the store is over budget it starts the purge of the
 // oldest hour of images that may go. A test steps it instead of waiting
-// for RunBudget's ticker.
-func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) {
-	purger, ok := e.opts.Backend.(store.Purger)
-	if !ok || b.Sizer == nil {
-		return BudgetState{}, errors.New("retention: a storage budget needs the embedded store")
+// for Run's ticker.
+func (k *Budgeter) Once(ctx context.Context, b Budget) (BudgetState, error) {
+	if b.Store == nil {
+		return BudgetState{}, errors.New("retention/embedded: a storage budget needs the embedded store")
 	}
-	e.budget.mu.Lock()
-	st, settle := e.budget.state, e.budget.settle
-	e.budget.mu.Unlock()
+	e := k.engine
+	k.mu.Lock()
+	st, settle := k.state, k.settle
+	k.mu.Unlock()
 	st.MaxBytes = b.MaxBytes
 	if st.Job != "" {
 		j, err := e.Get(ctx, st.Job)
@@ -103,11 +131,11 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 			return st, err
 		}
 		if !j.State.Terminal() {
-			e.setBudget(st, settle)
+			k.set(st, settle)
 			return st, nil
 		}
-		if j.State != Succeeded {
-			e.log.Warn("storage budget: its purge did not succeed; the next step tries again", "job", j.ID, "state", string(j.State), "err", j.Error)
+		if j.State != retention.Succeeded {
+			k.log.Warn("storage budget: its purge did not succeed; the next step tries again", "job", j.ID, "state", string(j.State), "err", j.Error)
 		}
 		st.Job, settle = "", true
 	}
@@ -116,24 +144,24 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 		// the file they were flushed to, in the background: the next step
 		// measures, not this one, which could see them uncounted and purge
 		// again.
-		if err := b.Sizer.SettleDeletes(ctx); err != nil {
+		if err := b.Store.SettleDeletes(ctx); err != nil {
 			return st, err
 		}
-		e.setBudget(st, false)
+		k.set(st, false)
 		return st, nil
 	}
-	live, settled := b.Sizer.LiveBytes()
+	live, settled := b.Store.LiveBytes()
 	if !settled {
-		e.setBudget(st, false)
+		k.set(st, false)
 		return st, nil
 	}
-	st.LiveBytes, st.Measured, st.Over, st.Blocked = live, e.opts.Now().UTC(), live > b.MaxBytes, ""
+	st.LiveBytes, st.Measured, st.Over, st.Blocked = live, e.Now().UTC(), live > b.MaxBytes, ""
 	if !st.Over {
-		e.setBudget(st, false)
+		k.set(st, false)
 		return st, nil
 	}
-	floor := e.opts.Now().Add(-b.Floor).UTC().Truncate(time.Minute)
-	oldest, held, err := e.oldestPurgeable(ctx, purger, floor)
+	floor := e.Now().Add(-b.Floor).UTC().Truncate(time.Minute)
+	oldest, held, err := k.oldestPurgeable(ctx, b.Store, floor)
 	if err != nil {
 		return st, err
 	}
@@ -142,32 +170,32 @@ func (e *Engine) BudgetOnce(ctx context.Context, b Budget) (BudgetState, error) 
 		if held {
 			st.Blocked = "held"
 		}
-		e.setBudget(st, false)
-		e.log.Warn("storage budget: the store is over budget and nothing more may be purged for space",
+		k.set(st, false)
+		k.log.Warn("storage budget: the store is over budget and nothing more may be purged for space",
 			"live_bytes", live, "max_bytes", b.MaxBytes, "blocked_by", st.Blocked)
 		return st, nil
 	}
-	cutoff := budgetCutoff(oldest, e.opts.Now().UTC(), floor, live, b.MaxBytes)
-	j, err := e.Start(ctx, StartRequest{Kinds: e.Kinds(), Cutoff: cutoff})
-	var running *RunningError
+	cutoff := budgetCutoff(oldest, e.Now().UTC(), floor, live, b.MaxBytes)
+	j, err := e.Start(ctx, retention.StartRequest{Kinds: e.Kinds(), Cutoff: cutoff})
+	var running *retention.RunningError
 	if errors.As(err, &running) {
-		e.setBudget(st, false)
+		k.set(st, false)
 		return st, nil // another purge frees space first
 	}
 	if err != nil {
 		return st, err
 	}
 	st.Job, st.Cutoff = j.ID, cutoff
-	e.setBudget(st, false)
-	e.log.Info("storage budget: the store is over budget; purging the oldest images",
+	k.set(st, false)
+	k.log.Info("storage budget: the store is over budget; purging the oldest images",
 		"live_bytes", live, "max_bytes", b.MaxBytes, "before", cutoff, "job", j.ID)
 	return st, nil
 }
 
-func (e *Engine) setBudget(st BudgetState, settle bool) {
-	e.budget.mu.Lock()
-	defer e.budget.mu.Unlock()
-	e.budget.state, e.budget.settle = st, settle
+func (k *Budgeter) set(st BudgetState, settle bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.state, k.settle = st, settle
 }
 
 // budgetCutoff is where a budget's purge stops: as far from the oldest
@@ -194,15 +222,14 @@ var errFound = errors.New("found")
 // if there is none, and then whether held cameras have images before floor.
 // It reads the tallies oldest day first and stops after the first day
 // with such an image, and the holds once.
-func (e *Engine) oldestPurgeable(ctx context.Context, purger store.Purger, floor time.Time) (time.Time, bool, error) {
-	holds, err := e.policies.holdSet(ctx)
+func (k *Budgeter) oldestPurgeable(ctx context.Context, purger store.Purger, floor time.Time) (time.Time, bool, error) {
+	holds, err := k.holds(ctx)
 	if err != nil {
 		return time.Time{}, false, err
 	}
 	var oldest time.Time
 	sawHeld := false
-	for _, k := range e.Kinds() {
-		primary, _ := e.repos[k].Tables()
+	for _, primary := range k.tallied {
 		var day time.Time
 		err := purger.Tallies(ctx, primary.Name(), store.Range{}, floor, func(t *store.DayTally) error {
 			if !day.IsZero() && !t.Day.Equal(day) {
@@ -223,8 +250,27 @@ func (e *Engine) oldestPurgeable(ctx context.Context, purger store.Purger, floor
 			return nil
 		})
 		if err != nil && !errors.Is(err, errFound) {
-			return time.Time{}, false, fmt.Errorf("retention: budget: %w", err)
+			return time.Time{}, false, fmt.Errorf("retention/embedded: budget: %w", err)
 		}
 	}
 	return oldest, sawHeld, nil
+}
+
+// holds reads the cameras on legal hold, every page.
+func (k *Budgeter) holds(ctx context.Context) (policy.HoldSet, error) {
+	set := policy.HoldSet{}
+	var resume *store.Cursor
+	for {
+		page, next, err := k.engine.Policies().ListHolds(ctx, store.MaxPageSize, resume)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range page {
+			set.Add(h.CameraID)
+		}
+		if next == nil {
+			return set, nil
+		}
+		resume = next
+	}
 }
