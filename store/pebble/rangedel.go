@@ -9,14 +9,10 @@ import pebbledb "github.com/cockroachdb/pebble/v2"
 // costs memory and time in proportion to the fleet: 20,000 cameras held
 // 3 MiB of fragments, and each of those reads walked all 20,000. A
 // memtable flush moves the tombstones into an sstable, where they cost
-// nothing until read. The cap is low because a purge paced while requests
-// are served commits a few cameras per section and fragments the
-// memtable's tombstones anew after each (warmRangeDels): at a cap of 8,192
-// that was four fifths of a section's CPU at 10,000 cameras, at 1,024 a
-// fifth (BenchmarkPurgeInSections's profile). A purge of 10,000 cameras
-// flushes about ten times, each a small memtable that would have been
-// flushed soon anyway.
-const memTableRangeDels = 1024
+// nothing until read. At this cap the fragments stay under about 1 MiB and
+// a purge of 100,000 cameras flushes about 25 times, each a memtable that
+// would have been flushed soon anyway.
+const memTableRangeDels = 8192
 
 // flushRangeDels counts n range tombstones just committed and, past
 // memTableRangeDels since the last time, starts a flush of the memtable
