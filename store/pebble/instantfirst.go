@@ -39,11 +39,31 @@ func instantFirstKey(tableKey string) []byte {
 // set false once a write of another form is staged.
 type instantFirstTables = map[string]*atomic.Bool
 
-// loadInstantFirst reads the records when the store opens.
+// loadInstantFirst reads the records when the store opens. Records in a
+// damaged table file are dropped, unread (a range deletion reads nothing),
+// rather than refusing to start: every table then deletes both forms, as
+// one without a record does, and a write of another form this run cannot
+// leave a stale record behind for a later run, once the file is restored.
 func (d *DB) loadInstantFirst() error {
-	iter, err := d.db.NewIter(&pebbledb.IterOptions{LowerBound: instantFirstPrefix, UpperBound: prefixEnd(instantFirstPrefix)})
+	tables, err := d.readInstantFirst()
+	if pebbledb.IsCorruptionError(err) {
+		d.log.Warn("pebble: the index tables' key-form records sit in a damaged table file; dropping them (purges delete both key forms)", "err", err)
+		if err := d.db.DeleteRange(instantFirstPrefix, prefixEnd(instantFirstPrefix), pebbledb.Sync); err != nil {
+			return engineError("write", err)
+		}
+		tables, err = instantFirstTables{}, nil
+	}
 	if err != nil {
 		return engineError("iterate", err)
+	}
+	d.instantFirst.Store(&tables)
+	return nil
+}
+
+func (d *DB) readInstantFirst() (instantFirstTables, error) {
+	iter, err := d.db.NewIter(&pebbledb.IterOptions{LowerBound: instantFirstPrefix, UpperBound: prefixEnd(instantFirstPrefix)})
+	if err != nil {
+		return nil, err
 	}
 	tables := instantFirstTables{}
 	for valid := iter.First(); valid; valid = iter.Next() {
@@ -51,11 +71,7 @@ func (d *DB) loadInstantFirst() error {
 		f.Store(true)
 		tables[string(iter.Key()[len(instantFirstPrefix):])] = f
 	}
-	if err := errors.Join(iter.Error(), iter.Close()); err != nil {
-		return engineError("iterate", err)
-	}
-	d.instantFirst.Store(&tables)
-	return nil
+	return tables, errors.Join(iter.Error(), iter.Close())
 }
 
 // declareInstantFirst writes own's record if own is empty and has none,
@@ -66,11 +82,11 @@ func (d *DB) declareInstantFirst(ctx context.Context, own *table) error {
 		return nil
 	}
 	// A table with rows stays unknown: no need to hold off writes to see.
-	if empty, err := d.isEmpty(ctx, tablePrefix(own.key)); err != nil || !empty {
+	if empty, err := d.emptyUndamaged(ctx, own); err != nil || !empty {
 		return err
 	}
 	return d.exclusively(time.Time{}, func() error {
-		empty, err := d.isEmpty(ctx, tablePrefix(own.key))
+		empty, err := d.emptyUndamaged(ctx, own)
 		if err != nil || !empty {
 			return err
 		}
@@ -87,6 +103,16 @@ func (d *DB) declareInstantFirst(ctx context.Context, own *table) error {
 		d.instantFirst.Store(&next)
 		return nil
 	})
+}
+
+// emptyUndamaged reports whether own holds no row; a table in a damaged
+// file reads as not empty, so that it stays unknown (both forms).
+func (d *DB) emptyUndamaged(ctx context.Context, own *table) (bool, error) {
+	empty, err := d.isEmpty(ctx, tablePrefix(own.key))
+	if errors.Is(err, store.ErrCorrupt) {
+		return false, nil
+	}
+	return empty, err
 }
 
 // stageInstantFirst deletes, in batch, the record of the table of a row
