@@ -49,6 +49,19 @@ type Purger interface {
 	// on meanwhile: a camera's new images never wait for a purge of old
 	// ones. A zero through holds off every write.
 	Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b PurgeBatch) error) error
+	// WatchLate records, from its call until stop, the partitions of the
+	// tallied table that writes touch with a row captured before before:
+	// what a purge's sections, each of which reads its cameras once, have
+	// not seen. A stage of Exclusive that reads it finds every such write
+	// committed before the stage.
+	WatchLate(table string, before time.Time) (w LateWrites, stop func(), err error)
+}
+
+// LateWrites is a Purger's record of late writes (Purger.WatchLate).
+type LateWrites interface {
+	// Late returns the partitions written so far, sorted, or all when
+	// there were too many to keep: then read every partition.
+	Late() (partitions []string, all bool)
 }
 
 // Sizer is implemented by backends that can tell the bytes of live data
@@ -72,6 +85,10 @@ type PurgeBatch interface {
 	// The tally visit gets, its Minutes too, is valid during the call
 	// only. A day whose rows have all gone may be visited with no rows.
 	Tallies(ctx context.Context, table string, partitions Range, through time.Time, visit func(*DayTally) error) error
+	// TalliesOf is Tallies of the named partitions alone (sorted), a seek
+	// for each partition and day: what a purge's last section reads of
+	// the partitions written late (Purger.WatchLate).
+	TalliesOf(ctx context.Context, table string, partitions []string, through time.Time, visit func(*DayTally) error) error
 	// DeleteRowsBefore deletes the rows of the table's partition captured before
 	// boundary, by range, and updates their tallies: tallies must be every
 	// tally of that partition up to boundary's day, as Tallies visited

@@ -72,6 +72,10 @@ func (p purging) Tallies(ctx context.Context, table string, partitions store.Ran
 	})
 }
 
+func (p purging) WatchLate(table string, before time.Time) (store.LateWrites, func(), error) {
+	return p.inner.WatchLate(table, before)
+}
+
 // Exclusive is recorded as the operation "purge", the stage's reads and
 // writes within it.
 func (p purging) Exclusive(ctx context.Context, through time.Time, stage func(ctx context.Context, b store.PurgeBatch) error) error {

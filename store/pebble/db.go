@@ -146,6 +146,10 @@ type DB struct {
 	// the exclusive gate and tallyMu (see tally.go).
 	tallies atomic.Pointer[map[string]*tallyState]
 	tallyMu sync.Mutex
+	// late are the purges' watches of late writes (see late.go), replaced
+	// whole under lateMu.
+	late   atomic.Pointer[[]*lateWatch]
+	lateMu sync.Mutex
 	// closing is cancelled by Close, ending the backfills counted in backfills.
 	closing       context.Context
 	stopBackfills context.CancelFunc

@@ -32,6 +32,7 @@ func (d *DB) stage(ctx context.Context, through time.Time, stage func(ctx contex
 	b := &purgeBatch{d: d, batch: d.db.NewBatch(), now: d.now().UTC(), staged: map[string]bool{},
 		horizon: newHorizon(through)}
 	defer b.batch.Close()
+	defer b.closeIters()
 	if err := stage(ctx, b); err != nil {
 		return err
 	}
@@ -60,6 +61,13 @@ func (d *DB) stage(ctx context.Context, through time.Time, stage func(ctx contex
 	return nil
 }
 
+// closeIters closes the iterators the batch's calls kept open.
+func (b *purgeBatch) closeIters() {
+	if b.rowIter != nil {
+		_ = b.rowIter.Close() // its reads' errors were returned as they came
+	}
+}
+
 // purgeBatch is Exclusive's store.PurgeBatch. Reads are of the committed
 // store, which nothing else changes meanwhile; staged remembers the point
 // writes (true: the row is put) and ranges the partition ranges deleted,
@@ -83,8 +91,10 @@ type purgeBatch struct {
 	rows         store.Range
 	// rowRanges are the boundaries DeleteRowsBefore staged, by partition.
 	rowRanges map[rowRange]time.Time
-	// lower and upper are DeleteRowsBefore's key buffers.
+	// lower and upper are DeleteRowsBefore's key buffers; rowIter reads
+	// the keys of the rows it deletes one by one (deleteDayRows).
 	lower, upper []byte
+	rowIter      *pebbledb.Iterator
 	// lastTable is the table DeleteRowsBefore was last given, lastOwn its
 	// table and tallyTable the key of its tallies' (see talliedOnce).
 	lastTable  string
@@ -154,19 +164,47 @@ func (b *purgeBatch) beyond(own *table, op, end string, exclusiveEnd bool) error
 // Tallies visits the table's tallies of the partitions in partitions up to
 // through's UTC day (scanTallies says how it reads them).
 func (b *purgeBatch) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	own, err := b.tallied(table, "tallies")
+	own, err := b.talliesUpTo(table, through)
 	if err != nil {
 		return err
 	}
-	if !b.horizon.from.IsZero() && !through.Before(b.horizon.from) {
-		return fmt.Errorf("pebble: tallies of %s: %s is past the section's horizon %s", own.name, through.Format(time.RFC3339), b.horizon.from.Format(time.RFC3339))
+	return b.d.scanTallies(ctx, own, tallySelection{span: partitions}, through, visit)
+}
+
+// TalliesOf visits the tallies of the named partitions up to through's
+// UTC day, day by day, a seek for each partition.
+func (b *purgeBatch) TalliesOf(ctx context.Context, table string, partitions []string, through time.Time, visit func(*store.DayTally) error) error {
+	own, err := b.talliesUpTo(table, through)
+	if err != nil || len(partitions) == 0 {
+		return err
 	}
-	return b.d.scanTallies(ctx, own, partitions, through, visit)
+	return b.d.scanTallies(ctx, own, tallySelection{only: partitions}, through, visit)
+}
+
+// talliesUpTo is the tallied table whose tallies up to through a stage
+// reads: refused past the stage's horizon, whose writes go on.
+func (b *purgeBatch) talliesUpTo(table string, through time.Time) (*table, error) {
+	own, err := b.tallied(table, "tallies")
+	if err != nil {
+		return nil, err
+	}
+	if !b.horizon.from.IsZero() && !through.Before(b.horizon.from) {
+		return nil, fmt.Errorf("pebble: tallies of %s: %s is past the section's horizon %s", own.name, through.Format(time.RFC3339), b.horizon.from.Format(time.RFC3339))
+	}
+	return own, nil
+}
+
+// tallySelection is which partitions' tallies scanTallies reads: those in
+// span, or, if only is not empty, those named in it (sorted).
+type tallySelection struct {
+	span store.Range
+	only []string
 }
 
 // scanTallies is Tallies of own, whose tally is complete. Keys are day
 // first, so it reads day by day, seeking each day's first partition in
-// range: the tallies in range and a seek or two per day besides.
+// range (or each partition named): the tallies in range and a seek or two
+// per day besides.
 //
 // It must not step over what a purge's sections deleted before it: they
 // delete the tallies of a day from its first camera on, in camera order,
@@ -176,8 +214,8 @@ func (b *purgeBatch) Tallies(ctx context.Context, table string, partitions store
 // fraction of a second (BenchmarkPurgeInSections). So it finds the days
 // from the newest back (tallyDays), where the live keys are, and seeks
 // each day's range directly.
-func (d *DB) scanTallies(ctx context.Context, own *table, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	if err := checkRange(partitions); err != nil {
+func (d *DB) scanTallies(ctx context.Context, own *table, sel tallySelection, through time.Time, visit func(*store.DayTally) error) error {
+	if err := checkRange(sel.span); err != nil {
 		return err
 	}
 	tt := tallyTable(own.key)
@@ -196,28 +234,52 @@ func (d *DB) scanTallies(ctx context.Context, own *table, partitions store.Range
 	visited := 0
 	var tally store.DayTally
 	var dec tallyDecoder
+	// read visits the tally under the iterator, of day and partition pk.
+	read := func(day, pk string) error {
+		if visited++; visited%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		value, err := iter.ValueAndErr()
+		if err != nil {
+			return engineError("read", err)
+		}
+		if err := dec.decode(&tally, day, pk, value); err != nil {
+			return err
+		}
+		return visit(&tally)
+	}
 	for _, day := range days {
-		for valid := iter.SeekGE(encodeKey(tt, day, partitions.From)); valid; valid = iter.Next() {
+		if len(sel.only) == 0 {
+			for valid := iter.SeekGE(encodeKey(tt, day, sel.span.From)); valid; valid = iter.Next() {
+				kday, pk, err := dec.key(tt, iter.Key())
+				if err != nil {
+					return err
+				}
+				if kday != day || (sel.span.To != "" && pk >= sel.span.To) {
+					break
+				}
+				if err := read(day, pk); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range sel.only {
+			if !iter.SeekGE(encodeKey(tt, day, p)) {
+				break
+			}
 			kday, pk, err := dec.key(tt, iter.Key())
 			if err != nil {
 				return err
 			}
-			if kday != day || (partitions.To != "" && pk >= partitions.To) {
-				break
+			if kday != day {
+				break // no later partition of the day is left
 			}
-			if visited++; visited%ctxCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
+			if pk != p {
+				continue
 			}
-			value, err := iter.ValueAndErr()
-			if err != nil {
-				return engineError("read", err)
-			}
-			if err := dec.decode(&tally, day, pk, value); err != nil {
-				return err
-			}
-			if err := visit(&tally); err != nil {
+			if err := read(day, pk); err != nil {
 				return err
 			}
 		}
@@ -308,14 +370,26 @@ func (b *purgeBatch) DeleteRowsBefore(table string, partition string, boundary t
 	}
 	staged := rowRange{own.key, partition}
 	if at, ok := b.rowRanges[staged]; !ok || !at.Equal(boundary) { // else staged already: a caller visiting a camera's days one by one
-		b.rowRanges[staged] = boundary
-		b.lower = appendKey(b.lower[:0], own.key, partition, b.rows.From)
-		b.upper = appendKey(b.upper[:0], own.key, partition, b.rows.To)
-		if bytes.Compare(b.lower, b.upper) < 0 {
-			if err := b.batch.DeleteRange(b.lower, b.upper, nil); err != nil {
-				return 0, fmt.Errorf("pebble: delete range: %w", err)
+		few := true
+		for _, tl := range tallies {
+			few = few && tl.RowsBefore(boundary) <= pointDeleteRows
+		}
+		if few {
+			for _, tl := range tallies {
+				if err := b.deleteDayRows(own, partition, tl.Day, boundary); err != nil {
+					return 0, err
+				}
 			}
-			b.tombstones++
+		} else {
+			b.rowRanges[staged] = boundary
+			b.lower = appendKey(b.lower[:0], own.key, partition, b.rows.From)
+			b.upper = appendKey(b.upper[:0], own.key, partition, b.rows.To)
+			if bytes.Compare(b.lower, b.upper) < 0 {
+				if err := b.batch.DeleteRange(b.lower, b.upper, nil); err != nil {
+					return 0, fmt.Errorf("pebble: delete range: %w", err)
+				}
+				b.tombstones++
+			}
 		}
 	}
 	var n int64
@@ -336,6 +410,44 @@ func (b *purgeBatch) DeleteRowsBefore(table string, partition string, boundary t
 		}
 	}
 	return n, nil
+}
+
+// pointDeleteRows is the most rows of a camera's day that DeleteRowsBefore
+// deletes one by one rather than by a range deletion. A range deletion
+// in the memtable costs every read after the commit that adds it: the
+// first read fragments all of the memtable's range deletions anew (0.5 to
+// 10 ms for one to eight thousand, warmRangeDels), after each section, so
+// a purge of 10,000 cameras of a few rows each spent most of its time, and
+// its requests their worst waits, on it. A point deletion costs a key
+// read and a key written, once. Below this many rows the points are the
+// cheaper (docs/benchmarks.md, issue 44).
+const pointDeleteRows = 64
+
+// deleteDayRows deletes the partition's rows of day captured before
+// boundary one by one, reading their keys from the committed store.
+func (b *purgeBatch) deleteDayRows(own *table, partition string, day, boundary time.Time) error {
+	end := store.MinTime(boundary, day.Add(24*time.Hour))
+	keys := store.InvertedTicksRows(&day, &end)
+	b.lower = appendKey(b.lower[:0], own.key, partition, keys.From)
+	b.upper = appendKey(b.upper[:0], own.key, partition, keys.To)
+	if b.rowIter == nil {
+		iter, err := b.d.db.NewIter(&pebbledb.IterOptions{LowerBound: b.lower, UpperBound: b.upper})
+		if err != nil {
+			return engineError("iterate", err)
+		}
+		b.rowIter = iter
+	} else {
+		b.rowIter.SetBounds(b.lower, b.upper)
+	}
+	for valid := b.rowIter.First(); valid; valid = b.rowIter.Next() {
+		if err := b.batch.Delete(b.rowIter.Key(), nil); err != nil {
+			return fmt.Errorf("pebble: delete: %w", err)
+		}
+	}
+	if err := b.rowIter.Error(); err != nil {
+		return engineError("iterate", err)
+	}
+	return nil
 }
 
 // rowRange names a partition whose rows DeleteRowsBefore staged.

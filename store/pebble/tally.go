@@ -310,7 +310,7 @@ func (d *DB) Tallies(ctx context.Context, table string, partitions store.Range, 
 	case !s.finished.Load():
 		return fmt.Errorf("pebble: tallies of %s: the table's tally is not complete yet (see AwaitTally)", own.name)
 	}
-	return d.scanTallies(ctx, own, partitions, through, visit)
+	return d.scanTallies(ctx, own, tallySelection{span: partitions}, through, visit)
 }
 
 // AwaitTally waits until the table's backfill is complete (store.Purger).

@@ -46,6 +46,7 @@ func (d *DB) apply(ctx context.Context, writes []write) ([]store.Entity, error) 
 		keys[i] = encodeKey(w.table, w.op.Entity.PartitionKey, w.op.Entity.RowKey)
 	}
 	defer d.enter(writes)()
+	d.noteLate(writes)
 	defer d.locks.lockKeys(keys)()
 
 	batch := d.db.NewBatch()

@@ -12,7 +12,9 @@
 //  2. deletes in sections of retention.Options.SectionCameras cameras: each section
 //     is one exclusive batch (no write it may touch runs meanwhile) that
 //     reads its cameras' tallies, deletes each one's expired rows with one
-//     range deletion, trims the tallies and writes the job's record with
+//     range deletion (a camera with a few rows a day, one by one: the store
+//     decides, as a range deletion in the memtable costs every read after
+//     it), trims the tallies and writes the job's record with
 //     the counts. The counts are exact by construction: a section is in the
 //     store with its counts or not at all. Exclusivity makes a late old
 //     image wholly before a section (deleted, counted) or wholly after it
@@ -22,7 +24,10 @@
 //  3. deletes the expired minutes of the index by one range deletion, in
 //     the last section, which covers every camera: it first deletes what the
 //     earlier sections' cameras got since, so no index row of a kept row goes
-//     and no primary row is left without its index row. The index rows that
+//     and no primary row is left without its index row. The store records
+//     which cameras were written in the expired days since the sections
+//     began (store.Purger.WatchLate), and the last section reads those
+//     again, not every camera: on a live store, almost none. The index rows that
 //     deletion takes are counted when it commits, not before.
 //
 // With policies a kept camera (held, spared, on a longer retention) may have

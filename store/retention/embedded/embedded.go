@@ -172,6 +172,10 @@ type kindRun struct {
 	// last section, which meets every camera again, counts each once.
 	countedBefore string
 	counted       map[string]struct{}
+	// late records the cameras written with rows before through since
+	// this run's sections began: the last section reads those again, not
+	// every camera.
+	late store.LateWrites
 }
 
 // PurgeKind runs one kind of a job on a store that tallies its rows,
@@ -298,6 +302,15 @@ func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surv
 		}
 		return r.env.PaceStep(j)
 	}
+	// This run's sections cover every camera id from the first on, so
+	// what was written before a camera's section it reads, and what
+	// after, the watch records, whatever runs of the job came before.
+	var stopWatch func()
+	var err error
+	if r.late, stopWatch, err = r.purger.WatchLate(r.primary.Name(), r.through); err != nil {
+		return err
+	}
+	defer func() { stopWatch(); r.late = nil }()
 	rows, units, n := int64(0), int64(0), 0
 	budget, unitBudget := rowBudget(), r.pace.units()
 	from := ""
@@ -323,8 +336,9 @@ func (r *kindRun) sections(ctx context.Context, j *retention.Job, cameras []surv
 	if err := r.env.PaceUntilCancel(ctx, j, 2*rows); err != nil {
 		return err
 	}
-	// The last section reads every camera's tallies again: a unit each.
-	units += int64(len(cameras))
+	// The last section reads again the tallies of the cameras written
+	// late (or of every camera): a unit each.
+	units += int64(r.lateCameras(len(cameras)))
 	return r.pace.section(ctx, units, func(c *sectionClock) error {
 		return r.section(ctx, "", "", from, indexBefore, true, 0, 0, c)
 	})

@@ -39,10 +39,13 @@ type costlyPurger struct {
 	sections []spent
 }
 
-// spent is one committed section: its cameras' days and its time.
+// spent is one committed section: its cameras' days, its time, and the
+// tallies it asked for: the ranges of cameras and the cameras named.
 type spent struct {
-	days int
-	took time.Duration
+	days  int
+	took  time.Duration
+	spans []store.Range
+	named []string
 }
 
 func (c *costlyPurger) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
@@ -58,7 +61,7 @@ func (c *costlyPurger) Exclusive(ctx context.Context, through time.Time, stage f
 	})
 	if err == nil && len(b.cameras) > 0 {
 		c.mu.Lock()
-		c.sections = append(c.sections, spent{days: len(b.cameras), took: time.Since(began)})
+		c.sections = append(c.sections, spent{days: len(b.cameras), took: time.Since(began), spans: b.spans, named: b.named})
 		n := len(c.sections)
 		c.mu.Unlock()
 		if c.committed != nil {
@@ -80,6 +83,18 @@ type countingBatch struct {
 	store.PurgeBatch
 	cost    func(camera string) time.Duration
 	cameras []string
+	spans   []store.Range
+	named   []string
+}
+
+func (b *countingBatch) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	b.spans = append(b.spans, partitions)
+	return b.PurgeBatch.Tallies(ctx, table, partitions, through, visit)
+}
+
+func (b *countingBatch) TalliesOf(ctx context.Context, table string, partitions []string, through time.Time, visit func(*store.DayTally) error) error {
+	b.named = append(b.named, partitions...)
+	return b.PurgeBatch.TalliesOf(ctx, table, partitions, through, visit)
 }
 
 func (b *countingBatch) DeleteRowsBefore(table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {

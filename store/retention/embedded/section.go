@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -54,7 +55,7 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		s := r.scanFor(j, b, p, resolveFrom, indexBefore, last, limit, expect)
 		outbox = s.outbox
 		scan := time.Now()
-		err = b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, func(t *store.DayTally) error { return s.tally(ctx, t) })
+		err = r.tallies(ctx, b, from, to, resolveFrom, last, func(t *store.DayTally) error { return s.tally(ctx, t) })
 		clock.scanned(time.Since(scan))
 		if err != nil {
 			return err
@@ -98,6 +99,38 @@ func (r *kindRun) section(ctx context.Context, from, to, resolveFrom string, ind
 		r.env.Notify() // the job's record changed: wake its watchers (finish wakes them to its end)
 	}
 	return err
+}
+
+// tallies visits a section's tallies: its cameras', [from, to). The last
+// section's cover every camera, to catch what was created since the
+// camera's own section; where the store watched since the job's first
+// section (kindRun.late), those of the cameras before resolveFrom are
+// read only if written late, in the days the job purges: on a live store,
+// almost none, where every camera's read was the largest section of a
+// purge of many cameras and a spike for the requests.
+func (r *kindRun) tallies(ctx context.Context, b store.PurgeBatch, from, to, resolveFrom string, last bool, visit func(*store.DayTally) error) error {
+	if last && r.late != nil {
+		if late, all := r.late.Late(); !all {
+			n, _ := slices.BinarySearch(late, resolveFrom)
+			if err := b.TalliesOf(ctx, r.primary.Name(), late[:n], r.through, visit); err != nil {
+				return err
+			}
+			from = resolveFrom
+		}
+	}
+	return b.Tallies(ctx, r.primary.Name(), store.Range{From: from, To: to}, r.through, visit)
+}
+
+// lateCameras is how many cameras of fleet the last section reads again
+// (tallies).
+func (r *kindRun) lateCameras(fleet int) int {
+	if r.late == nil {
+		return fleet
+	}
+	if late, all := r.late.Late(); !all {
+		return len(late)
+	}
+	return fleet
 }
 
 // scanFor is a section's pass over its cameras in b, for the job's

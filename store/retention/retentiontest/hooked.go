@@ -90,6 +90,10 @@ func (b purgingBackend) MinuteKeyed(ctx context.Context, table string) error {
 	return b.purger().MinuteKeyed(ctx, table)
 }
 
+func (b purgingBackend) WatchLate(table string, before time.Time) (store.LateWrites, func(), error) {
+	return b.purger().WatchLate(table, before)
+}
+
 func (b purgingBackend) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
 	if b.Before != nil {
 		if err := b.Before("", "exclusive", nil); err != nil {
