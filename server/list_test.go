@@ -127,7 +127,10 @@ func TestListPaging(t *testing.T) {
 		{name: "page_size dividing the images", sizes: []int32{125}, wantPages: []int{125, 125}, from: 249, to: 0},
 		{name: "page_size of all the images", sizes: []int32{250}, wantPages: []int{250}, from: 249, to: 0},
 		{name: "page_size changing between pages", sizes: []int32{1, 99, 0, 1000}, wantPages: []int{1, 99, 100, 50}, from: 249, to: 0},
-		{name: "page_size 1", sizes: []int32{1}, wantPages: slices.Repeat([]int{1}, 250), from: 249, to: 0},
+		// Within a window: 250 pages of one were 250 round trips a kind,
+		// most of the test's time on Azurite, for the same paging.
+		{name: "page_size 1", start: timestamppb.New(minute(230)), end: timestamppb.New(minute(250)),
+			sizes: []int32{1}, wantPages: slices.Repeat([]int{1}, 20), from: 249, to: 230},
 		{name: "page_size over the maximum is lowered to it", sizes: []int32{1001}, wantPages: []int{250}, from: 249, to: 0},
 		{name: "page_size of the largest int32", sizes: []int32{math.MaxInt32}, wantPages: []int{250}, from: 249, to: 0},
 		{name: "within a window", start: timestamppb.New(minute(50)), end: timestamppb.New(minute(200)),

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -74,7 +77,7 @@ func run(race bool, fuzzTime, timeout time.Duration) error {
 		args = append(args, "-race")
 	}
 	step("go " + strings.Join(append(args, "./..."), " "))
-	if err := testAll(append(args, "-json", "./...")); err != nil {
+	if err := testAll(append(append(args, "-json"), testOrder...)); err != nil {
 		return fmt.Errorf("tests failed: %w", err)
 	}
 	if fuzzTime <= 0 {
@@ -91,6 +94,15 @@ func run(race bool, fuzzTime, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// testOrder is the packages as go test is given them: those whose suites
+// take minutes first (the queue design's crash loops on Azurite, the built
+// binary's README examples, the daemon's kill and full-disk tests, the
+// server on both backends), then every other. go test starts packages in
+// the order given, as many at once as the machine has cores: in the
+// alphabetical order of ./... the slowest, store/retention/queue, started
+// last and ran alone for minutes.
+var testOrder = []string{"./store/retention/queue", "./deploy", "./cmd/metadatad", "./server", "./..."}
 
 // testAll runs go test with args (-json among them), printing the tests'
 // output as it comes and, at the end, the packages' times and the slowest
@@ -269,31 +281,61 @@ func packageVersion(file string) (string, error) {
 // fuzzTarget is one Fuzz function of a package.
 type fuzzTarget struct{ pkg, name string }
 
-// fuzzTargets lists every fuzz target of the module, as `go test -list` sees them.
+// fuzzTargets lists every fuzz target of the module: each Fuzz function
+// of a _test.go file, read from the source. (`go test -list` compiled every
+// package's tests once more, without -race: minutes on a fresh machine.)
 func fuzzTargets() ([]fuzzTarget, error) {
 	var out bytes.Buffer
-	cmd := command("go", "test", "-list=^Fuzz", "./...")
+	cmd := command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .TestGoFiles \",\"}},{{join .XTestGoFiles \",\"}}", "./...")
 	cmd.Stdout = &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("listing fuzz targets: %w", err)
+		return nil, fmt.Errorf("listing packages: %w", err)
 	}
 	var targets []fuzzTarget
-	var names []string
 	scanner := bufio.NewScanner(&out)
 	for scanner.Scan() {
-		fields := strings.Fields(scanner.Text())
-		switch {
-		case len(fields) == 1 && strings.HasPrefix(fields[0], "Fuzz"):
-			names = append(names, fields[0])
-		case len(fields) >= 2 && fields[0] == "ok":
-			// "ok <package> <time>" ends the listing of one package.
-			for _, name := range names {
-				targets = append(targets, fuzzTarget{pkg: fields[1], name: name})
+		fields := strings.Split(scanner.Text(), "\t")
+		if len(fields) != 3 {
+			continue
+		}
+		for _, file := range strings.Split(fields[2], ",") {
+			if file == "" {
+				continue
 			}
-			names = nil
+			names, err := fuzzFuncs(filepath.Join(fields[1], file))
+			if err != nil {
+				return nil, err
+			}
+			for _, name := range names {
+				targets = append(targets, fuzzTarget{pkg: fields[0], name: name})
+			}
 		}
 	}
 	return targets, scanner.Err()
+}
+
+// fuzzFuncs are the fuzz targets a test file declares: functions named
+// Fuzz... that take a *testing.F, as go test finds them.
+func fuzzFuncs(file string) ([]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Fuzz") || len(fn.Type.Params.List) != 1 {
+			continue
+		}
+		star, ok := fn.Type.Params.List[0].Type.(*ast.StarExpr)
+		if !ok {
+			continue
+		}
+		if sel, ok := star.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "F" {
+			names = append(names, fn.Name.Name)
+		}
+	}
+	return names, nil
 }
 
 // moduleRoot is the folder of the main module's go.mod.

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -152,5 +154,46 @@ func TestHelpNamesTheCommand(t *testing.T) {
 	}
 	if strings.Contains(out.String(), os.TempDir()) || strings.Contains(out.String(), os.Args[0]) {
 		t.Errorf("-h names a temporary path:\n%s", out.String())
+	}
+}
+
+// TestFuzzFuncsAreWhatGoTestFuzzes: the fuzz targets are read from the
+// source as go test finds them: top-level functions named Fuzz... taking a
+// *testing.F, whatever the package calls testing.
+func TestFuzzFuncsAreWhatGoTestFuzzes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "x_test.go")
+	src := `package x
+
+import tt "testing"
+
+func FuzzOne(f *tt.F)          {}
+func FuzzHelper(f *tt.F, n int) {}
+func FuzzNotAFuzz(t *tt.T)      {}
+func fuzzLower(f *tt.F)         {}
+func (s) FuzzMethod(f *tt.F)    {}
+func FuzzTwo(f *tt.F)          {}
+`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fuzzFuncs(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"FuzzOne", "FuzzTwo"}; !slices.Equal(got, want) {
+		t.Errorf("fuzz targets %q, want %q", got, want)
+	}
+}
+
+// TestTestOrderNamesPackages: the packages started first exist: a package
+// moved or renamed must be renamed here, or its suite starts last again.
+func TestTestOrderNamesPackages(t *testing.T) {
+	for _, pkg := range testOrder[:len(testOrder)-1] {
+		if _, err := os.Stat(filepath.Join("..", "..", pkg)); err != nil {
+			t.Errorf("testOrder names %s: %v", pkg, err)
+		}
+	}
+	if testOrder[len(testOrder)-1] != "./..." {
+		t.Errorf("testOrder ends with %s, not ./...: packages would go untested", testOrder[len(testOrder)-1])
 	}
 }
