@@ -8,7 +8,12 @@ import (
 // MemTableRangeDels exposes the cap on a memtable's range tombstones.
 const MemTableRangeDels = memTableRangeDels
 
-// PointDeleteMax exposes the most rows of a range deleted key by key.
+// PointDeleteMax exposes the most rows of a camera's day deleted key by key.
+const PointDeleteMax = pointDeleteRows
+
+// RangeDels is how many range deletions the DB's purges wrote since the
+// memtable's last flush for them.
+func RangeDels(d *DB) int64 { return d.rangeDels.Load() }
 
 // Flush flushes the memtable and waits for it.
 func Flush(d *DB) error { return d.db.Flush() }

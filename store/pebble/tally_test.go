@@ -267,6 +267,19 @@ func fill(t *testing.T, tbl store.Table, n int) {
 	}
 }
 
+// fillEvenly writes n rows, a ninth each to cam0, cam1 and cam2 on each of
+// three days from day0, spread over the day.
+func fillEvenly(t *testing.T, tbl store.Table, n int) {
+	t.Helper()
+	for i := range n {
+		day, slot, perDay := i/3%3, i/9, n/9
+		at := day0.Add(time.Duration(day)*24*time.Hour + time.Duration(slot)*24*time.Hour/time.Duration(perDay))
+		if _, err := tbl.Insert(t.Context(), store.Entity{PartitionKey: fmt.Sprintf("cam%d", i%3), RowKey: store.InvertedTicksRowKey(at)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestBackfillIsExact: a table written before Tally is tallied by the
 // backfill in sections, while writers go on writing it.
 func TestBackfillIsExact(t *testing.T) {
@@ -376,54 +389,73 @@ func purgeBefore(db *pebble.DB, tbl store.Table, partition string, boundary time
 }
 
 // TestDeleteRowsBeforeInsideADay: a boundary inside a day deletes exactly
-// the partition's rows before it, and the tallies still count what is left.
+// the partition's rows before it, and the tallies still count what is left:
+// by one range deletion where a day holds many rows, one by one where it
+// holds a few (pebble.PointDeleteMax), which leaves no range deletion for
+// later reads to fragment.
 func TestDeleteRowsBeforeInsideADay(t *testing.T) {
-	db, images := openTallied(t)
-	ctx := t.Context()
-	fill(t, images, 900)
-	// A row key that is no instant sorts after every one, and stays.
-	if _, err := images.Insert(ctx, store.Entity{PartitionKey: "cam1", RowKey: "meta"}); err != nil {
-		t.Fatal(err)
-	}
-	boundary := day0.Add(24*time.Hour + 10*time.Hour + 30*time.Minute)
-	want := int64(0)
-	before := recount(t, images)
-	for k, rows := range before {
-		if k.partition != "cam1" {
-			continue
-		}
-		for m, n := range rows {
-			if k.day.Add(time.Duration(m) * time.Minute).Before(boundary) {
-				want += int64(n)
+	for _, c := range []struct {
+		name       string
+		rows       int // over three cameras and three days
+		fill       func(*testing.T, store.Table, int)
+		tombstones int64
+	}{
+		{"many rows a day, by range", 900, fill, 1},
+		{"a few rows a day, one by one", 9 * pebble.PointDeleteMax, fillEvenly, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, images := openTallied(t)
+			ctx := t.Context()
+			c.fill(t, images, c.rows)
+			// A row key that is no instant sorts after every one, and stays.
+			if _, err := images.Insert(ctx, store.Entity{PartitionKey: "cam1", RowKey: "meta"}); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	n, err := purgeBefore(db, images, "cam1", boundary)
-	if err != nil || n != want || want == 0 {
-		t.Fatalf("DeleteRowsBefore: %d rows, %v; want %d", n, err, want)
-	}
-	page, err := images.Scan(ctx, store.Scan{Limit: store.MaxPageSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := 0
-	for _, e := range page.Entities {
-		at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
-		if e.PartitionKey == "cam1" && err == nil && at.Before(boundary) {
-			t.Errorf("row %s at %s left before the boundary", e.RowKey, at)
-		}
-		left++
-	}
-	if left != 901-int(want) {
-		t.Errorf("%d rows left, want %d", left, 901-want)
-	}
-	if _, err := images.Get(ctx, "cam1", "meta"); err != nil {
-		t.Errorf("the row keyed by no instant: %v", err)
-	}
-	checkTally(t, db, images)
-	// Nothing more to delete: the tallies of the deleted days are gone.
-	if n, err := purgeBefore(db, images, "cam1", boundary); err != nil || n != 0 {
-		t.Fatalf("second purge: %d, %v", n, err)
+			boundary := day0.Add(24*time.Hour + 10*time.Hour + 30*time.Minute)
+			want := int64(0)
+			before := recount(t, images)
+			for k, rows := range before {
+				if k.partition != "cam1" {
+					continue
+				}
+				for m, n := range rows {
+					if k.day.Add(time.Duration(m) * time.Minute).Before(boundary) {
+						want += int64(n)
+					}
+				}
+			}
+			tombstones := pebble.RangeDels(db)
+			n, err := purgeBefore(db, images, "cam1", boundary)
+			if err != nil || n != want || want == 0 {
+				t.Fatalf("DeleteRowsBefore: %d rows, %v; want %d", n, err, want)
+			}
+			if got := pebble.RangeDels(db) - tombstones; got != c.tombstones {
+				t.Errorf("%d range deletions, want %d", got, c.tombstones)
+			}
+			page, err := images.Scan(ctx, store.Scan{Limit: store.MaxPageSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := 0
+			for _, e := range page.Entities {
+				at, err := store.TimeFromInvertedTicksRowKey(e.RowKey)
+				if e.PartitionKey == "cam1" && err == nil && at.Before(boundary) {
+					t.Errorf("row %s at %s left before the boundary", e.RowKey, at)
+				}
+				left++
+			}
+			if left != c.rows+1-int(want) {
+				t.Errorf("%d rows left, want %d", left, c.rows+1-int(want))
+			}
+			if _, err := images.Get(ctx, "cam1", "meta"); err != nil {
+				t.Errorf("the row keyed by no instant: %v", err)
+			}
+			checkTally(t, db, images)
+			// Nothing more to delete: the tallies of the deleted days are gone.
+			if n, err := purgeBefore(db, images, "cam1", boundary); err != nil || n != 0 {
+				t.Fatalf("second purge: %d, %v", n, err)
+			}
+		})
 	}
 }
 
