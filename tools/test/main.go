@@ -76,7 +76,7 @@ func run(race bool, fuzzTime, timeout time.Duration) error {
 	if race {
 		args = append(args, "-race")
 	}
-	step("go " + strings.Join(append(args, "./..."), " "))
+	step("go " + strings.Join(append(args, testOrder...), " "))
 	if err := testAll(append(append(args, "-json"), testOrder...)); err != nil {
 		return fmt.Errorf("tests failed: %w", err)
 	}
