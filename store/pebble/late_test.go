@@ -67,15 +67,7 @@ func TestWatchLateRecordsWritesBeforeItsInstant(t *testing.T) {
 func TestTalliesOfVisitsTheNamedPartitions(t *testing.T) {
 	db, images := openTallied(t)
 	ctx := t.Context()
-	cameras := map[int][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c"}, 3: {"a", "b"}, 6: {"e"}, 8: {"c", "e"}}
-	for day, pks := range cameras {
-		for _, pk := range pks {
-			at := day0.Add(time.Duration(day)*24*time.Hour + time.Hour)
-			if _, err := images.Insert(ctx, store.Entity{PartitionKey: pk, RowKey: store.InvertedTicksRowKey(at)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	seedScatteredDays(t, images)
 	through := day0.Add(9 * 24 * time.Hour)
 	visitOf := func(names []string, purge bool) []string {
 		t.Helper()

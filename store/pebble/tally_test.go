@@ -526,15 +526,7 @@ func TestTalliesSkipScan(t *testing.T) {
 func TestTalliesAfterEarlierSections(t *testing.T) {
 	db, images := openTallied(t)
 	ctx := t.Context()
-	cameras := map[int][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c"}, 3: {"a", "b"}, 6: {"e"}, 8: {"c", "e"}}
-	for day, pks := range cameras {
-		for _, pk := range pks {
-			at := day0.Add(time.Duration(day)*24*time.Hour + time.Hour)
-			if _, err := images.Insert(ctx, store.Entity{PartitionKey: pk, RowKey: store.InvertedTicksRowKey(at)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	seedScatteredDays(t, images)
 	through := day0.Add(9 * 24 * time.Hour)
 	visit := func(r store.Range, each func(b store.PurgeBatch, d *store.DayTally) error) []string {
 		t.Helper()
@@ -566,6 +558,22 @@ func TestTalliesAfterEarlierSections(t *testing.T) {
 	}
 	if got, want := visit(store.Range{}, keep), []string{"0501c", "0501d", "0501e", "0502c", "0507e", "0509c", "0509e"}; !slices.Equal(got, want) {
 		t.Errorf("all visited %v, want %v", got, want)
+	}
+}
+
+// seedScatteredDays gives cameras a to e a row each on some of nine days
+// from day0: a, b, c, d and e on the first; a, b and c on the second; a
+// and b on the fourth; e on the seventh; c and e on the ninth.
+func seedScatteredDays(t *testing.T, images store.Table) {
+	t.Helper()
+	cameras := map[int][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c"}, 3: {"a", "b"}, 6: {"e"}, 8: {"c", "e"}}
+	for day, pks := range cameras {
+		for _, pk := range pks {
+			at := day0.Add(time.Duration(day)*24*time.Hour + time.Hour)
+			if _, err := images.Insert(t.Context(), store.Entity{PartitionKey: pk, RowKey: store.InvertedTicksRowKey(at)}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
