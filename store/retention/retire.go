@@ -43,7 +43,7 @@ func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
 			if !j.State.Terminal() || !j.Ended.Before(horizon) {
 				continue
 			}
-			if err := e.retire(ctx, j.ID, row.ETag); err != nil {
+			if err := e.retire(ctx, j.ID, row.ETag, horizon); err != nil {
 				errs = append(errs, fmt.Errorf("retention: retire job %s: %w", j.ID, err))
 				continue
 			}
@@ -71,19 +71,40 @@ func (e *Engine) RetireJobs(ctx context.Context) (int, error) {
 // retire deletes one ended job's driver state (the queue design's tasks),
 // then the job at the version read. The state goes first: a job record
 // without it is a finished job, while state without its job would never be
-// found again.
-func (e *Engine) retire(ctx context.Context, id, etag string) error {
+// found again. A job written since it was read (its version changed: the
+// engine's bookkeeping of an ended job) is read again and deleted at its
+// new version if it is still ended before horizon: a few times at most.
+func (e *Engine) retire(ctx context.Context, id, etag string, horizon time.Time) error {
 	if err := e.driver.DropJob(ctx, id); err != nil {
 		return err
 	}
 	if err := e.jobs.deactivate(ctx, id); err != nil {
 		return err
 	}
-	if err := e.jobs.table.Delete(ctx, jobPartition, id, etag); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+	for attempt := 1; ; attempt++ {
+		err := e.jobs.table.Delete(ctx, jobPartition, id, etag)
+		if err == nil || errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == retireAttempts {
+			return err
+		}
+		j, fresh, err := e.jobs.get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !j.State.Terminal() || !j.Ended.Before(horizon) {
+			return nil // no longer one to retire
+		}
+		etag = fresh
 	}
-	return nil
 }
+
+// retireAttempts bounds retire's deletes of a job written meanwhile.
+const retireAttempts = 3
 
 // jobIDPrefix is the smallest id of a job created at or before t: ids
 // count down with creation time (see newJobID).
