@@ -26,18 +26,7 @@ import (
 func TestAStartMetByARunOnceRunsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		repo, err := images.Open(ctx, db, images.Options{Kind: images.Single})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := repo.Create(ctx, images.Image{CameraID: "cam", CapturedAt: time.Now().AddDate(0, -1, 0), BlobURI: "https://images.example/1.jpg"}); err != nil {
-			t.Fatal(err)
-		}
+		db, repo := openOneExpiredImage(t)
 		backend := &heldJobReads{DB: db, release: make(chan struct{})}
 		var e *retention.Engine
 		var hooked atomic.Bool
@@ -58,6 +47,7 @@ func TestAStartMetByARunOnceRunsAtOnce(t *testing.T) {
 			}}, err
 		}
 		const lease = time.Minute
+		var err error
 		e, err = retention.Open(ctx, retention.Options{Backend: backend, Repositories: []*images.Repository{repo}, Driver: driver,
 			LeaseDuration: lease, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -93,6 +83,25 @@ func TestAStartMetByARunOnceRunsAtOnce(t *testing.T) {
 }
 
 // startHook calls started as a job's Start records it, before confirming it.
+// openOneExpiredImage opens an in-memory store, closed when the test
+// ends, with the single images' repository and one image of a month ago.
+func openOneExpiredImage(t *testing.T) (*pebble.DB, *images.Repository) {
+	t.Helper()
+	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	repo, err := images.Open(t.Context(), db, images.Options{Kind: images.Single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Create(t.Context(), images.Image{CameraID: "cam", CapturedAt: time.Now().AddDate(0, -1, 0), BlobURI: "https://images.example/1.jpg"}); err != nil {
+		t.Fatal(err)
+	}
+	return db, repo
+}
+
 type startHook struct {
 	retention.Driver
 	started func(context.Context)

@@ -9,11 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
-	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/embedded"
 )
@@ -27,18 +24,7 @@ func TestRetireJobsRetiresAJobWrittenSinceItsRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		log := slog.New(slog.DiscardHandler)
-		db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		repo, err := images.Open(ctx, db, images.Options{Kind: images.Single})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := repo.Create(ctx, images.Image{CameraID: "cam", CapturedAt: time.Now().AddDate(0, -1, 0), BlobURI: "https://images.example/1.jpg"}); err != nil {
-			t.Fatal(err)
-		}
+		db, repo := openOneExpiredImage(t)
 		var skew atomic.Int64
 		var rewrites atomic.Int64
 		driver := func(ctx context.Context, env *retention.Env) (retention.Driver, error) {
