@@ -3,6 +3,7 @@ package pebble_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -15,10 +16,11 @@ import (
 // it refuses, inserts, upserts and updates fail with ErrInsufficientStorage
 // and write nothing, while reads and deletes (how space comes back) go on.
 func TestAdmitWriteRefusesWritesThatAddData(t *testing.T) {
-	refuse := false
+	// The store's own goroutines ask the hook too (its flush marks).
+	var refuse atomic.Bool
 	errFull := errors.New("disk nearly full")
 	db, err := pebble.Open(pebble.Options{Dir: "db", FS: vfs.NewMem(), AdmitWrite: func(context.Context) error {
-		if refuse {
+		if refuse.Load() {
 			return errFull
 		}
 		return nil
@@ -41,7 +43,7 @@ func TestAdmitWriteRefusesWritesThatAddData(t *testing.T) {
 		}
 	}
 
-	refuse = true
+	refuse.Store(true)
 	writes := map[string]func() error{
 		"insert": func() error { _, err := table.Insert(ctx, row("c")); return err },
 		"upsert": func() error { _, err := table.Upsert(ctx, row("c"), store.Replace); return err },
@@ -62,7 +64,7 @@ func TestAdmitWriteRefusesWritesThatAddData(t *testing.T) {
 		t.Errorf("delete while refused: %v", err)
 	}
 
-	refuse = false
+	refuse.Store(false)
 	if _, err := table.Insert(ctx, row("c")); err != nil {
 		t.Errorf("insert once admitted again: %v", err)
 	}

@@ -116,7 +116,10 @@ type DB struct {
 	// rangeDels counts the range tombstones written since the last flush
 	// this DB asked for (see flushRangeDels).
 	rangeDels atomic.Int64
-	log       *slog.Logger
+	// stageBytes is the size of the last Exclusive batch committed, which
+	// the next one starts at (see stage).
+	stageBytes atomic.Int64
+	log        *slog.Logger
 	// marks detects a MANIFEST cut short (see flushMarks).
 	marks *flushMarks
 	// wal records the newest write-ahead log (see walRecord).

@@ -3,6 +3,8 @@ package pebble
 import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/metadatad/metadatad/store"
 )
 
 // MemTableRangeDels exposes the cap on a memtable's range tombstones.
@@ -95,3 +97,9 @@ func HoldRow(d *DB, table, partition, row string) (unlock func()) {
 // WritesInFlight is how many writes that passed the current epoch's horizon
 // (or none) are not yet committed.
 func WritesInFlight(d *DB) int64 { return d.epoch.Load().writers.Load() }
+
+// BatchCapacity is the bytes an Exclusive's batch holds room for.
+func BatchCapacity(b store.PurgeBatch) int { return cap(b.(*purgeBatch).batch.Repr()) }
+
+// MaxStageBytes exposes the most an Exclusive's batch starts with.
+const MaxStageBytes = maxStageBytes

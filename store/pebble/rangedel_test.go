@@ -84,3 +84,32 @@ func openRows(t *testing.T, opts pebble.Options) (*pebble.DB, store.Table) {
 	}
 	return db, tbl
 }
+
+// TestAnExclusiveBatchStartsAtTheLastOnesSize: a purge's sections are
+// alike, so each batch starts with room for what the last one committed
+// and does not copy itself at each doubling as it grows. (Pebble's pool
+// keeps a closed batch's buffer only up to a megabyte.)
+func TestAnExclusiveBatchStartsAtTheLastOnesSize(t *testing.T) {
+	ctx := t.Context()
+	db, tbl := openRows(t, pebble.Options{Dir: "db", FS: vfs.NewMem()})
+	seed(t, tbl, "p", 1, 2)
+	var capacities []int
+	stage := func(_ context.Context, b store.PurgeBatch) error {
+		capacities = append(capacities, pebble.BatchCapacity(b))
+		for i := range 100_000 {
+			if err := b.DeleteUnread(tbl.Name(), store.Key{PartitionKey: "p-00000", RowKey: fmt.Sprintf("r-%06d", i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for range 2 {
+		if err := db.Exclusive(ctx, time.Time{}, stage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 100,000 deletions of keys of ~20 bytes: megabytes.
+	if capacities[1] < 100_000*20 || capacities[1] > pebble.MaxStageBytes {
+		t.Fatalf("the batches started with room for %v bytes; want the second to hold the first's 100,000 deletions", capacities)
+	}
+}

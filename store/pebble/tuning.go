@@ -20,6 +20,17 @@ const (
 // the default memtable size that bounds memtable memory to 256 MiB.
 const memTablesQueued = 4
 
+// blockSize is an sstable data block's size before compression: 32 KiB,
+// CockroachDB's choice, where Pebble's default is 4 KiB. This workload
+// reads ranges far more than lone keys: a purge's or a thinning's scan of a
+// camera's days, a fleet minute, a camera's rows between two instants. A
+// scan pays per block (a read from the file, a cache allocation, a
+// decompression), and 32 KiB blocks made a thinning's section 1.35x
+// cheaper and a purge of 10,000 settled cameras 1.3x faster, measured; the
+// existence read of a create, which seeks inside one cached block, took
+// 0.6 µs more (2.1 µs against 1.5 µs), a few thousandths of a create.
+const blockSize = 32 << 10
+
 // compactionsAtOnce bounds the compactions that rewrite data (see
 // engineOptions).
 const compactionsAtOnce = 1
@@ -80,6 +91,7 @@ func engineOptions(opts Options, watch *engineWatch) *pebbledb.Options {
 		// positives) answers "absent" for an sstable without reading its
 		// index or data blocks.
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		o.Levels[i].BlockSize = blockSize
 	}
 	o.FS = logFS{FS: opts.FS, engine: o, dir: opts.Dir, stop: watch.stop}
 	return o

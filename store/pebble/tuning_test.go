@@ -31,6 +31,9 @@ func TestEngineTuning(t *testing.T) {
 				if level.FilterPolicy == nil || level.FilterPolicy.Name() != "rocksdb.BuiltinBloomFilter" {
 					t.Errorf("level %d has no Bloom filter: %v", i, level.FilterPolicy)
 				}
+				if level.BlockSize != blockSize {
+					t.Errorf("level %d's blocks are %d bytes, want %d: scans pay per block", i, level.BlockSize, blockSize)
+				}
 			}
 			if lower, upper := o.CompactionConcurrencyRange(); lower != 1 || upper != 1 {
 				t.Errorf("compactions at once %d to %d, want 1: reclaiming a purge's ranges would take more cores from requests", lower, upper)
