@@ -28,10 +28,12 @@
 //     the keys alone of the camera's rows in the range (a $select of no
 //     property).
 //
-// The fleet at a moment is the same on both: a scan of the index table's
-// minute partitions of the window, keys only, then a read of each image's
-// primary row. An index row whose primary row is missing (a create on
-// Azure still under way, or one that gave up) is left out.
+// The fleet at a moment is a scan of the index table's minute partitions
+// of the window on both. The embedded store's index rows carry their
+// images (one transaction writes them with their primary rows), so that is
+// all it reads; on Azure each index row costs a read of its primary row,
+// and one whose primary row is missing (a create still under way, or one
+// that gave up) is left out.
 //
 // Silence counts the silent cameras of each view in the background
 // (RunOnce, Run), so that a metrics scrape reads a number and not the

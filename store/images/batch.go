@@ -66,7 +66,7 @@ func (r *Repository) BatchCreate(ctx context.Context, imgs []Image) []CreateResu
 			results[i].Err = err
 			continue
 		}
-		p := pending{at: i, img: img, primary: primary, index: indexEntity(img, r.shards)}
+		p := pending{at: i, img: img, primary: primary, index: r.indexEntity(img, primary)}
 		// A second image of the same key is settled against the first
 		// once that one is written, as a retried Create would be.
 		key := store.Key{PartitionKey: primary.PartitionKey, RowKey: primary.RowKey}

@@ -3,6 +3,7 @@ package images
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
@@ -66,9 +67,12 @@ func (k Kind) primaryEntity(img Image) store.Entity {
 
 // indexEntity is the index row of img: partitioned by capture minute (and
 // shard, with shards above 1), keyed by primary row key and camera so two
-// cameras capturing in the same instant never collide.
-func indexEntity(img Image, shards int) store.Entity {
-	return store.Entity{
+// cameras capturing in the same instant never collide. With carry it holds
+// the primary row's properties as well (see Repository.indexEntity): two
+// more than the primary row, which the limits on an image's fields keep
+// far below store.MaxEntityBytes and store.MaxProperties.
+func indexEntity(img Image, shards int, carry store.Properties) store.Entity {
+	e := store.Entity{
 		PartitionKey: IndexPartitionKey(img.CapturedAt, img.CameraID, shards),
 		RowKey:       IndexRowKey(img.RowKey, img.CameraID),
 		Properties: store.Properties{
@@ -76,6 +80,13 @@ func indexEntity(img Image, shards int) store.Entity {
 			PropMetadataRowKey: img.RowKey,
 		},
 	}
+	if carry == nil {
+		return e
+	}
+	props := maps.Clone(carry)
+	maps.Copy(props, e.Properties)
+	e.Properties = props
+	return e
 }
 
 // IndexPartitionKey is the index partition of an image: its capture minute,

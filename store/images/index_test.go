@@ -2,12 +2,14 @@ package images_test
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/metadatad/metadatad/store"
 	"github.com/metadatad/metadatad/store/images"
+	"github.com/metadatad/metadatad/store/pebble"
 )
 
 // nineteenDigits is a camera id that is also a valid row key (inverted
@@ -188,4 +190,83 @@ func TestOrphaned(t *testing.T) {
 			t.Errorf("%s: Orphaned = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// TestIndexRowCarriesImage shows where an index row carries its image:
+// written with its primary row in one transaction (a Create and a
+// BatchCreate on the embedded store), it holds the image's properties and
+// Carried reads the image from it; written index first (Azure), and on an
+// index row of the .NET form, only the way back, which Carried leaves to a
+// read of the primary row.
+func TestIndexRowCarriesImage(t *testing.T) {
+	img := images.Image{CameraID: "cam-1", CapturedAt: capture.Add(123), BlobURI: "https://blobs.example/1.jpg",
+		ContentType: "image/jpeg", SizeBytes: 42, Width: 640, Height: 480, Attributes: map[string]string{"site": "north"}}
+	for _, tc := range []struct {
+		name        string
+		backend     func(*pebble.DB) store.Backend
+		batch       bool
+		wantCarried bool
+	}{
+		{"transactor, create", func(db *pebble.DB) store.Backend { return db }, false, true},
+		{"transactor, batch", func(db *pebble.DB) store.Backend { return db }, true, true},
+		{"index first, create", func(db *pebble.DB) store.Backend { return plainBackend{Backend: db} }, false, false},
+		{"index first, batch", func(db *pebble.DB) store.Backend { return plainBackend{Backend: db} }, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo, err := images.Open(t.Context(), tc.backend(openDB(t)), images.Options{Kind: images.Single})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := img
+			if tc.batch {
+				r := repo.BatchCreate(t.Context(), []images.Image{img})
+				want, err = r[0].Image, r[0].Err
+			} else {
+				want, err = repo.Create(t.Context(), img)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, err := repo.IndexPage(t.Context(), store.Range{}, nil, 10)
+			if err != nil || len(page.Entities) != 1 {
+				t.Fatalf("index page: %d rows, %v", len(page.Entities), err)
+			}
+			row := page.Entities[0]
+			if _, has := row.Properties[images.PropBlobURI]; has != tc.wantCarried {
+				t.Fatalf("index row properties %v: carries the image %v, want %v", row.Properties, has, tc.wantCarried)
+			}
+			got, carried, err := repo.Carried(row)
+			if err != nil || carried != tc.wantCarried {
+				t.Fatalf("Carried: %v, %v; want %v", carried, err, tc.wantCarried)
+			}
+			if carried && !reflect.DeepEqual(got, want) {
+				t.Fatalf("carried image %+v, want %+v", got, want)
+			}
+			if ir := images.IndexRowOf(row); ir.CameraID != "cam-1" || ir.RowKey != want.RowKey {
+				t.Fatalf("IndexRowOf: %+v", ir)
+			}
+		})
+	}
+	t.Run("fleet form", func(t *testing.T) {
+		db := openDB(t)
+		repo, err := images.Open(t.Context(), db, images.Options{Kind: images.Single})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rowKey := store.InvertedTicksRowKey(capture)
+		_, index := repo.Tables()
+		if _, err := index.Insert(t.Context(), store.Entity{PartitionKey: "202601010002", RowKey: "cam-9_" + rowKey}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := repo.IndexPage(t.Context(), store.Range{}, nil, 10)
+		if err != nil || len(page.Entities) != 1 {
+			t.Fatalf("index page: %d rows, %v", len(page.Entities), err)
+		}
+		if _, carried, err := repo.Carried(page.Entities[0]); carried || err != nil {
+			t.Fatalf("a row without properties carried an image (%v)", err)
+		}
+		if ir := images.IndexRowOf(page.Entities[0]); ir.CameraID != "cam-9" || ir.RowKey != rowKey {
+			t.Fatalf("IndexRowOf told %s/%s from the keys, want cam-9/%s", ir.CameraID, ir.RowKey, rowKey)
+		}
+	})
 }

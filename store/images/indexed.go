@@ -45,3 +45,57 @@ func (r *Repository) Image(ctx context.Context, cameraID, rowKey string) (Image,
 	}
 	return imageFromEntity(e)
 }
+
+// indexEntity is img's index row as this repository writes it. Where one
+// transaction writes the index row with its primary row (the embedded
+// store), the index row carries the image too: the fleet at a moment then
+// reads a minute's images in one pass over the minute's index partition,
+// where their primary rows lie one per camera partition, a seek and a
+// block each. Its bytes are the image's a second time, and only there is
+// the copy sure to be the image's: a create that writes the index row
+// first (Azure) may give up before its primary row, and a retry of
+// different content then finds the key taken (resolveDuplicate).
+func (r *Repository) indexEntity(img Image, primary store.Entity) store.Entity {
+	if r.transactor == nil {
+		return indexEntity(img, r.shards, nil)
+	}
+	return indexEntity(img, r.shards, primary.Properties)
+}
+
+// IndexPage reads a page of up to limit index rows of partitions, from
+// resume (nil: the start), with every property: for a reader of the images
+// the rows carry (Carried), where IndexScan reads keys alone.
+func (r *Repository) IndexPage(ctx context.Context, partitions store.Range, resume *store.Cursor, limit int) (store.Page, error) {
+	return r.index.Scan(ctx, store.Scan{Partitions: partitions, Resume: resume, Limit: limit})
+}
+
+// Carried is the image an index row read by IndexPage carries, and true;
+// false when the row carries only its way back to its primary row (an
+// index row of Azure, of the .NET fleet, or written before index rows
+// carried images), whose image Image reads. Only a repository whose
+// creates write both rows in one transaction trusts the copy (see
+// indexEntity): on Azure an index row may outlive its primary row.
+func (r *Repository) Carried(index store.Entity) (Image, bool, error) {
+	row := IndexRowOf(index)
+	if _, ok := index.Properties[PropCapturedAt]; !ok || r.transactor == nil || row.CameraID == "" || row.RowKey == "" {
+		return Image{}, false, nil
+	}
+	primary := store.Entity{PartitionKey: row.CameraID, RowKey: row.RowKey, Properties: index.Properties}
+	img, err := imageFromEntity(primary)
+	if err != nil {
+		return Image{}, false, fmt.Errorf("images: image of index row %s/%s: %w", index.PartitionKey, index.RowKey, err)
+	}
+	return img, true, nil
+}
+
+// IndexRowOf is an index row read with its properties, as IndexScan gives
+// it: its primary row named by DeviceId and MetadataRowKey, or by its keys
+// when it lacks them (see parseIndexKey).
+func IndexRowOf(index store.Entity) IndexRow {
+	row := IndexRow{Key: store.Key{PartitionKey: index.PartitionKey, RowKey: index.RowKey},
+		CameraID: IndexedCamera(index), RowKey: IndexedRowKey(index), ETag: index.ETag, Timestamp: index.Timestamp}
+	if row.CameraID == "" || row.RowKey == "" {
+		row.CameraID, row.RowKey, _ = parseIndexKey(index.PartitionKey, index.RowKey)
+	}
+	return row
+}

@@ -173,7 +173,7 @@ func (r *Repository) Create(ctx context.Context, img Image) (Image, error) {
 	img.CapturedAt = store.TruncateToTicks(img.CapturedAt)
 	img.RowKey = store.InvertedTicksRowKey(img.CapturedAt)
 	primary := r.kind.primaryEntity(img)
-	index := indexEntity(img, r.shards)
+	index := r.indexEntity(img, primary)
 	var err error
 	if r.transactor != nil {
 		err = r.createAtomically(ctx, img, index, primary)
