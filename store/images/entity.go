@@ -68,9 +68,10 @@ func (k Kind) primaryEntity(img Image) store.Entity {
 // indexEntity is the index row of img: partitioned by capture minute (and
 // shard, with shards above 1), keyed by primary row key and camera so two
 // cameras capturing in the same instant never collide. With carry it holds
-// the primary row's properties as well (see Repository.indexEntity): two
-// more than the primary row, which the limits on an image's fields keep
-// far below store.MaxEntityBytes and store.MaxProperties.
+// the primary row's properties as well (see Repository.indexEntity), but
+// the camera and the capture instant, which DeviceId and MetadataRowKey
+// already tell: a single image's row then has eight properties, which a
+// reader decodes into a map of one group instead of a table of several.
 func indexEntity(img Image, shards int, carry store.Properties) store.Entity {
 	e := store.Entity{
 		PartitionKey: IndexPartitionKey(img.CapturedAt, img.CameraID, shards),
@@ -84,6 +85,8 @@ func indexEntity(img Image, shards int, carry store.Properties) store.Entity {
 		return e
 	}
 	props := maps.Clone(carry)
+	delete(props, PropCameraID)
+	delete(props, PropCapturedAt)
 	maps.Copy(props, e.Properties)
 	e.Properties = props
 	return e

@@ -77,9 +77,10 @@ func (r *Repository) IndexPage(ctx context.Context, partitions store.Range, resu
 // indexEntity): on Azure an index row may outlive its primary row.
 func (r *Repository) Carried(index store.Entity) (Image, bool, error) {
 	row := IndexRowOf(index)
-	if _, ok := index.Properties[PropCapturedAt]; !ok || r.transactor == nil || row.CameraID == "" || row.RowKey == "" {
+	if _, ok := index.Properties[PropBlobURI]; !ok || r.transactor == nil || row.CameraID == "" || row.RowKey == "" {
 		return Image{}, false, nil
 	}
+	// The capture instant is the primary row key's (store.CapturedAt).
 	primary := store.Entity{PartitionKey: row.CameraID, RowKey: row.RowKey, Properties: index.Properties}
 	img, err := imageFromEntity(primary)
 	if err != nil {
