@@ -9,5 +9,8 @@
 // forever. The three kinds share this one code path and differ only in the
 // table names and the one extra property each carries. Pano and pre-stitch
 // keep a third table of pointer rows that bound their filtered reads (see
-// PointerTable).
+// PointerTable). Where one transaction writes both rows (the embedded
+// store), the index row carries the image as well, so the fleet at a
+// moment reads a minute's images from the index alone (Carried); on Azure
+// it holds only its way back to the primary row, as the .NET system's.
 package images
