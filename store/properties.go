@@ -41,6 +41,19 @@ func StringMap(e Entity, name string) (map[string]string, error) {
 	return m, nil
 }
 
+// ParseStringMap reads a map SetStringMap stored, from the property's
+// string; nil for the empty string.
+func ParseStringMap(data string) (map[string]string, error) {
+	if data == "" {
+		return nil, nil
+	}
+	m, err := parseStringMap(data)
+	if err != nil {
+		return nil, fmt.Errorf("store: string map: %w", err)
+	}
+	return m, nil
+}
+
 // CapturedAt is an inverted-ticks row's instant: its DateTime property
 // name, or, for rows written without one (as older .NET writers did), the
 // instant its row key encodes.

@@ -3,6 +3,7 @@ package observed_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func TestKeepsFastPaths(t *testing.T) {
 	if _, ok := tbl.(store.Counter); !ok {
 		t.Error("wrapped table lost store.Counter")
 	}
+	if _, ok := tbl.(store.Walker); !ok {
+		t.Error("wrapped table lost store.Walker")
+	}
 }
 
 // plainBackend hides Pebble's optional interfaces.
@@ -71,6 +75,9 @@ func TestAddsNoFastPaths(t *testing.T) {
 	}
 	if _, ok := tbl.(store.Counter); ok {
 		t.Error("wrapper of a plain table claims store.Counter")
+	}
+	if _, ok := tbl.(store.Walker); ok {
+		t.Error("wrapper of a plain table claims store.Walker")
 	}
 }
 
@@ -99,6 +106,13 @@ func TestRecordsLatencyAndErrors(t *testing.T) {
 	if n, err := tbl.(store.Counter).CountRows(t.Context(), "p", store.Range{}); err != nil || n != 1 {
 		t.Fatalf("CountRows = %d, %v; want 1", n, err)
 	}
+	walked := 0
+	if _, err := tbl.(store.Walker).Walk(t.Context(), store.Scan{Limit: 10}, func(string, string, iter.Seq2[string, store.Value]) error {
+		walked++
+		return nil
+	}); err != nil || walked != 1 {
+		t.Fatalf("Walk read %d rows, %v; want 1", walked, err)
+	}
 	want := `
 # HELP metadatad_store_operation_errors_total Store operations that failed, by backend, operation and kind of error. not_found, already_exists, conflict and invalid are answers of the contract; failure is the one to alert on. A get that finds no row is an answer, not counted: every create reads whether its image exists.
 # TYPE metadatad_store_operation_errors_total counter
@@ -108,10 +122,10 @@ metadatad_store_operation_errors_total{backend="embedded",error="not_found",oper
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "metadatad_store_operation_errors_total"); err != nil {
 		t.Error(err)
 	}
-	if got, err := testutil.GatherAndCount(reg, "metadatad_store_operation_duration_seconds"); err != nil || got != 4 {
-		t.Errorf("%d duration series (%v), want 4: insert, get, delete, count_rows", got, err)
+	if got, err := testutil.GatherAndCount(reg, "metadatad_store_operation_duration_seconds"); err != nil || got != 5 {
+		t.Errorf("%d duration series (%v), want 5: insert, get, delete, count_rows, walk", got, err)
 	}
-	for op, n := range map[string]int{"insert": 2, "get": 1, "delete": 1, "count_rows": 1} {
+	for op, n := range map[string]int{"insert": 2, "get": 1, "delete": 1, "count_rows": 1, "walk": 1} {
 		if c := histogramCount(t, reg, op); c != uint64(n) {
 			t.Errorf("%s observed %d times, want %d", op, c, n)
 		}

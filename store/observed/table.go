@@ -24,8 +24,8 @@ type Options struct {
 
 // Backend returns b with every table it opens instrumented. The result
 // implements store.Transactor and store.Purger when b does, and its tables
-// implement store.Counter when b's do, and no other: callers choose fast
-// paths by type assertion.
+// implement store.Counter and store.Walker when b's do, and no other:
+// callers choose fast paths by type assertion.
 func Backend(b store.Backend, opts Options) store.Backend {
 	base := &backend{inner: b, opts: opts}
 	t, isTransactor := b.(store.Transactor)
@@ -203,16 +203,43 @@ func (t *table) Batch(ctx context.Context, ops []store.Op) error {
 	return t.opts.call(ctx, "batch", t.inner.Name(), func(ctx context.Context) error { return t.inner.Batch(ctx, ops) })
 }
 
-// withFastPaths returns t implementing store.Counter if its inner table
-// does, instrumented too.
+// withFastPaths returns t implementing store.Counter and store.Walker
+// where its inner table does, instrumented too.
 func withFastPaths(t *table) store.Table {
-	if c, ok := t.inner.(store.Counter); ok {
+	c, counts := t.inner.(store.Counter)
+	w, walks := t.inner.(store.Walker)
+	switch {
+	case counts && walks:
+		return struct {
+			*table
+			counting
+			walking
+		}{t, counting{t, c}, walking{t, w}}
+	case counts:
 		return struct {
 			*table
 			counting
 		}{t, counting{t, c}}
+	case walks:
+		return struct {
+			*table
+			walking
+		}{t, walking{t, w}}
 	}
 	return t
+}
+
+type walking struct {
+	t     *table
+	inner store.Walker
+}
+
+func (w walking) Walk(ctx context.Context, s store.Scan, row store.RowFunc) (next *store.Cursor, err error) {
+	err = w.t.opts.call(ctx, "walk", w.t.inner.Name(), func(ctx context.Context) error {
+		next, err = w.inner.Walk(ctx, s, row)
+		return err
+	})
+	return next, err
 }
 
 type counting struct {

@@ -39,3 +39,24 @@ func decodeKey(table string, key []byte) (partitionKey, rowKey string, err error
 	}
 	return string(rest[:i]), string(rest[i+1:]), nil
 }
+
+// keyReader decodes the keys of a walk over a table, where a partition's
+// rows come one after another: it gives each row the string of the
+// partition key it gave the row before, where the bytes are the same,
+// instead of a new one.
+type keyReader struct {
+	table     string
+	partition string
+}
+
+func (k *keyReader) decode(key []byte) (partitionKey, rowKey string, err error) {
+	rest := key[len(k.table)+1:]
+	i := bytes.IndexByte(rest, sep)
+	if i < 0 {
+		return "", "", fmt.Errorf("%w: key %q", errCorrupt, key)
+	}
+	if string(rest[:i]) != k.partition {
+		k.partition = string(rest[:i])
+	}
+	return k.partition, string(rest[i+1:]), nil
+}

@@ -10,8 +10,9 @@ import (
 )
 
 // FuzzDecodeValue: a stored value of any bytes (a damaged file, a bug)
-// decodes or is refused, never panics, and what decodes encodes to a value
-// that decodes to the same entity, type for type and bit for bit.
+// decodes or is refused, never panics, walks (walkValue, a Walk's reader)
+// to what it decodes to or is refused alike, and what decodes encodes to
+// a value that decodes to the same entity, type for type and bit for bit.
 func FuzzDecodeValue(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{valueJSON})
@@ -33,8 +34,22 @@ func FuzzDecodeValue(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value []byte) {
 		e, err := decodeValue("p", "r", value)
+		walked := store.Properties{}
+		werr := walkValue(value, func(name string, v store.Value) bool {
+			if v.Kind == store.KindBinary {
+				v.Bytes = bytesCopy(v.Bytes)
+			}
+			walked[name] = v.Any()
+			return true
+		})
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("value %q: decoded with %v, walked with %v", value, err, werr)
+		}
 		if err != nil {
 			return
+		}
+		if !sameEntity(e, store.Entity{PartitionKey: "p", RowKey: "r", ETag: e.ETag, Timestamp: e.Timestamp, Properties: walked}) {
+			t.Fatalf("value %q: walked %#v, decoded %#v", value, walked, e.Properties)
 		}
 		again, err := encodeValue(e)
 		if err != nil {

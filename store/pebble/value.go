@@ -113,7 +113,12 @@ func decodeSelected(partitionKey, rowKey string, value []byte, sel []string) (st
 		return store.Entity{}, fmt.Errorf("%w: unknown value version %d", errCorrupt, version)
 	}
 	r := reader{rest: rest}
-	etag := r.bytes("etag")
+	if version == valueBinary && (sel == nil || len(sel) > 0) {
+		// The ETag, names and string values are then slices of one string
+		// of the whole value: one allocation for all of them.
+		r.whole = string(rest)
+	}
+	etag := r.text(r.bytes("etag"))
 	nanos := r.varint("timestamp")
 	if r.err != nil {
 		return store.Entity{}, r.err
@@ -141,15 +146,66 @@ func decodeSelected(partitionKey, rowKey string, value []byte, sel []string) (st
 		PartitionKey: partitionKey,
 		RowKey:       rowKey,
 		Properties:   props,
-		ETag:         string(etag),
+		ETag:         etag,
 		Timestamp:    time.Unix(0, nanos).UTC(),
 	}, nil
+}
+
+// walkValue hands a stored value's properties to yield, as decodeSelected
+// reads them with all selected, without building their map; it returns
+// why they did not read whole. A value of the JSON layout, rare and old,
+// is read into its map first.
+func walkValue(value []byte, yield func(string, store.Value) bool) error {
+	if len(value) == 0 {
+		return fmt.Errorf("%w: empty value", errCorrupt)
+	}
+	version, rest := value[0], value[1:]
+	r := reader{rest: rest}
+	switch version {
+	case valueBinary:
+		// The names and strings are slices of one string of the value.
+		r.whole = string(rest)
+		r.bytes("etag")
+		r.varint("timestamp")
+		if r.err == nil {
+			r.each(yield)
+		}
+		return r.err
+	case valueJSON:
+		r.bytes("etag")
+		r.varint("timestamp")
+		if r.err != nil {
+			return r.err
+		}
+		props, err := store.UnmarshalEDM(r.rest)
+		if err != nil {
+			return err
+		}
+		store.PropertiesOf(props)(yield)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown value version %d", errCorrupt, version)
 }
 
 // reader walks a value, remembering the first error.
 type reader struct {
 	rest []byte
 	err  error
+	// whole, when set, holds the bytes rest started with, as a string that
+	// text slices instead of allocating.
+	whole string
+	// count is the number of properties each read, once it has.
+	count int
+}
+
+// text is b, just read from r.rest, as a string: a slice of r.whole when
+// it is set.
+func (r *reader) text(b []byte) string {
+	if r.whole == "" {
+		return string(b)
+	}
+	end := len(r.whole) - len(r.rest)
+	return r.whole[end-len(b) : end]
 }
 
 func (r *reader) fail(what string) {
@@ -191,78 +247,97 @@ func (r *reader) bytes(what string) []byte {
 	return b
 }
 
-// properties reads valueBinary properties. Names and string values are
-// slices of one string made of the whole remainder, one allocation for all
-// of them.
+// properties reads valueBinary properties into a map.
 func (r *reader) properties() (store.Properties, error) {
-	whole := string(r.rest)
-	// text is b, just read from r.rest, as the same bytes of whole.
-	text := func(b []byte) string {
-		end := len(whole) - len(r.rest)
-		return whole[end-len(b) : end]
+	var props store.Properties
+	r.each(func(name string, v store.Value) bool {
+		if props == nil {
+			props = make(store.Properties, r.count)
+		}
+		if v.Kind == store.KindBinary {
+			v.Bytes = bytesCopy(v.Bytes)
+		}
+		props[name] = v.Any()
+		return true
+	})
+	if r.err != nil {
+		return nil, r.err
 	}
+	if props == nil {
+		props = store.Properties{}
+	}
+	return props, nil
+}
+
+// each reads valueBinary properties in their stored order, names ascending
+// (encodeValue's), handing each to yield until it returns false; r.err
+// then tells whether what it read was whole. Names and string values are
+// r.text's; a binary value is the engine's buffer, not a copy.
+func (r *reader) each(yield func(string, store.Value) bool) {
 	count := r.uvarint("property count")
 	if r.err != nil || count > uint64(len(r.rest))/2 {
 		r.fail("property count")
-		return nil, r.err
+		return
 	}
-	props := make(store.Properties, count)
-	for range count {
-		name := text(r.bytes("property name"))
+	r.count = int(count)
+	var prev string
+	for i := range count {
+		name := r.text(r.bytes("property name"))
+		if r.err != nil {
+			return
+		}
+		if i > 0 && name <= prev {
+			r.fail("property " + name + " repeated or out of order")
+			return
+		}
+		prev = name
 		if len(r.rest) == 0 {
 			r.fail("property type of " + name)
-			return nil, r.err
+			return
 		}
 		tag := r.rest[0]
 		r.rest = r.rest[1:]
-		var v any
+		var v store.Value
 		switch tag {
 		case tagString:
-			v = text(r.bytes(name))
+			v = store.Value{Kind: store.KindString, Str: r.text(r.bytes(name))}
 		case tagFalse:
-			v = false
+			v = store.Value{Kind: store.KindBool}
 		case tagTrue:
-			v = true
+			v = store.Value{Kind: store.KindBool, Int: 1}
 		case tagInt32:
 			n := r.varint(name)
 			if n < math.MinInt32 || n > math.MaxInt32 {
 				r.fail(name + " is out of Int32 range")
 			}
-			v = int32(n)
+			v = store.Value{Kind: store.KindInt32, Int: n}
 		case tagInt64:
-			v = r.varint(name)
+			v = store.Value{Kind: store.KindInt64, Int: r.varint(name)}
 		case tagDouble:
 			if len(r.rest) < 8 {
 				r.fail(name)
 				break
 			}
-			v = math.Float64frombits(binary.LittleEndian.Uint64(r.rest))
+			v = store.Value{Kind: store.KindDouble, Float: math.Float64frombits(binary.LittleEndian.Uint64(r.rest))}
 			r.rest = r.rest[8:]
 		case tagDateTime:
 			ticks := r.uvarint(name)
 			if ticks > uint64(store.MaxTicks) {
 				r.fail(name + " is past 9999")
 			}
-			v = store.TimeFromTicks(int64(ticks))
+			v = store.Value{Kind: store.KindDateTime, Time: store.TimeFromTicks(int64(ticks))}
 		case tagBinary:
-			v = bytesCopy(r.bytes(name))
+			v = store.Value{Kind: store.KindBinary, Bytes: r.bytes(name)}
 		default:
 			r.fail(fmt.Sprintf("property %s has unknown type %d", name, tag))
 		}
-		if r.err != nil {
-			return nil, r.err
+		if r.err != nil || !yield(name, v) {
+			return
 		}
-		if _, dup := props[name]; dup {
-			r.fail("property " + name + " appears twice")
-			return nil, r.err
-		}
-		props[name] = v
 	}
 	if len(r.rest) != 0 {
 		r.fail("bytes after the properties")
-		return nil, r.err
 	}
-	return props, nil
 }
 
 // bytesCopy copies a binary value out of the engine's buffer, which is only

@@ -33,6 +33,7 @@ func Run(t *testing.T, newBackend Harness) {
 		{"Batch", testBatch},
 		{"Transactor", testTransactor},
 		{"Counter", testCounter},
+		{"Walk", testWalk},
 		{"CancelledContext", testCancelledContext},
 		{"Concurrency", testConcurrency},
 	}
