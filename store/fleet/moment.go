@@ -26,7 +26,7 @@ const readers = 16
 // minute, then, within a minute, newest first), and the cursor of the
 // next page (nil once none remains). It reads the index partitions of the
 // window's minutes: on the embedded store their rows carry the images
-// (images.Repository.Carried), so a page is one pass over them; a row that
+// (images.Repository.WalkIndex), so a page is one pass over them; a row that
 // carries only its way back (Azure's) costs a read of its primary row.
 // Either way its cost follows the images of the window. A page may hold
 // fewer than limit while more remain.
@@ -35,49 +35,65 @@ func (v *View) Moment(ctx context.Context, start, end time.Time, limit int, resu
 		return nil, nil, errors.New("fleet: the window must be after its start and at most MaxWindow long")
 	}
 	minutes := store.Range{From: store.MinutePartitionKey(start), To: store.MinutePartitionKey(end.Add(time.Minute - 1).Truncate(time.Minute))}
-	page, err := v.repo.IndexPage(ctx, minutes, resume, limit)
+	inWindow := func(at time.Time) bool { return !at.Before(start) && at.Before(end) }
+	var (
+		found = make([]images.Image, 0, min(limit, store.MaxPageSize))
+		ok    = make([]bool, 0, cap(found))
+		// unread are the rows that carry no image, each with its image's
+		// place in found.
+		unread []unreadRow
+	)
+	next, err := v.repo.WalkIndex(ctx, minutes, resume, limit, func(row images.IndexRow, img images.Image, carried bool) error {
+		if carried {
+			if inWindow(img.CapturedAt) {
+				found, ok = append(found, img), append(ok, true)
+			}
+			return nil
+		}
+		if at, err := store.TimeFromInvertedTicksRowKey(row.RowKey); row.CameraID == "" || err != nil || !inWindow(at) {
+			return nil
+		}
+		unread = append(unread, unreadRow{at: len(found), row: row})
+		found, ok = append(found, images.Image{}), append(ok, false)
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	found := make([]images.Image, len(page.Entities))
-	ok := make([]bool, len(page.Entities))
-	read := func(ctx context.Context, i int, row images.IndexRow) error {
-		img, err := v.repo.Image(ctx, row.CameraID, row.RowKey)
+	read := func(ctx context.Context, u unreadRow) error {
+		img, err := v.repo.Image(ctx, u.row.CameraID, u.row.RowKey)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // its create is under way, or gave up
 		}
-		found[i], ok[i] = img, err == nil
+		found[u.at], ok[u.at] = img, err == nil
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readers)
-	for i, e := range page.Entities {
-		row := images.IndexRowOf(e)
-		if at, err := store.TimeFromInvertedTicksRowKey(row.RowKey); row.CameraID == "" || err != nil || at.Before(start) || !at.Before(end) {
-			continue
-		}
-		img, carried, err := v.repo.Carried(e)
-		switch {
-		case err != nil:
-			return nil, nil, err
-		case carried:
-			found[i], ok[i] = img, true
-		case v.embedded != nil:
-			if err := read(ctx, i, row); err != nil {
+	for _, u := range unread {
+		if v.embedded != nil {
+			if err := read(ctx, u); err != nil {
 				return nil, nil, err
 			}
-		default:
-			g.Go(func() error { return read(gctx, i, row) })
+			continue
 		}
+		g.Go(func() error { return read(gctx, u) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, nil, err
 	}
-	out := make([]images.Image, 0, len(page.Entities))
-	for i := range page.Entities {
+	out := found[:0] // in place: an image moves only to a lower index
+	for i := range found {
 		if ok[i] {
 			out = append(out, found[i])
 		}
 	}
-	return out, page.Next, nil
+	return out, next, nil
+}
+
+// unreadRow is an index row that carries no image, and the place of its
+// image in a page.
+type unreadRow struct {
+	at  int
+	row images.IndexRow
 }

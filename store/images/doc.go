@@ -11,6 +11,6 @@
 // keep a third table of pointer rows that bound their filtered reads (see
 // PointerTable). Where one transaction writes both rows (the embedded
 // store), the index row carries the image as well, so the fleet at a
-// moment reads a minute's images from the index alone (Carried); on Azure
+// moment reads a minute's images from the index alone (WalkIndex); on Azure
 // it holds only its way back to the primary row, as the .NET system's.
 package images

@@ -109,20 +109,61 @@ func IndexRowKey(primaryRowKey, cameraID string) string { return primaryRowKey +
 
 // imageFromEntity reads a primary row back.
 func imageFromEntity(e store.Entity) (Image, error) {
-	img := Image{CameraID: e.PartitionKey, RowKey: e.RowKey}
-	var err error
-	if img.CapturedAt, err = store.CapturedAt(e, PropCapturedAt); err != nil {
-		return Image{}, err
+	var f imageFields
+	for name, v := range e.Properties {
+		f.set(name, store.ValueOf(v))
 	}
-	img.BlobURI, _ = e.Properties[PropBlobURI].(string)
-	img.ContentType, _ = e.Properties[PropContentType].(string)
-	img.SizeBytes, _ = e.Properties[PropSizeBytes].(int64)
-	img.Width, _ = e.Properties[PropWidth].(int32)
-	img.Height, _ = e.Properties[PropHeight].(int32)
-	img.IsClearDay, _ = e.Properties[PropIsClearDay].(bool)
-	img.PanoImageCorrelationID, _ = e.Properties[PropCorrelationID].(string)
-	if img.Attributes, err = store.StringMap(e, PropAttributes); err != nil {
-		return Image{}, err
+	return f.image(e.PartitionKey, e.RowKey)
+}
+
+// imageFields gathers an image's properties as a row's reader meets them,
+// in any order: the one rule of what each property is, for a primary row
+// read into a map and an index row walked (Repository.WalkIndex). A value
+// of another type than its property's is left unread, as it always was.
+type imageFields struct {
+	img        Image
+	attributes string
+}
+
+func (f *imageFields) set(name string, v store.Value) {
+	switch {
+	case name == PropCapturedAt && v.Kind == store.KindDateTime:
+		f.img.CapturedAt = v.Time
+	case name == PropBlobURI && v.Kind == store.KindString:
+		f.img.BlobURI = v.Str
+	case name == PropContentType && v.Kind == store.KindString:
+		f.img.ContentType = v.Str
+	case name == PropSizeBytes && v.Kind == store.KindInt64:
+		f.img.SizeBytes = v.Int
+	case name == PropWidth && v.Kind == store.KindInt32:
+		f.img.Width = int32(v.Int)
+	case name == PropHeight && v.Kind == store.KindInt32:
+		f.img.Height = int32(v.Int)
+	case name == PropIsClearDay && v.Kind == store.KindBool:
+		f.img.IsClearDay = v.Int != 0
+	case name == PropCorrelationID && v.Kind == store.KindString:
+		f.img.PanoImageCorrelationID = v.Str
+	case name == PropAttributes && v.Kind == store.KindString:
+		f.attributes = v.Str
+	}
+}
+
+// image is the image of the row at cameraID/rowKey: its capture instant the
+// CapturedAt property's, or for rows written without one (as older .NET
+// writers did, and index rows that carry their image) the row key's.
+func (f *imageFields) image(cameraID, rowKey string) (Image, error) {
+	img := f.img
+	img.CameraID, img.RowKey = cameraID, rowKey
+	if img.CapturedAt.IsZero() {
+		at, err := store.TimeFromInvertedTicksRowKey(rowKey)
+		if err != nil {
+			return Image{}, fmt.Errorf("store: row %s/%s: %w", cameraID, rowKey, err)
+		}
+		img.CapturedAt = at
+	}
+	var err error
+	if img.Attributes, err = store.ParseStringMap(f.attributes); err != nil {
+		return Image{}, fmt.Errorf("row %s/%s %s: %w", cameraID, rowKey, PropAttributes, err)
 	}
 	return img, nil
 }

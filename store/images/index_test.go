@@ -195,12 +195,10 @@ func TestOrphaned(t *testing.T) {
 // TestIndexRowCarriesImage shows where an index row carries its image:
 // written with its primary row in one transaction (a Create and a
 // BatchCreate on the embedded store), it holds the image's properties and
-// Carried reads the image from it; written index first (Azure), and on an
-// index row of the .NET form, only the way back, which Carried leaves to a
-// read of the primary row.
+// WalkIndex reads the image from it; written index first (Azure), and on
+// an index row of the .NET form, only the way back, which WalkIndex leaves
+// to a read of the primary row.
 func TestIndexRowCarriesImage(t *testing.T) {
-	img := images.Image{CameraID: "cam-1", CapturedAt: capture.Add(123), BlobURI: "https://blobs.example/1.jpg",
-		ContentType: "image/jpeg", SizeBytes: 42, Width: 640, Height: 480, Attributes: map[string]string{"site": "north"}}
 	for _, tc := range []struct {
 		name        string
 		backend     func(*pebble.DB) store.Backend
@@ -212,40 +210,11 @@ func TestIndexRowCarriesImage(t *testing.T) {
 		{"index first, create", func(db *pebble.DB) store.Backend { return plainBackend{Backend: db} }, false, false},
 		{"index first, batch", func(db *pebble.DB) store.Backend { return plainBackend{Backend: db} }, true, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			repo, err := images.Open(t.Context(), tc.backend(openDB(t)), images.Options{Kind: images.Single})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := img
-			if tc.batch {
-				r := repo.BatchCreate(t.Context(), []images.Image{img})
-				want, err = r[0].Image, r[0].Err
-			} else {
-				want, err = repo.Create(t.Context(), img)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			page, err := repo.IndexPage(t.Context(), store.Range{}, nil, 10)
-			if err != nil || len(page.Entities) != 1 {
-				t.Fatalf("index page: %d rows, %v", len(page.Entities), err)
-			}
-			row := page.Entities[0]
-			if _, has := row.Properties[images.PropBlobURI]; has != tc.wantCarried {
-				t.Fatalf("index row properties %v: carries the image %v, want %v", row.Properties, has, tc.wantCarried)
-			}
-			got, carried, err := repo.Carried(row)
-			if err != nil || carried != tc.wantCarried {
-				t.Fatalf("Carried: %v, %v; want %v", carried, err, tc.wantCarried)
-			}
-			if carried && !reflect.DeepEqual(got, want) {
-				t.Fatalf("carried image %+v, want %+v", got, want)
-			}
-			if ir := images.IndexRowOf(row); ir.CameraID != "cam-1" || ir.RowKey != want.RowKey {
-				t.Fatalf("IndexRowOf: %+v", ir)
-			}
-		})
+		for _, kind := range images.Kinds {
+			t.Run(fmt.Sprintf("%s, %v", tc.name, kind), func(t *testing.T) {
+				testIndexRowCarriesImage(t, tc.backend, kind, tc.batch, tc.wantCarried)
+			})
+		}
 	}
 	t.Run("fleet form", func(t *testing.T) {
 		db := openDB(t)
@@ -258,15 +227,80 @@ func TestIndexRowCarriesImage(t *testing.T) {
 		if _, err := index.Insert(t.Context(), store.Entity{PartitionKey: "202601010002", RowKey: "cam-9_" + rowKey}); err != nil {
 			t.Fatal(err)
 		}
-		page, err := repo.IndexPage(t.Context(), store.Range{}, nil, 10)
-		if err != nil || len(page.Entities) != 1 {
-			t.Fatalf("index page: %d rows, %v", len(page.Entities), err)
+		ir, _, carried := walkOne(t, repo)
+		if carried {
+			t.Fatal("a row without properties carried an image")
 		}
-		if _, carried, err := repo.Carried(page.Entities[0]); carried || err != nil {
-			t.Fatalf("a row without properties carried an image (%v)", err)
-		}
-		if ir := images.IndexRowOf(page.Entities[0]); ir.CameraID != "cam-9" || ir.RowKey != rowKey {
-			t.Fatalf("IndexRowOf told %s/%s from the keys, want cam-9/%s", ir.CameraID, ir.RowKey, rowKey)
+		if ir.CameraID != "cam-9" || ir.RowKey != rowKey {
+			t.Fatalf("WalkIndex told %s/%s from the keys, want cam-9/%s", ir.CameraID, ir.RowKey, rowKey)
 		}
 	})
+}
+
+// walkOne walks the index of repo, which must hold one row, and returns
+// what WalkIndex told of it.
+func walkOne(t *testing.T, repo *images.Repository) (images.IndexRow, images.Image, bool) {
+	t.Helper()
+	var (
+		rows    int
+		ir      images.IndexRow
+		img     images.Image
+		carried bool
+	)
+	next, err := repo.WalkIndex(t.Context(), store.Range{}, nil, 10, func(row images.IndexRow, i images.Image, c bool) error {
+		rows++
+		ir, img, carried = row, i, c
+		return nil
+	})
+	if err != nil || rows != 1 || next != nil {
+		t.Fatalf("WalkIndex: %d rows, next %v, %v; want one row", rows, next, err)
+	}
+	return ir, img, carried
+}
+
+// testIndexRowCarriesImage creates an image of kind, with every property an
+// image of its kind has, and checks what its index row holds and what
+// WalkIndex reads from it.
+func testIndexRowCarriesImage(t *testing.T, backend func(*pebble.DB) store.Backend, kind images.Kind, batch, wantCarried bool) {
+	img := images.Image{CameraID: "cam-1", CapturedAt: capture.Add(123), BlobURI: "https://blobs.example/1.jpg",
+		ContentType: "image/jpeg", SizeBytes: 42, Width: 640, Height: 480, Attributes: map[string]string{"site": "north"},
+		IsClearDay: kind == images.Pano}
+	if kind == images.PreStitch {
+		img.PanoImageCorrelationID = "pano-7"
+	}
+	repo, err := images.Open(t.Context(), backend(openDB(t)), images.Options{Kind: kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want images.Image
+	if batch {
+		r := repo.BatchCreate(t.Context(), []images.Image{img})
+		want, err = r[0].Image, r[0].Err
+	} else {
+		want, err = repo.Create(t.Context(), img)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := repo.Image(t.Context(), want.CameraID, want.RowKey); err != nil || !reflect.DeepEqual(stored, want) {
+		t.Fatalf("the primary row reads %+v (%v), Create returned %+v", stored, err, want)
+	}
+	_, index := repo.Tables()
+	page, err := index.Scan(t.Context(), store.Scan{})
+	if err != nil || len(page.Entities) != 1 {
+		t.Fatalf("index page: %d rows, %v", len(page.Entities), err)
+	}
+	if _, has := page.Entities[0].Properties[images.PropBlobURI]; has != wantCarried {
+		t.Fatalf("index row properties %v: carries the image %v, want %v", page.Entities[0].Properties, has, wantCarried)
+	}
+	ir, got, carried := walkOne(t, repo)
+	if carried != wantCarried {
+		t.Fatalf("WalkIndex: carried %v, want %v", carried, wantCarried)
+	}
+	if carried && !reflect.DeepEqual(got, want) {
+		t.Fatalf("carried image %+v, want %+v", got, want)
+	}
+	if ir.CameraID != "cam-1" || ir.RowKey != want.RowKey {
+		t.Fatalf("WalkIndex's row: %+v", ir)
+	}
 }

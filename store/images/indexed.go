@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/metadatad/metadatad/store"
 )
@@ -62,31 +63,55 @@ func (r *Repository) indexEntity(img Image, primary store.Entity) store.Entity {
 	return indexEntity(img, r.shards, primary.Properties)
 }
 
-// IndexPage reads a page of up to limit index rows of partitions, from
-// resume (nil: the start), with every property: for a reader of the images
-// the rows carry (Carried), where IndexScan reads keys alone.
-func (r *Repository) IndexPage(ctx context.Context, partitions store.Range, resume *store.Cursor, limit int) (store.Page, error) {
-	return r.index.Scan(ctx, store.Scan{Partitions: partitions, Resume: resume, Limit: limit})
+// WalkIndex reads a page of up to limit index rows of partitions, from
+// resume (nil: the start), handing row each one with the primary row it
+// names and, where it carries it, its image and true; it returns the
+// cursor of the next page (nil once none remains). A row carries its image
+// only where one transaction wrote it with its primary row (see
+// indexEntity): on Azure, for the .NET fleet's rows and for rows written
+// before index rows carried images, row gets false and Image reads the
+// image. The rows reach row without their ETag and Timestamp.
+func (r *Repository) WalkIndex(ctx context.Context, partitions store.Range, resume *store.Cursor, limit int,
+	row func(index IndexRow, img Image, carried bool) error) (*store.Cursor, error) {
+	var w indexWalk // one for every row: a row's state in a closure would move to the heap row by row
+	visit := w.visit
+	return store.Walk(ctx, r.index, store.Scan{Partitions: partitions, Resume: resume, Limit: limit},
+		func(pk, rk string, props iter.Seq2[string, store.Value]) error {
+			w = indexWalk{index: IndexRow{Key: store.Key{PartitionKey: pk, RowKey: rk}}}
+			props(visit)
+			index := w.index
+			if index.CameraID == "" || index.RowKey == "" {
+				index.CameraID, index.RowKey, _ = parseIndexKey(pk, rk)
+			}
+			if !w.carries || r.transactor == nil || index.CameraID == "" || index.RowKey == "" {
+				return row(index, Image{}, false)
+			}
+			img, err := w.image.image(index.CameraID, index.RowKey)
+			if err != nil {
+				return fmt.Errorf("images: image of index row %s/%s: %w", pk, rk, err)
+			}
+			return row(index, img, true)
+		})
 }
 
-// Carried is the image an index row read by IndexPage carries, and true;
-// false when the row carries only its way back to its primary row (an
-// index row of Azure, of the .NET fleet, or written before index rows
-// carried images), whose image Image reads. Only a repository whose
-// creates write both rows in one transaction trusts the copy (see
-// indexEntity): on Azure an index row may outlive its primary row.
-func (r *Repository) Carried(index store.Entity) (Image, bool, error) {
-	row := IndexRowOf(index)
-	if _, ok := index.Properties[PropBlobURI]; !ok || r.transactor == nil || row.CameraID == "" || row.RowKey == "" {
-		return Image{}, false, nil
+// indexWalk gathers an index row's properties as WalkIndex meets them.
+type indexWalk struct {
+	index   IndexRow
+	image   imageFields
+	carries bool
+}
+
+func (w *indexWalk) visit(name string, v store.Value) bool {
+	switch {
+	case name == PropDeviceID && v.Kind == store.KindString:
+		w.index.CameraID = v.Str
+	case name == PropMetadataRowKey && v.Kind == store.KindString:
+		w.index.RowKey = v.Str
+	default:
+		w.carries = w.carries || name == PropBlobURI
+		w.image.set(name, v)
 	}
-	// The capture instant is the primary row key's (store.CapturedAt).
-	primary := store.Entity{PartitionKey: row.CameraID, RowKey: row.RowKey, Properties: index.Properties}
-	img, err := imageFromEntity(primary)
-	if err != nil {
-		return Image{}, false, fmt.Errorf("images: image of index row %s/%s: %w", index.PartitionKey, index.RowKey, err)
-	}
-	return img, true, nil
+	return true
 }
 
 // IndexRowOf is an index row read with its properties, as IndexScan gives
