@@ -50,6 +50,14 @@ func TestTheOutboxGivesOutOnlyRecordsOnDisk(t *testing.T) {
 				t.Fatal(res.Err)
 			}
 		}
+		// The images out of the memtable, so that the sync the gate holds is
+		// the section's commit, not the switch to a new memtable and log
+		// that a commit into a full one makes first (Pebble's first
+		// memtables are small): the section's records would then not be
+		// visible while it waits.
+		if err := db.Compact(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		ran := make(chan struct{})
 		go func() { _ = e.Run(ctx); close(ran) }()
@@ -64,7 +72,11 @@ func TestTheOutboxGivesOutOnlyRecordsOnDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for visible := false; !visible; {
+		for deadline, visible := time.Now().Add(time.Second), false; !visible; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) { // in the bubble's time: every other goroutine waits
+				close(fs.release)
+				t.Fatal("the section's records never became visible while a log sync waited: the gate holds another sync than the section's")
+			}
 			page, err := outbox.Query(t.Context(), store.Query{PartitionKey: "d", Limit: 1})
 			if err != nil {
 				t.Fatal(err)
