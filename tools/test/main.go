@@ -65,8 +65,10 @@ func run(race bool, fuzzTime, timeout time.Duration) error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	if err := installAzurite(filepath.Join(root, "tools", "azurite")); err != nil {
-		return err
+	for _, p := range []struct{ dir, pkg string }{{"tools/azurite", "azurite"}, {"examples/node", "@grpc/grpc-js"}} {
+		if err := installPackages(filepath.Join(root, filepath.FromSlash(p.dir)), p.pkg); err != nil {
+			return err
+		}
 	}
 	// Every suite that needs a service fails instead of skipping.
 	if err := os.Setenv("CI", "true"); err != nil {
@@ -219,31 +221,33 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 
 func (t *tailBuffer) String() string { return string(t.buf) }
 
-// installAzurite runs `npm ci` in dir unless node_modules already holds the
-// Azurite version package-lock.json pins. It never reinstalls a matching
-// copy: node_modules may be a link shared with another checkout.
-func installAzurite(dir string) error {
-	want, err := lockedAzuriteVersion(filepath.Join(dir, "package-lock.json"))
+// installPackages runs `npm ci` in dir unless node_modules already holds
+// the version of pkg its package-lock.json pins. It never reinstalls a
+// matching copy: node_modules may be a link shared with another checkout.
+// Two directories use it: tools/azurite (Azurite, for the Azure suites)
+// and examples/node (the Node client example's gRPC packages).
+func installPackages(dir, pkg string) error {
+	want, err := lockedVersion(filepath.Join(dir, "package-lock.json"), pkg)
 	if err != nil {
 		return err
 	}
-	have, err := packageVersion(filepath.Join(dir, "node_modules", "azurite", "package.json"))
+	have, err := packageVersion(filepath.Join(dir, "node_modules", pkg, "package.json"))
 	switch {
 	case err == nil && have == want:
-		step("Azurite " + have + " is installed under tools/azurite")
+		step(pkg + " " + have + " is installed under " + dir)
 		return nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	step("installing Azurite " + want + " under tools/azurite (npm ci)")
+	step("installing " + pkg + " " + want + " under " + dir + " (npm ci)")
 	if err := command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error").Run(); err != nil {
-		return fmt.Errorf("npm ci in tools/azurite (Node 20 or later is needed): %w", err)
+		return fmt.Errorf("npm ci in %s (Node 20 or later is needed): %w", dir, err)
 	}
 	return nil
 }
 
-// lockedAzuriteVersion is the Azurite version a package-lock.json pins.
-func lockedAzuriteVersion(lockFile string) (string, error) {
+// lockedVersion is the version of pkg a package-lock.json pins.
+func lockedVersion(lockFile, pkg string) (string, error) {
 	data, err := os.ReadFile(lockFile)
 	if err != nil {
 		return "", err
@@ -256,9 +260,9 @@ func lockedAzuriteVersion(lockFile string) (string, error) {
 	if err := json.Unmarshal(data, &lock); err != nil {
 		return "", fmt.Errorf("%s: %w", lockFile, err)
 	}
-	v := lock.Packages["node_modules/azurite"].Version
+	v := lock.Packages["node_modules/"+pkg].Version
 	if v == "" {
-		return "", fmt.Errorf("%s pins no azurite version", lockFile)
+		return "", fmt.Errorf("%s pins no %s version", lockFile, pkg)
 	}
 	return v, nil
 }
