@@ -11,8 +11,10 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // Config is how a tool reaches a server.
@@ -62,8 +64,43 @@ func (c Config) Dial(opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{token: token, secure: c.Secure()}))
 	}
+	if !c.Secure() {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(hintUnary), grpc.WithChainStreamInterceptor(hintStream))
+	}
 	return grpc.NewClient(c.Addr, opts...)
 }
+
+// tlsHint is what a plaintext call's failure adds when the server closed
+// the connection before its HTTP/2 preface: what a TLS server does with a
+// plaintext client's first bytes, which grpc-go reports as "error reading
+// server preface: EOF" and names no cause.
+const tlsHint = " (the server closed the plaintext connection at once: it may serve TLS; give -tls, or -tls-ca with the CA that signed its certificate)"
+
+func withTLSHint(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "server preface") {
+		return err
+	}
+	return status.Error(codes.Unavailable, st.Message()+tlsHint)
+}
+
+func hintUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return withTLSHint(invoker(ctx, method, req, reply, cc, opts...))
+}
+
+func hintStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, withTLSHint(err)
+	}
+	return hintedStream{s}, nil
+}
+
+// hintedStream adds the hint to a stream's failure, which a stream reports
+// when it first receives.
+type hintedStream struct{ grpc.ClientStream }
+
+func (s hintedStream) RecvMsg(m any) error { return withTLSHint(s.ClientStream.RecvMsg(m)) }
 
 func (c Config) transport() (credentials.TransportCredentials, error) {
 	if !c.Secure() {
