@@ -21,8 +21,10 @@ import (
 // callLog writes one line per finished call but health checks (probes
 // would drown the log), the successful calls its sample leaves out and the
 // refusals past refusalLines' rate, at the level its code deserves
-// (logging.DefaultServerCodeToLevel: OK and client errors at info,
-// refusals at warn, server faults at error), naming the principal. Any
+// (logging.DefaultServerCodeToLevel: OK and client errors at info, with
+// UNAUTHENTICATED among them; PERMISSION_DENIED, RESOURCE_EXHAUSTED and the
+// failed preconditions at warn; server faults at error), naming the
+// principal. Any
 // other call that fails always has its line: at a thousand creates a
 // second, a line for each success is gigabytes a day.
 //
