@@ -10,11 +10,14 @@
 # of every row of minute 5:
 #   SELECT * FROM single_image_metadata WHERE captured_at >= $1 AND captured_at < $2
 # Then BenchmarkMoment (store/fleet) reads the same minute of the same layout
-# from the embedded store, whole images in pages of 1,000, then PostgreSQL
-# again; PostgreSQL's figure is the mean of its two runs, so load drift on a
-# shared machine falls on both sides. It prints milliseconds per read of the
-# minute and the ratio PostgreSQL / metadatad (above 1: metadatad is faster),
-# and removes everything it made.
+# from the embedded store, whole images in pages of 1,000, and
+# BenchmarkListFleetImages (server) reads it as a client does, through
+# ListFleetImages over TCP on 127.0.0.1 (as pgbench reads PostgreSQL's
+# rows through its protocol), then PostgreSQL again; PostgreSQL's figure is
+# the mean of its two runs, so load drift on a shared machine falls on both
+# sides. It prints milliseconds per read of the minute and the ratios
+# PostgreSQL / metadatad (above 1: metadatad is faster), and removes
+# everything it made.
 #
 # usage: bench/fleet-postgres.sh
 # environment: PG_PORT (55491); READS (50) per measurement.
@@ -70,8 +73,12 @@ pg_ms() {
 pg1=$(pg_ms)
 go_ns=$(cd "$root" && go test -run '^$' -bench '^BenchmarkMoment$' -benchtime "${READS}x" ./store/fleet 2>/dev/null |
 	awk '/^BenchmarkMoment/ {print $3}')
+grpc_ns=$(cd "$root" && go test -run '^$' -bench '^BenchmarkListFleetImages$' -benchtime "${READS}x" ./server 2>/dev/null |
+	awk '/^BenchmarkListFleetImages/ {print $3}')
 pg2=$(pg_ms)
-awk -v a="$pg1" -v b="$pg2" -v g="$go_ns" 'BEGIN {
-	pg = (a + b) / 2; md = g / 1e6
-	printf "one minute of 10,000 cameras, read whole (ms per read): PostgreSQL %.2f (runs %.2f, %.2f), metadatad %.2f; PostgreSQL/metadatad %.2fx\n", pg, a, b, md, pg / md
+awk -v a="$pg1" -v b="$pg2" -v g="$go_ns" -v r="$grpc_ns" 'BEGIN {
+	pg = (a + b) / 2; md = g / 1e6; rpc = r / 1e6
+	printf "one minute of 10,000 cameras, read whole (ms per read): PostgreSQL %.2f (runs %.2f, %.2f)\n", pg, a, b
+	printf "  metadatad, the store in process:         %.2f; PostgreSQL/metadatad %.2fx\n", md, pg / md
+	printf "  metadatad, ListFleetImages over gRPC:    %.2f; PostgreSQL/metadatad %.2fx\n", rpc, pg / rpc
 }'
