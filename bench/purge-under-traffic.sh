@@ -48,7 +48,8 @@
 #   second; CONCURRENCY (64) clients on each side; MIN_SPAN (5s); CASES
 #   ("200000:40 200000:4000 100000:10000"), each case's rows per camera a
 #   multiple of 10; RUNS (1) per case; LOG_LEVEL of the daemon (its
-#   default unless set); PG_PORT (55442), GRPC_PORT (50981); REPORTS, a
+#   default unless set); MD_FLAGS, more flags for the daemon (word-split,
+#   e.g. "-purge-live-share 0.5"); PG_PORT (55442), GRPC_PORT (50981); REPORTS, a
 #   directory to keep each run's metadata-load report and pgbench summary in.
 set -euo pipefail
 
@@ -60,6 +61,7 @@ CASES=${CASES:-200000:40 200000:4000 100000:10000}
 RUNS=${RUNS:-1}
 REPORTS=${REPORTS:-}
 LOG_LEVEL=${LOG_LEVEL:-}
+MD_FLAGS=${MD_FLAGS:-}
 PG_PORT=${PG_PORT:-55442}
 GRPC_PORT=${GRPC_PORT:-50981}
 LIVE_CAMERAS=1000
@@ -210,6 +212,8 @@ md_case() {
 		-days "$days" -seed-interval 1m -purge-older-than "$((days * 1440 - per))m" -progress off -server-pid -1)
 	local flags=(-listen "$addr" -data-dir "$data")
 	if [[ -n $LOG_LEVEL ]]; then flags+=(-log-level "$LOG_LEVEL"); fi
+	# shellcheck disable=SC2206 # word-split on purpose
+	flags+=($MD_FLAGS)
 	rm -rf "$data"
 	start_daemon "${flags[@]}"
 	if ! "$build/metadata-load" seed -addr "$addr" "${fleets[@]}" >"$work/seed.json"; then
