@@ -160,6 +160,12 @@ func parseConfig(args []string, out io.Writer) (config, error) {
 	if c.purgeLive.LiveShare <= 0 || c.purgeLive.LiveShare > 1 || c.purgeLive.SectionTime <= 0 {
 		return config{}, fmt.Errorf("-purge-live-share must be in (0, 1] and -purge-section-time positive, not %g and %s", c.purgeLive.LiveShare, c.purgeLive.SectionTime)
 	}
+	switch {
+	case c.purgeLive.LiveBurst < 0:
+		return config{}, fmt.Errorf("-purge-live-burst must not be negative, not %s", c.purgeLive.LiveBurst)
+	case c.purgeLive.LiveBurst == 0:
+		c.purgeLive.LiveBurst = -1 // none (zero is embedded's default)
+	}
 	if len(c.blobDelete.containers) > 0 {
 		switch {
 		case !c.retentionOutbox:
@@ -227,7 +233,8 @@ func (c *config) register(fs *flag.FlagSet) (applyTables func()) {
 	fs.IntVar(&c.purgeWorkers, "purge-workers", max(1, runtime.NumCPU()/2), "with -store azure: purge tasks this process runs at once (default half the CPUs, so a purge leaves room for reads and writes)")
 	fs.DurationVar(&c.purgeLease, "purge-lease", 30*time.Second, "how long a purge stays with the replica running it without a renewal (renewed every third of it): another replica takes over a stalled purge this long after its last renewal")
 	fs.Float64Var(&c.purgeLiveRowsPerSec, "purge-live-rows-per-second", defaultPurgeLiveRowsPerSecond, "with -store azure: cap on the rows (primary and index alike) this process's purges delete per second while it serves requests (a call of the image, video, device-state or acquisition services within the last second), so that a purge yields to live traffic and runs at full speed on an idle store; 0 means no such cap; the lowest cap in force binds")
-	fs.Float64Var(&c.purgeLive.LiveShare, "purge-live-share", embedded.DefaultLiveShare, "with -store embedded: the most of the time a purge works while the server serves requests (a call of the image, video, device-state or acquisition services within the last second): after each section it rests in proportion; 1 never rests")
+	fs.Float64Var(&c.purgeLive.LiveShare, "purge-live-share", embedded.DefaultLiveShare, "with -store embedded: the most of the time a purge works while the server serves requests (a call of the image, video, device-state or acquisition services within the last second), once -purge-live-burst is spent: after each section it rests in proportion; 1 never rests")
+	fs.DurationVar(&c.purgeLive.LiveBurst, "purge-live-burst", embedded.DefaultLiveBurst, "with -store embedded: how much work a purge does back to back while the server serves requests before -purge-live-share binds, refilled at that share: a purge that fits it runs at once; 0 means none")
 	fs.DurationVar(&c.purgeLive.SectionTime, "purge-section-time", embedded.DefaultSectionTime, "with -store embedded: how long one section of a purge aims to work while the server serves requests; sections are sized from the time the previous ones took")
 	fs.Float64Var(&c.purgeRowsPerSec, "purge-rows-per-second", defaultPurgeRowsPerSecond, "cap on the rows (primary and index alike) this process's purges delete per second, so that a purge of a long backlog leaves live requests their latency; 0 means no cap; StartPurge's rows_per_second caps one job lower (default 10000 with -store azure, none with -store embedded, which deletes by range)")
 	fs.DurationVar(&c.purgeJobRetention, "purge-job-retention", retention.DefaultJobRetention, "how long the record of an ended purge is kept (checked hourly)")
@@ -535,7 +542,7 @@ func (c *config) purgeDesignFlags(set map[string]bool) error {
 		c.purgeLiveRowsPerSec = 0
 		return nil
 	}
-	for _, name := range []string{"purge-live-share", "purge-section-time"} {
+	for _, name := range []string{"purge-live-share", "purge-live-burst", "purge-section-time"} {
 		if set[name] {
 			return fmt.Errorf("-%s is for -store embedded: Azure's purges pace by rows while serving (-purge-live-rows-per-second)", name)
 		}

@@ -132,6 +132,7 @@ func TestParseConfigQueueDesignFlags(t *testing.T) {
 		{"live row cap embedded refused", []string{"-purge-live-rows-per-second", "1000"}, 0, true},
 		{"live share on azure refused", append(slices.Clone(azure), "-purge-live-share", "0.2"), 0, true},
 		{"section time on azure refused", append(slices.Clone(azure), "-purge-section-time", "1ms"), 0, true},
+		{"live burst on azure refused", append(slices.Clone(azure), "-purge-live-burst", "10ms"), 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ok := parseCase(t, tc.args, tc.bad)
@@ -143,8 +144,8 @@ func TestParseConfigQueueDesignFlags(t *testing.T) {
 }
 
 // TestParseConfigLivePace: the embedded store's purge pace while serving
-// is set by its share and section time, defaults included, and refuses
-// values outside their range.
+// is set by its share, burst and section time, defaults included, and
+// refuses values outside their range.
 func TestParseConfigLivePace(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -152,9 +153,11 @@ func TestParseConfigLivePace(t *testing.T) {
 		want embedded.Options
 		bad  bool
 	}{
-		{"defaults", nil, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: embedded.DefaultLiveShare}, false},
-		{"set", []string{"-purge-live-share", "0.25", "-purge-section-time", "1ms"}, embedded.Options{SectionTime: time.Millisecond, LiveShare: 0.25}, false},
-		{"never resting", []string{"-purge-live-share", "1"}, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: 1}, false},
+		{"defaults", nil, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: embedded.DefaultLiveShare, LiveBurst: embedded.DefaultLiveBurst}, false},
+		{"set", []string{"-purge-live-share", "0.25", "-purge-section-time", "1ms", "-purge-live-burst", "20ms"}, embedded.Options{SectionTime: time.Millisecond, LiveShare: 0.25, LiveBurst: 20 * time.Millisecond}, false},
+		{"never resting", []string{"-purge-live-share", "1"}, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: 1, LiveBurst: embedded.DefaultLiveBurst}, false},
+		{"no burst", []string{"-purge-live-burst", "0s"}, embedded.Options{SectionTime: embedded.DefaultSectionTime, LiveShare: embedded.DefaultLiveShare, LiveBurst: -1}, false},
+		{"negative burst refused", []string{"-purge-live-burst", "-1ms"}, embedded.Options{}, true},
 		{"no share refused", []string{"-purge-live-share", "0"}, embedded.Options{}, true},
 		{"over all the time refused", []string{"-purge-live-share", "1.5"}, embedded.Options{}, true},
 		{"no section time refused", []string{"-purge-section-time", "0s"}, embedded.Options{}, true},

@@ -44,9 +44,10 @@
 // the same batch (outbox.go), so the blob side hears of each deletion once.
 // While requests are served (retention.Options.Live) a purge is paced by
 // time, not rows (pace.go): sections of about Options.SectionTime, sized
-// from the time per unit of work the sections before took, each followed
-// by a rest that keeps the purge's share of the time to
-// Options.LiveShare; on an idle store the sections run back to back. A
+// from the time per unit of work the sections before took, the first
+// Options.LiveBurst of work back to back, then each followed by a rest
+// that keeps the purge's share of the time to Options.LiveShare; on an
+// idle store the sections run back to back. A
 // section commits without a sync of its own (store.PurgeBatch.Unsynced):
 // a crash that loses it loses a section not yet run. Sections that write
 // outbox records, which the blob side may act on at once, and the last,

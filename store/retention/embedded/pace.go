@@ -14,9 +14,23 @@ import (
 // it deletes: pacing by rows turned milliseconds of work into tens of
 // seconds on a live store. So while requests are served a purge works in
 // short sections, each sized from the time per unit of work the sections
-// before it took, and rests after each in proportion, so that its share of
-// the time stays bounded; on an idle store it runs sections back to back
-// at their largest (retention.Options.SectionCameras).
+// before it took, and its exclusive work is metered by a token bucket
+// (workBucket): up to LiveBurst of it back to back, then
+// LiveShare of the time, resting after each section until the bucket
+// allows it; on an idle store it runs sections back to back at their
+// largest (retention.Options.SectionCameras).
+//
+// Why a burst: a request meets one section at a time, and how many
+// requests meet one follows the purge's work, not its share; the share
+// decides how long the purge lasts. A purge of a few tens of milliseconds
+// paced to a tenth lasted ten times as long and slowed no fewer calls
+// (docs/benchmarks.md, issue 44). So a purge whose work fits the burst
+// runs at once, and a long one keeps its share: in any span T the purges
+// work at most LiveBurst + LiveShare*T while requests are served. The
+// burst is small because sections back to back that delete by range hurt
+// more than the same sections spread out: after each commit every read
+// waits for all the memtable's range deletions to be fragmented anew
+// (DefaultLiveBurst).
 
 // Defaults of Options, chosen by measurement (docs/benchmarks.md, issue 44).
 const (
@@ -25,8 +39,18 @@ const (
 	// no longer than for one more create in their group commit.
 	DefaultSectionTime = 2 * time.Millisecond
 	// DefaultLiveShare is the purge's share of the time while requests
-	// are served: 2 ms sections leave 18 ms for the requests.
+	// are served, past its burst: 2 ms sections leave 18 ms for the
+	// requests.
 	DefaultLiveShare = 0.1
+	// DefaultLiveBurst is the exclusive work a purge does back to back
+	// while requests are served before its share binds: a purge of about
+	// a thousand cameras of a day (15 µs each under traffic) runs at
+	// once. At 50 ms a purge of 4,000 cameras ran its sections back to
+	// back for most of its work, each commit's range deletions fragmented
+	// anew with every one before it in the memtable while reads waited
+	// for it, and the requests' p99 over the purge rose 2.9 times; at
+	// 20 ms, 1.25 times.
+	DefaultLiveBurst = 20 * time.Millisecond
 )
 
 // Options tune the embedded purge. Zero fields take the defaults.
@@ -36,10 +60,14 @@ type Options struct {
 	// DefaultSectionTime.
 	SectionTime time.Duration
 	// LiveShare is the most of the time the purge works while requests are
-	// served: after a section of d it rests d*(1-LiveShare)/LiveShare
-	// before the next (at most maxRest); default DefaultLiveShare, 1 never
-	// rests.
+	// served, once its burst is spent: after a section of d it rests
+	// d*(1-LiveShare)/LiveShare before the next (at most maxRest at a
+	// time); default DefaultLiveShare, 1 never rests.
 	LiveShare float64
+	// LiveBurst is how much exclusive work the purges do back to back
+	// while requests are served before LiveShare binds; it refills at
+	// LiveShare. Default DefaultLiveBurst; negative, none.
+	LiveBurst time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +76,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LiveShare <= 0 || o.LiveShare > 1 {
 		o.LiveShare = DefaultLiveShare
+	}
+	switch {
+	case o.LiveBurst == 0:
+		o.LiveBurst = DefaultLiveBurst
+	case o.LiveBurst < 0:
+		o.LiveBurst = 0
 	}
 	return o
 }
@@ -68,6 +102,9 @@ type pacer struct {
 	opts Options
 	live func() bool
 	turn chan struct{} // a section and its rest hold it
+	// work meters the sections' exclusive work while requests are
+	// served; the turn guards it.
+	work workBucket
 
 	mu      sync.Mutex
 	perUnit time.Duration // time a unit of work took, averaged; 0 until timed
@@ -77,7 +114,9 @@ func newPacer(opts Options, live func() bool) *pacer {
 	if live == nil {
 		live = func() bool { return false }
 	}
-	return &pacer{opts: opts.withDefaults(), live: live, turn: make(chan struct{}, 1)}
+	opts = opts.withDefaults()
+	return &pacer{opts: opts, live: live, turn: make(chan struct{}, 1),
+		work: workBucket{share: opts.LiveShare, burst: opts.LiveBurst}}
 }
 
 // units is how many units of work the next section may hold while
@@ -98,6 +137,10 @@ func (p *pacer) units() int64 {
 // to its end, and the part of it its cameras cost (scan), without what
 // every section costs whatever its size (reading the job and the holds,
 // writing the job, committing, the memtable's tombstones fragmented anew).
+// (Counting the commit too, whose apply does follow the section's deletes,
+// made the sections shrink as a purge went on wherever it deleted by range:
+// the fragmenting that follows the commit grows with every range deletion
+// in the memtable, not with the section's; docs/benchmarks.md, issue 44.)
 type sectionClock struct {
 	began time.Time
 	scan  time.Duration
@@ -112,8 +155,8 @@ func (c *sectionClock) scanned(d time.Duration) { c.scan += d }
 // section runs a section of units units of work (work), learning the time
 // a unit takes from the part its cameras cost, so that a section's fixed
 // costs do not shrink the next to a camera or two, and then, while
-// requests are served, rests in proportion to the whole section before
-// giving the turn to the next section of any job.
+// requests are served, rests as the work bucket says before giving the
+// turn to the next section of any job.
 func (p *pacer) section(ctx context.Context, units int64, work func(*sectionClock) error) error {
 	select {
 	case p.turn <- struct{}{}:
@@ -126,12 +169,12 @@ func (p *pacer) section(ctx context.Context, units int64, work func(*sectionCloc
 	if c.began.IsZero() {
 		return err // nothing ran: no time to learn from, none to rest
 	}
-	took := time.Since(c.began)
+	now := time.Now()
 	p.learn(units, c.scan)
 	if err != nil || !p.live() {
 		return err
 	}
-	return retention.Sleep(ctx, p.rest(took))
+	return retention.Sleep(ctx, p.work.spend(c.began, now))
 }
 
 // learn averages the time a unit of work takes, the latest section
@@ -151,9 +194,44 @@ func (p *pacer) learn(units int64, took time.Duration) {
 	p.perUnit = (p.perUnit + per) / 2
 }
 
-// rest is the pause after a section that took took, which keeps the
-// purge's share at LiveShare.
-func (p *pacer) rest(took time.Duration) time.Duration {
-	share := p.opts.LiveShare
-	return min(maxRest, time.Duration(float64(took)*(1-share)/share))
+// workBucket is a token bucket of exclusive work: it holds up to burst,
+// refilled at share of the time that passes, and a section's work is
+// taken from it once done (a section is timed after it ran, and may
+// outgrow the burst, which golang.org/x/time/rate's reservations cannot
+// take). Without a burst, a section of d rests d*(1-share)/share.
+type workBucket struct {
+	share  float64
+	burst  time.Duration
+	tokens time.Duration // below 0: a debt the rest pays
+	at     time.Time     // of the last spend; zero: full
+}
+
+// spend takes the work of a section that ran from start to end, and
+// returns the rest that pays its debt, at most maxRest: a debt beyond is
+// forgiven, so that a section slowed by something else (a compaction, a
+// loaded machine) does not stall the purge for long (a cancel waits for a
+// rest to end). The bucket refills during the section too: without a
+// burst, a section of d rests d*(1-share)/share.
+func (b *workBucket) spend(start, end time.Time) time.Duration {
+	if b.at.IsZero() {
+		b.tokens = b.burst
+	} else {
+		b.tokens = min(b.burst, b.tokens+b.refill(start.Sub(b.at)))
+	}
+	work := end.Sub(start)
+	b.at = end
+	b.tokens += b.refill(work) - work
+	if b.tokens >= 0 {
+		return 0
+	}
+	rest := min(maxRest, time.Duration(float64(-b.tokens)/b.share))
+	// The rest refills the bucket by its end: so the next spend counts
+	// from here, not from its end.
+	b.tokens = -b.refill(rest)
+	return rest
+}
+
+// refill is what d of time adds to the bucket.
+func (b *workBucket) refill(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * b.share)
 }

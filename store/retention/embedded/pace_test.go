@@ -30,7 +30,10 @@ import (
 type costlyPurger struct {
 	*pebble.DB
 	cost  func(camera string) time.Duration
-	fixed time.Duration
+	fixed time.Duration // a section's, at its job record
+	// commit, if set, is the time a section's commit takes after its
+	// stage, given how many sections committed before it.
+	commit func(before int) time.Duration
 	// committed, if set, is called after each committed section with
 	// how many so far.
 	committed func(n int)
@@ -49,16 +52,18 @@ type spent struct {
 }
 
 func (c *costlyPurger) Exclusive(ctx context.Context, through time.Time, stage func(context.Context, store.PurgeBatch) error) error {
-	b := &countingBatch{cost: c.cost}
+	b := &countingBatch{cost: c.cost, fixed: c.fixed}
 	began := time.Now()
 	err := c.DB.Exclusive(ctx, through, func(ctx context.Context, pb store.PurgeBatch) error {
 		b.PurgeBatch = pb
-		if err := stage(ctx, b); err != nil {
-			return err
-		}
-		time.Sleep(c.fixed)
-		return nil
+		return stage(ctx, b)
 	})
+	if err == nil && c.commit != nil {
+		c.mu.Lock()
+		before := len(c.sections)
+		c.mu.Unlock()
+		time.Sleep(c.commit(before))
+	}
 	if err == nil && len(b.cameras) > 0 {
 		c.mu.Lock()
 		c.sections = append(c.sections, spent{days: len(b.cameras), took: time.Since(began), spans: b.spans, named: b.named})
@@ -78,10 +83,13 @@ func (c *costlyPurger) spent() []spent {
 }
 
 // countingBatch records the camera of each day whose rows a section
-// deletes, which costs it cost(camera).
+// deletes, which costs it cost(camera), and takes fixed at its first Put
+// (a section's job record, written after its cameras).
 type countingBatch struct {
 	store.PurgeBatch
 	cost    func(camera string) time.Duration
+	fixed   time.Duration
+	put     bool
 	cameras []string
 	spans   []store.Range
 	named   []string
@@ -95,6 +103,14 @@ func (b *countingBatch) Tallies(ctx context.Context, table string, partitions st
 func (b *countingBatch) TalliesOf(ctx context.Context, table string, partitions []string, through time.Time, visit func(*store.DayTally) error) error {
 	b.named = append(b.named, partitions...)
 	return b.PurgeBatch.TalliesOf(ctx, table, partitions, through, visit)
+}
+
+func (b *countingBatch) Put(table string, e store.Entity) (store.Entity, error) {
+	if !b.put {
+		b.put = true
+		time.Sleep(b.fixed)
+	}
+	return b.PurgeBatch.Put(table, e)
 }
 
 func (b *countingBatch) DeleteRowsBefore(table, partition string, boundary time.Time, tallies []store.DayTally) (int64, error) {
@@ -148,6 +164,7 @@ type pacedStore struct {
 	live   *atomic.Bool
 	cost   func(string) time.Duration
 	fixed  time.Duration
+	commit func(before int) time.Duration // as costlyPurger.commit
 	fs     *vfs.MemFS
 	outbox bool
 }
@@ -162,7 +179,7 @@ func openPacedFixture(t *testing.T, s pacedStore) *pacedFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	p := &costlyPurger{DB: db, cost: s.cost, fixed: s.fixed}
+	p := &costlyPurger{DB: db, cost: s.cost, fixed: s.fixed, commit: s.commit}
 	repo, err := images.Open(t.Context(), p, images.Options{Kind: images.Single})
 	if err != nil {
 		t.Fatal(err)
@@ -241,17 +258,26 @@ func work(sections []spent) time.Duration {
 
 // TestALivePurgeKeepsItsShare: while requests are served, the purge works
 // in sections of about Options.SectionTime, sized from the time the
-// sections before took (the first, a small probe), and rests after each so
-// that its work is LiveShare of its time; on an idle store it runs unpaced,
-// with nothing but its work in its time.
+// sections before took (the first, a small probe); its first LiveBurst of
+// work runs back to back, and after it the purge rests after each section
+// so that its work is LiveShare of its time; on an idle store it runs
+// unpaced, with nothing but its work in its time.
 func TestALivePurgeKeepsItsShare(t *testing.T) {
 	const perCamera = time.Millisecond
-	opts := embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.1}
-	for _, serving := range []bool{true, false} {
-		t.Run(map[bool]string{true: "serving", false: "idle"}[serving], func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		serving bool
+		burst   time.Duration // as Options.LiveBurst: -1, none
+	}{
+		{"serving", true, -1},
+		{"serving after a burst", true, 40 * time.Millisecond},
+		{"idle", false, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				opts := embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.1, LiveBurst: tc.burst}
 				var live atomic.Bool
-				live.Store(serving)
+				live.Store(tc.serving)
 				f := newPacedFixture(t, opts, &live, func(string) time.Duration { return perCamera })
 				j := f.purge(t)
 				sections := f.purger.spent()
@@ -262,7 +288,7 @@ func TestALivePurgeKeepsItsShare(t *testing.T) {
 				}
 				// The job's end is stamped in its last section's batch, as
 				// that section's work begins.
-				if !serving {
+				if !tc.serving {
 					if len(sections) != 1 || took > worked {
 						t.Errorf("an idle purge took %d sections and %s for %s of work, want one section and no rest", len(sections), took, worked)
 					}
@@ -275,21 +301,61 @@ func TestALivePurgeKeepsItsShare(t *testing.T) {
 						t.Errorf("section %d took %s, want %s", i+1, s.took, opts.SectionTime)
 					}
 				}
-				// The rests keep the work to its share: each section's time
-				// over the share, to the last section's start.
-				last := sections[len(sections)-1].took
-				want := time.Duration(float64(worked-last) / opts.LiveShare)
+				// The rests keep the work past the burst to its share:
+				// each section's time over the share, to the last
+				// section's start.
+				last, burst := sections[len(sections)-1].took, max(0, tc.burst)
+				want := time.Duration(float64(worked-last-burst) / opts.LiveShare)
 				if took < want || took > want+20*time.Millisecond {
-					t.Errorf("purge of %s of work took %s, want %s (a share of %.2f)", worked, took, want, opts.LiveShare)
+					t.Errorf("purge of %s of work took %s, want %s (a burst of %s, then a share of %.2f)", worked, took, want, burst, opts.LiveShare)
 				}
 			})
 		})
 	}
 }
 
-// TestSectionsFollowWhatTheyCost: when cameras grow costlier halfway
-// through a purge, the sections after shrink to keep to the section time:
-// sizes follow measured time, not a fixed count of cameras.
+// TestAPurgeThatFitsItsBurstRunsAtOnce: while requests are served, a
+// purge whose work fits the burst runs its sections back to back, still
+// of about the section time each; one started right after it finds the
+// bucket refilled only by the share of the time since, so the two
+// together keep to LiveBurst + LiveShare of their span.
+func TestAPurgeThatFitsItsBurstRunsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const perCamera = time.Millisecond
+		opts := embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.1, LiveBurst: 200 * time.Millisecond}
+		var live atomic.Bool
+		live.Store(true)
+		f := newPacedFixture(t, opts, &live, func(string) time.Duration { return perCamera })
+		j := f.purge(t)
+		began := j.Started
+		sections := f.purger.spent()
+		took, worked := j.Ended.Sub(j.Started), work(sections)
+		t.Logf("first purge: %d sections, %s of work in %s", len(sections), worked, took)
+		if took > worked {
+			t.Errorf("a purge of %s of work within a burst of %s took %s: it rested", worked, opts.LiveBurst, took)
+		}
+		for i, s := range sections[1 : len(sections)-1] {
+			if s.took != opts.SectionTime {
+				t.Errorf("section %d took %s, want %s: sections of the section time while serving, burst or not", i+1, s.took, opts.SectionTime)
+			}
+		}
+		// The same work again at once: 80 ms of the burst left, and what the
+		// share refilled since the first began; the rest at a tenth of the
+		// time.
+		seedPaced(t, f)
+		j = f.purge(t)
+		second := f.purger.spent()[len(sections):]
+		took, worked = j.Ended.Sub(j.Started), work(second)
+		last := second[len(second)-1].took
+		left := opts.LiveBurst - work(sections) + time.Duration(float64(j.Started.Sub(began))*opts.LiveShare)
+		want := time.Duration(float64(worked-last-left) / opts.LiveShare)
+		t.Logf("second purge: %d sections, %s of work in %s (%s of burst left)", len(second), worked, took, left)
+		if took < want-20*time.Millisecond || took > want+20*time.Millisecond {
+			t.Errorf("a second purge right after the first took %s for %s of work, want %s: the burst refills at the share", took, worked, want)
+		}
+	})
+}
+
 func TestSectionsFollowWhatTheyCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var live atomic.Bool
@@ -371,6 +437,32 @@ func TestFixedCostsDoNotShrinkSections(t *testing.T) {
 		for i, sec := range sections[1 : len(sections)-1] {
 			if sec.days != 4 {
 				t.Errorf("section %d held %d cameras, want 4 (4ms of them, besides its fixed 5ms)", i+1, sec.days)
+			}
+		}
+	})
+}
+
+// TestACommitThatGrowsDoesNotShrinkSections: a section's commit is not
+// taken for its cameras' cost, since after a commit with range deletions
+// the store fragments every range deletion in the memtable, which grows
+// with each section, not with the section's own cameras: counted, it made
+// the sections shrink as a purge went on, each smaller one adding one
+// more fragmenting.
+func TestACommitThatGrowsDoesNotShrinkSections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var live atomic.Bool
+		live.Store(true)
+		s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}, live: &live,
+			cost:   func(string) time.Duration { return time.Millisecond },
+			commit: func(before int) time.Duration { return time.Duration(before) * time.Millisecond / 2 }, fs: vfs.NewMem()}
+		f := openPacedFixture(t, s)
+		seedPaced(t, f)
+		f.run(t)
+		f.purge(t)
+		sections := f.purger.spent()
+		for i, sec := range sections[1 : len(sections)-1] {
+			if sec.days != 4 {
+				t.Errorf("section %d held %d cameras, want 4 (4ms of them, besides its commit of %s)", i+1, sec.days, sec.took-4*time.Millisecond)
 			}
 		}
 	})
