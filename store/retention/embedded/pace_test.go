@@ -419,51 +419,40 @@ func TestAPurgeSpeedsUpWhenRequestsStop(t *testing.T) {
 	})
 }
 
-// TestFixedCostsDoNotShrinkSections: what a section costs whatever its
-// size (its job record, its commit, the memtable's tombstones) is not
-// taken for its cameras' cost: sections still hold the section time's
-// worth of cameras, rather than shrinking to one each.
+// TestFixedCostsDoNotShrinkSections: what a section costs besides its
+// cameras is not taken for their cost, so sections still hold the section
+// time's worth of cameras rather than shrinking to one each: its fixed
+// part (its job record), and its commit, since after a commit with range
+// deletions the store fragments every range deletion in the memtable,
+// which grows with each section, not with the section's own cameras
+// (counted, it made the sections shrink as a purge went on, each smaller
+// one adding one more fragmenting).
 func TestFixedCostsDoNotShrinkSections(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var live atomic.Bool
-		live.Store(true)
-		s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}, live: &live,
-			cost: func(string) time.Duration { return time.Millisecond }, fixed: 5 * time.Millisecond, fs: vfs.NewMem()}
-		f := openPacedFixture(t, s)
-		seedPaced(t, f)
-		f.run(t)
-		f.purge(t)
-		sections := f.purger.spent()
-		for i, sec := range sections[1 : len(sections)-1] {
-			if sec.days != 4 {
-				t.Errorf("section %d held %d cameras, want 4 (4ms of them, besides its fixed 5ms)", i+1, sec.days)
-			}
-		}
-	})
-}
-
-// TestACommitThatGrowsDoesNotShrinkSections: a section's commit is not
-// taken for its cameras' cost, since after a commit with range deletions
-// the store fragments every range deletion in the memtable, which grows
-// with each section, not with the section's own cameras: counted, it made
-// the sections shrink as a purge went on, each smaller one adding one
-// more fragmenting.
-func TestACommitThatGrowsDoesNotShrinkSections(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var live atomic.Bool
-		live.Store(true)
-		s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}, live: &live,
-			cost:   func(string) time.Duration { return time.Millisecond },
-			commit: func(before int) time.Duration { return time.Duration(before) * time.Millisecond / 2 }, fs: vfs.NewMem()}
-		f := openPacedFixture(t, s)
-		seedPaced(t, f)
-		f.run(t)
-		f.purge(t)
-		sections := f.purger.spent()
-		for i, sec := range sections[1 : len(sections)-1] {
-			if sec.days != 4 {
-				t.Errorf("section %d held %d cameras, want 4 (4ms of them, besides its commit of %s)", i+1, sec.days, sec.took-4*time.Millisecond)
-			}
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		fixed  time.Duration
+		commit func(before int) time.Duration
+	}{
+		{"a fixed 5ms", 5 * time.Millisecond, nil},
+		{"a commit that grows", 0, func(before int) time.Duration { return time.Duration(before) * time.Millisecond / 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var live atomic.Bool
+				live.Store(true)
+				s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}, live: &live,
+					cost: func(string) time.Duration { return time.Millisecond }, fixed: tc.fixed, commit: tc.commit, fs: vfs.NewMem()}
+				f := openPacedFixture(t, s)
+				seedPaced(t, f)
+				f.run(t)
+				f.purge(t)
+				sections := f.purger.spent()
+				for i, sec := range sections[1 : len(sections)-1] {
+					if sec.days != 4 {
+						t.Errorf("section %d held %d cameras, want 4 (4ms of them, besides %s more)", i+1, sec.days, sec.took-4*time.Millisecond)
+					}
+				}
+			})
+		})
+	}
 }
