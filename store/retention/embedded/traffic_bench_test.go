@@ -20,9 +20,10 @@ import (
 )
 
 var (
-	trafficRate  = flag.Float64("traffic-rate", 1000, "BenchmarkPurgeUnderTraffic: calls per second, half creates, half GetLatest")
-	trafficShare = flag.Float64("traffic-live-share", 0, "BenchmarkPurgeUnderTraffic: the purge's live share (0: the default)")
-	trafficBurst = flag.Duration("traffic-live-burst", 0, "BenchmarkPurgeUnderTraffic: the purge's live burst (0: the default; negative: none)")
+	trafficRate    = flag.Float64("traffic-rate", 1000, "BenchmarkPurgeUnderTraffic: calls per second, half creates, half GetLatest")
+	trafficShare   = flag.Float64("traffic-live-share", 0, "BenchmarkPurgeUnderTraffic: the purge's live share (0: the default)")
+	trafficBurst   = flag.Duration("traffic-live-burst", 0, "BenchmarkPurgeUnderTraffic: the purge's live burst (0: the default; negative: none)")
+	trafficSection = flag.Duration("traffic-section-time", 0, "BenchmarkPurgeUnderTraffic: the purge's section time (0: the default)")
 )
 
 // BenchmarkPurgeUnderTraffic purges settled expired rows (the layouts of
@@ -78,7 +79,7 @@ func runPurgeUnderTraffic(b *testing.B, rows, cameras int) {
 	if err := db.Compact(ctx); err != nil {
 		b.Fatal(err)
 	}
-	opts := embedded.Options{LiveShare: *trafficShare, LiveBurst: *trafficBurst}
+	opts := embedded.Options{LiveShare: *trafficShare, LiveBurst: *trafficBurst, SectionTime: *trafficSection}
 	e, err := retention.Open(ctx, retention.Options{Backend: db, Repositories: []*images.Repository{repo}, Driver: opts.New,
 		Logger: log, Live: func() bool { return true }})
 	if err != nil {
