@@ -11,7 +11,15 @@ import (
 const MemTableRangeDels = memTableRangeDels
 
 // PointDeleteMax exposes the most rows of a camera's day deleted key by key.
-const PointDeleteMax = pointDeleteRows
+var PointDeleteMax = pointDeleteRows
+
+// SetPointDeleteMax sets the most rows of a camera's day deleted key by
+// key, until the test or benchmark ends.
+func SetPointDeleteMax(t interface{ Cleanup(func()) }, n int64) {
+	old := pointDeleteRows
+	pointDeleteRows = n
+	t.Cleanup(func() { pointDeleteRows = old })
+}
 
 // RangeDels is how many range deletions the DB's purges wrote since the
 // memtable's last flush for them.

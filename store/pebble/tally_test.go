@@ -401,7 +401,7 @@ func TestDeleteRowsBeforeInsideADay(t *testing.T) {
 		tombstones int64
 	}{
 		{"many rows a day, by range", 900, fill, 1},
-		{"a few rows a day, one by one", 9 * pebble.PointDeleteMax, fillEvenly, 0},
+		{"a few rows a day, one by one", int(9 * pebble.PointDeleteMax), fillEvenly, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db, images := openTallied(t)
