@@ -31,6 +31,12 @@ type Purger interface {
 	// Tallies is PurgeBatch.Tallies as the store stands while writes go on:
 	// what a dry run or a plan reads.
 	Tallies(ctx context.Context, table string, partitions Range, through time.Time, visit func(*DayTally) error) error
+	// TalliedPartitions visits the partitions of the tallied table with a
+	// tally up to through's UTC day, in partition key order, each with how
+	// many days' tallies it has there, as the store stands while writes go
+	// on: what sizes a purge's sections where every partition has the same
+	// boundary, without decoding a tally.
+	TalliedPartitions(ctx context.Context, table string, through time.Time, visit func(partition string, days int) error) error
 	// MinuteKeyed declares that the table's partition keys start with the capture
 	// minute of their rows (MinutePartitionKey), as an index table's do,
 	// so that Exclusive need not hold off its writes of later days. Its

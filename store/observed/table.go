@@ -72,6 +72,12 @@ func (p purging) Tallies(ctx context.Context, table string, partitions store.Ran
 	})
 }
 
+func (p purging) TalliedPartitions(ctx context.Context, table string, through time.Time, visit func(string, int) error) error {
+	return p.b.opts.call(ctx, "tallied_partitions", table, func(ctx context.Context) error {
+		return p.inner.TalliedPartitions(ctx, table, through, visit)
+	})
+}
+
 func (p purging) WatchLate(table string, before time.Time) (store.LateWrites, func(), error) {
 	return p.inner.WatchLate(table, before)
 }

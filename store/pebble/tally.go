@@ -313,6 +313,90 @@ func (d *DB) Tallies(ctx context.Context, table string, partitions store.Range, 
 	return d.scanTallies(ctx, own, tallySelection{span: partitions}, through, visit)
 }
 
+// TalliedPartitions visits the partitions with a tally up to through's UTC
+// day (store.Purger), in partition key order, each with its number of day
+// tallies there. It reads keys alone, day by day as scanTallies does (a
+// seek per day from the newest back, then the day's keys), and merges the
+// days' lists: a purge has one or two expired days to read, most often.
+func (d *DB) TalliedPartitions(ctx context.Context, table string, through time.Time, visit func(partition string, days int) error) error {
+	own, err := d.ownTable(table)
+	if err != nil {
+		return err
+	}
+	switch s := d.tallied(own.key); {
+	case s == nil:
+		return fmt.Errorf("pebble: tallied partitions of %s: the table is not tallied", own.name)
+	case !s.finished.Load():
+		return fmt.Errorf("pebble: tallied partitions of %s: the table's tally is not complete yet (see AwaitTally)", own.name)
+	}
+	tt := tallyTable(own.key)
+	iter, err := d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: tablePrefix(tt),
+		UpperBound: prefixEnd(partitionPrefix(tt, through.UTC().Format(dayLayout))),
+	})
+	if err != nil {
+		return engineError("iterate", err)
+	}
+	defer iter.Close()
+	days, err := tallyDays(iter, tt)
+	if err != nil {
+		return err
+	}
+	var dec tallyDecoder
+	lists := make([][]string, 0, len(days))
+	read := 0
+	for _, day := range days {
+		var list []string
+		for valid := iter.SeekGE(partitionPrefix(tt, day)); valid; valid = iter.Next() {
+			if read++; read%ctxCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			kday, pk, err := dec.key(tt, iter.Key())
+			if err != nil {
+				return err
+			}
+			if kday != day {
+				break
+			}
+			list = append(list, pk)
+		}
+		if err := iter.Error(); err != nil {
+			return engineError("iterate", err)
+		}
+		lists = append(lists, list)
+	}
+	return mergeSorted(lists, visit)
+}
+
+// mergeSorted visits the strings of sorted lists in order, each once, with
+// how many of the lists hold it.
+func mergeSorted(lists [][]string, visit func(s string, n int) error) error {
+	at := make([]int, len(lists))
+	for {
+		next, found := "", false
+		for i, l := range lists {
+			if at[i] < len(l) && (!found || l[at[i]] < next) {
+				next, found = l[at[i]], true
+			}
+		}
+		if !found {
+			return nil
+		}
+		n := 0
+		for i, l := range lists {
+			if at[i] < len(l) && l[at[i]] == next {
+				at[i]++
+				n++
+			}
+		}
+		if err := visit(next, n); err != nil {
+			return err
+		}
+	}
+}
+
 // AwaitTally waits until the table's backfill is complete (store.Purger).
 func (d *DB) AwaitTally(ctx context.Context, table string) error {
 	own, err := d.ownTable(table)

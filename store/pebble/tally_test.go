@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -564,6 +565,73 @@ func TestTalliesAfterEarlierSections(t *testing.T) {
 // seedScatteredDays gives cameras a to e a row each on some of nine days
 // from day0: a, b, c, d and e on the first; a, b and c on the second; a
 // and b on the fourth; e on the seventh; c and e on the ninth.
+// TestTalliedPartitions: the partitions with tallies up to a day, in
+// order, each with its days there, are what Tallies visits, read from the
+// keys alone: on days with gaps, up to each day, and after a section
+// deleted the first cameras' rows of some days.
+func TestTalliedPartitions(t *testing.T) {
+	db, images := openTallied(t)
+	ctx := t.Context()
+	seedScatteredDays(t, images)
+	type counted struct {
+		partition string
+		days      int
+	}
+	// fromTallies is the oracle: Tallies' partitions and their days.
+	fromTallies := func(through time.Time) []counted {
+		var out []counted
+		if err := db.Tallies(ctx, images.Name(), store.Range{}, through, func(d *store.DayTally) error {
+			i, found := slices.BinarySearchFunc(out, d.PartitionKey, func(c counted, pk string) int { return strings.Compare(c.partition, pk) })
+			if !found {
+				out = slices.Insert(out, i, counted{d.PartitionKey, 0})
+			}
+			out[i].days++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	check := func(when string, through time.Time, want []counted) {
+		t.Helper()
+		var got []counted
+		if err := db.TalliedPartitions(ctx, images.Name(), through, func(pk string, days int) error {
+			got = append(got, counted{pk, days})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) || !slices.Equal(got, fromTallies(through)) {
+			t.Errorf("%s, through %s: %v, want %v (Tallies: %v)", when, through.Format(time.DateOnly), got, want, fromTallies(through))
+		}
+	}
+	check("seeded", day0.Add(9*24*time.Hour), []counted{{"a", 3}, {"b", 3}, {"c", 3}, {"d", 1}, {"e", 3}})
+	check("seeded", day0.Add(24*time.Hour), []counted{{"a", 2}, {"b", 2}, {"c", 2}, {"d", 1}, {"e", 1}})
+	check("seeded", day0.Add(-time.Hour), nil)
+
+	through := day0.Add(2 * 24 * time.Hour)
+	if err := db.Exclusive(ctx, through, func(ctx context.Context, b store.PurgeBatch) error {
+		return b.Tallies(ctx, images.Name(), store.Range{To: "c"}, through, func(d *store.DayTally) error {
+			_, err := b.DeleteRowsBefore(images.Name(), d.PartitionKey, through, []store.DayTally{*d})
+			return err
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a section", day0.Add(9*24*time.Hour), []counted{{"a", 1}, {"b", 1}, {"c", 3}, {"d", 1}, {"e", 3}})
+
+	// A visit's error ends the walk and is returned.
+	stop := errors.New("stop")
+	var visited int
+	if err := db.TalliedPartitions(ctx, images.Name(), through, func(string, int) error { visited++; return stop }); !errors.Is(err, stop) || visited != 1 {
+		t.Errorf("a visit that fails: %v after %d visits, want %v after one", err, visited, stop)
+	}
+	untallied, _ := db.Table(ctx, "Jobs")
+	if err := db.TalliedPartitions(ctx, untallied.Name(), through, func(string, int) error { return nil }); err == nil {
+		t.Error("TalliedPartitions of a table without a tally: no error")
+	}
+}
+
 func seedScatteredDays(t *testing.T, images store.Table) {
 	t.Helper()
 	cameras := map[int][]string{0: {"a", "b", "c", "d", "e"}, 1: {"a", "b", "c"}, 3: {"a", "b"}, 6: {"e"}, 8: {"c", "e"}}

@@ -9,6 +9,9 @@
 //
 //  1. surveys the tallies of the expired days (never the rows) for the
 //     cameras with expired rows and, with policies, each one's boundary;
+//     where every camera has the job's boundary (no policies, holds,
+//     outbox, dry run or row cap) it reads their keys alone
+//     (store.Purger.TalliedPartitions): the sections decode them;
 //  2. deletes in sections of retention.Options.SectionCameras cameras: each section
 //     is one exclusive batch (no write it may touch runs meanwhile) that
 //     reads its cameras' tallies, deletes each one's expired rows with one
@@ -43,9 +46,10 @@
 // With Options.Outbox each section also records every image it deletes in
 // the same batch (outbox.go), so the blob side hears of each deletion once.
 // While requests are served (retention.Options.Live) a purge is paced by
-// time, not rows (pace.go): sections of about Options.SectionTime, sized
-// from the time per unit of work the sections before took, the first
-// Options.LiveBurst of work back to back, then each followed by a rest
+// time, not rows (pace.go): sections of about Options.SectionTime, or of
+// what is left of Options.LiveBurst if more, sized from the time per unit
+// of work the sections before took; the burst's work back to back, then
+// each section followed by a rest
 // that keeps the purge's share of the time to Options.LiveShare; on an
 // idle store the sections run back to back. A
 // section commits without a sync of its own (store.PurgeBatch.Unsynced):

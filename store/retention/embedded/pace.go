@@ -27,10 +27,8 @@ import (
 // (docs/benchmarks.md, issue 44). So a purge whose work fits the burst
 // runs at once, and a long one keeps its share: in any span T the purges
 // work at most LiveBurst + LiveShare*T while requests are served. The
-// burst is small because sections back to back that delete by range hurt
-// more than the same sections spread out: after each commit every read
-// waits for all the memtable's range deletions to be fragmented anew
-// (DefaultLiveBurst).
+// burst is small because the requests met a longer one worse, above all
+// the commit of many cameras' deletions at once (DefaultLiveBurst).
 
 // Defaults of Options, chosen by measurement (docs/benchmarks.md, issue 44).
 const (
@@ -45,11 +43,10 @@ const (
 	// DefaultLiveBurst is the exclusive work a purge does back to back
 	// while requests are served before its share binds: a purge of about
 	// a thousand cameras of a day (15 µs each under traffic) runs at
-	// once. At 50 ms a purge of 4,000 cameras ran its sections back to
-	// back for most of its work, each commit's range deletions fragmented
-	// anew with every one before it in the memtable while reads waited
-	// for it, and the requests' p99 over the purge rose 2.9 times; at
-	// 20 ms, 1.25 times.
+	// once. At 40 ms (in sections as long as the burst left) a purge of
+	// 4,000 cameras ran within it, but the requests' p99 and p99.9 over
+	// it rose 1.6 and 1.8 times, and over a purge of 10,000 cameras'
+	// p99.9 3.5 times; at 20 ms, 1.4 and 1.8 times.
 	DefaultLiveBurst = 20 * time.Millisecond
 )
 
@@ -102,12 +99,14 @@ type pacer struct {
 	opts Options
 	live func() bool
 	turn chan struct{} // a section and its rest hold it
-	// work meters the sections' exclusive work while requests are
-	// served; the turn guards it.
-	work workBucket
 
+	// mu guards perUnit and work: the kinds of a job size their next
+	// sections while another's runs.
 	mu      sync.Mutex
 	perUnit time.Duration // time a unit of work took, averaged; 0 until timed
+	// work meters the sections' exclusive work while requests are
+	// served.
+	work workBucket
 }
 
 func newPacer(opts Options, live func() bool) *pacer {
@@ -121,6 +120,11 @@ func newPacer(opts Options, live func() bool) *pacer {
 
 // units is how many units of work the next section may hold while
 // requests are served; 0 means no bound (an idle store).
+// Past the probe a section holds SectionTime's worth, or what is left of
+// the burst if more: each section's commit has the memtable fragment all
+// its range deletions anew, so the same work back to back in sections of
+// SectionTime cost a purge of 4,000 cameras 1.7 times as long, the
+// requests' p99 no better (docs/benchmarks.md, issue 44).
 func (p *pacer) units() int64 {
 	if !p.live() {
 		return 0
@@ -130,7 +134,7 @@ func (p *pacer) units() int64 {
 	if p.perUnit <= 0 {
 		return probeUnits
 	}
-	return max(1, int64(p.opts.SectionTime/p.perUnit))
+	return max(1, int64(max(p.opts.SectionTime, p.work.left(time.Now()))/p.perUnit))
 }
 
 // sectionClock times one section: from the start of its exclusive work
@@ -174,7 +178,10 @@ func (p *pacer) section(ctx context.Context, units int64, work func(*sectionCloc
 	if err != nil || !p.live() {
 		return err
 	}
-	return retention.Sleep(ctx, p.work.spend(c.began, now))
+	p.mu.Lock()
+	rest := p.work.spend(c.began, now)
+	p.mu.Unlock()
+	return retention.Sleep(ctx, rest)
 }
 
 // learn averages the time a unit of work takes, the latest section
@@ -229,6 +236,14 @@ func (b *workBucket) spend(start, end time.Time) time.Duration {
 	// from here, not from its end.
 	b.tokens = -b.refill(rest)
 	return rest
+}
+
+// left is the work the bucket holds at now, unspent.
+func (b *workBucket) left(now time.Time) time.Duration {
+	if b.at.IsZero() {
+		return b.burst
+	}
+	return max(0, min(b.burst, b.tokens+b.refill(now.Sub(b.at))))
 }
 
 // refill is what d of time adds to the bucket.

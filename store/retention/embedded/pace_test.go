@@ -17,6 +17,7 @@ import (
 	"github.com/metadatad/metadatad/store/pebble"
 	"github.com/metadatad/metadatad/store/retention"
 	"github.com/metadatad/metadatad/store/retention/embedded"
+	"github.com/metadatad/metadatad/store/retention/policy"
 )
 
 // The pacing tests run in synctest bubbles: a section costs virtual time
@@ -40,6 +41,20 @@ type costlyPurger struct {
 
 	mu       sync.Mutex
 	sections []spent
+
+	// surveys and lists count the reads of every camera before the
+	// sections: whole tallies (Tallies), and their keys (TalliedPartitions).
+	surveys, lists atomic.Int32
+}
+
+func (c *costlyPurger) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
+	c.surveys.Add(1)
+	return c.DB.Tallies(ctx, table, partitions, through, visit)
+}
+
+func (c *costlyPurger) TalliedPartitions(ctx context.Context, table string, through time.Time, visit func(string, int) error) error {
+	c.lists.Add(1)
+	return c.DB.TalliedPartitions(ctx, table, through, visit)
 }
 
 // spent is one committed section: its cameras' days, its time, and the
@@ -226,6 +241,16 @@ func (f *pacedFixture) purge(t *testing.T) *retention.Job {
 // counted exactly.
 func (f *pacedFixture) await(t *testing.T, j *retention.Job) *retention.Job {
 	t.Helper()
+	j = f.end(t, j)
+	if c := j.Totals(); c.MetadataRows != pacedCameras*pacedImages || c.IndexRows != c.MetadataRows {
+		t.Fatalf("purge counted %d primary and %d index rows, want %d of each", c.MetadataRows, c.IndexRows, pacedCameras*pacedImages)
+	}
+	return j
+}
+
+// end waits for j's successful end.
+func (f *pacedFixture) end(t *testing.T, j *retention.Job) *retention.Job {
+	t.Helper()
 	var err error
 	for !j.State.Terminal() {
 		time.Sleep(10 * time.Millisecond)
@@ -241,10 +266,16 @@ func (f *pacedFixture) await(t *testing.T, j *retention.Job) *retention.Job {
 	// (the test's poll and the section's last sleep can end at the same
 	// virtual instant).
 	synctest.Wait()
-	if c := j.Totals(); c.MetadataRows != pacedCameras*pacedImages || c.IndexRows != c.MetadataRows {
-		t.Fatalf("purge counted %d primary and %d index rows, want %d of each", c.MetadataRows, c.IndexRows, pacedCameras*pacedImages)
-	}
 	return j
+}
+
+// daysOf is the camera days of each section.
+func daysOf(sections []spent) []int {
+	var days []int
+	for _, s := range sections {
+		days = append(days, s.days)
+	}
+	return days
 }
 
 // work is the sections' time in all.
@@ -295,10 +326,17 @@ func TestALivePurgeKeepsItsShare(t *testing.T) {
 					return
 				}
 				// Every section after the probe holds the section time's
-				// worth, as the probe measured it; the last one the rest.
+				// worth, as the probe measured it, but the first, which
+				// holds what the probe left of the burst (and the probe
+				// refilled, at the share), in whole cameras; the last one
+				// the rest.
 				for i, s := range sections[1 : len(sections)-1] {
-					if s.took != opts.SectionTime {
-						t.Errorf("section %d took %s, want %s", i+1, s.took, opts.SectionTime)
+					want := opts.SectionTime
+					if probe := sections[0].took; i == 0 && tc.burst > 0 {
+						want = (tc.burst - probe + time.Duration(float64(probe)*opts.LiveShare)).Truncate(perCamera)
+					}
+					if s.took != want {
+						t.Errorf("section %d took %s, want %s", i+1, s.took, want)
 					}
 				}
 				// The rests keep the work past the burst to its share:
@@ -308,6 +346,59 @@ func TestALivePurgeKeepsItsShare(t *testing.T) {
 				want := time.Duration(float64(worked-last-burst) / opts.LiveShare)
 				if took < want || took > want+20*time.Millisecond {
 					t.Errorf("purge of %s of work took %s, want %s (a burst of %s, then a share of %.2f)", worked, took, want, burst, opts.LiveShare)
+				}
+			})
+		})
+	}
+}
+
+// TestAUniformLivePurgeListsItsCameras: a purge in sections (while
+// requests are served) in which every camera has the job's boundary sizes
+// its sections from the tallies' keys alone, and still deletes and counts
+// every row; one that keeps some cameras (a legal hold) reads every
+// camera's tallies first, for the rows it keeps.
+func TestAUniformLivePurgeListsItsCameras(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		held           string
+		surveys, lists int32
+	}{
+		{"uniform", "", 0, 1},
+		{"a camera held", "cam-007", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var live atomic.Bool
+				live.Store(true)
+				opts := embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}
+				f := newPacedFixture(t, opts, &live, func(string) time.Duration { return time.Millisecond })
+				want := int64(pacedCameras * pacedImages)
+				if tc.held != "" {
+					if _, err := f.engine.Policies().CreateHold(t.Context(), policy.Hold{CameraID: tc.held}); err != nil {
+						t.Fatal(err)
+					}
+					want -= pacedImages
+				}
+				j, err := f.engine.Start(t.Context(), retention.StartRequest{Kinds: []images.Kind{images.Single}, Cutoff: f.cutoff})
+				if err != nil {
+					t.Fatal(err)
+				}
+				j = f.end(t, j)
+				if c := j.Totals(); c.MetadataRows != want || c.IndexRows != want {
+					t.Errorf("purge counted %d primary and %d index rows, want %d of each", c.MetadataRows, c.IndexRows, want)
+				}
+				if n := len(f.purger.spent()); n < 3 {
+					t.Errorf("%d sections, want several: the purge is sectioned while serving", n)
+				}
+				if s, l := f.purger.surveys.Load(), f.purger.lists.Load(); s != tc.surveys || l != tc.lists {
+					t.Errorf("read the cameras' tallies %d times and their keys %d times before the sections, want %d and %d", s, l, tc.surveys, tc.lists)
+				}
+				left, _, err := f.repo.List(t.Context(), images.ListOptions{CameraID: "cam-007", Limit: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if held := tc.held != ""; (len(left) == pacedImages) != held || (len(left) == 0) == held {
+					t.Errorf("cam-007 has %d images left, held %t", len(left), held)
 				}
 			})
 		})
@@ -334,10 +425,10 @@ func TestAPurgeThatFitsItsBurstRunsAtOnce(t *testing.T) {
 		if took > worked {
 			t.Errorf("a purge of %s of work within a burst of %s took %s: it rested", worked, opts.LiveBurst, took)
 		}
-		for i, s := range sections[1 : len(sections)-1] {
-			if s.took != opts.SectionTime {
-				t.Errorf("section %d took %s, want %s: sections of the section time while serving, burst or not", i+1, s.took, opts.SectionTime)
-			}
+		// The probe, then every camera left in one section: it fits what
+		// is left of the burst.
+		if len(sections) != 2 || sections[0].days != 16 {
+			t.Errorf("sections of %v cameras, want the probe's 16 and one of the rest", daysOf(sections))
 		}
 		// The same work again at once: 80 ms of the burst left, and what the
 		// share refilled since the first began; the rest at a tenth of the
@@ -440,7 +531,7 @@ func TestFixedCostsDoNotShrinkSections(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var live atomic.Bool
 				live.Store(true)
-				s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5}, live: &live,
+				s := pacedStore{opts: embedded.Options{SectionTime: 4 * time.Millisecond, LiveShare: 0.5, LiveBurst: -1}, live: &live,
 					cost: func(string) time.Duration { return time.Millisecond }, fixed: tc.fixed, commit: tc.commit, fs: vfs.NewMem()}
 				f := openPacedFixture(t, s)
 				seedPaced(t, f)

@@ -86,6 +86,10 @@ func (b purgingBackend) Tallies(ctx context.Context, table string, partitions st
 	return b.purger().Tallies(ctx, table, partitions, through, visit)
 }
 
+func (b purgingBackend) TalliedPartitions(ctx context.Context, table string, through time.Time, visit func(string, int) error) error {
+	return b.purger().TalliedPartitions(ctx, table, through, visit)
+}
+
 func (b purgingBackend) MinuteKeyed(ctx context.Context, table string) error {
 	return b.purger().MinuteKeyed(ctx, table)
 }
