@@ -225,19 +225,12 @@ func (d *DB) scanTallies(ctx context.Context, own *table, sel tallySelection, th
 	if err := checkRange(sel.span); err != nil {
 		return err
 	}
-	tt := tallyTable(own.key)
-	iter, err := d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
-		LowerBound: tablePrefix(tt),
-		UpperBound: prefixEnd(partitionPrefix(tt, through.UTC().Format(dayLayout))),
-	})
-	if err != nil {
-		return engineError("iterate", err)
-	}
-	defer iter.Close()
-	days, err := tallyDays(iter, tt)
+	iter, days, err := d.tallyIter(ctx, own, through)
 	if err != nil {
 		return err
 	}
+	defer iter.Close()
+	tt := tallyTable(own.key)
 	visited := 0
 	var tally store.DayTally
 	var dec tallyDecoder

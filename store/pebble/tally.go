@@ -300,17 +300,45 @@ func (d *DB) isEmpty(ctx context.Context, prefix []byte) (bool, error) {
 // (store.Purger): what a dry run or a purge's survey reads. It is refused
 // until the table's tally is complete.
 func (d *DB) Tallies(ctx context.Context, table string, partitions store.Range, through time.Time, visit func(*store.DayTally) error) error {
-	own, err := d.ownTable(table)
+	own, err := d.finishedTally(table, "tallies")
 	if err != nil {
 		return err
 	}
+	return d.scanTallies(ctx, own, tallySelection{span: partitions}, through, visit)
+}
+
+// finishedTally is the named table, refused unless its tally is complete.
+func (d *DB) finishedTally(table, op string) (*table, error) {
+	own, err := d.ownTable(table)
+	if err != nil {
+		return nil, err
+	}
 	switch s := d.tallied(own.key); {
 	case s == nil:
-		return fmt.Errorf("pebble: tallies of %s: the table is not tallied", own.name)
+		return nil, fmt.Errorf("pebble: %s of %s: the table is not tallied", op, own.name)
 	case !s.finished.Load():
-		return fmt.Errorf("pebble: tallies of %s: the table's tally is not complete yet (see AwaitTally)", own.name)
+		return nil, fmt.Errorf("pebble: %s of %s: the table's tally is not complete yet (see AwaitTally)", op, own.name)
 	}
-	return d.scanTallies(ctx, own, tallySelection{span: partitions}, through, visit)
+	return own, nil
+}
+
+// tallyIter is an iterator over the tallies of own up to through's UTC day,
+// and the days they cover, oldest first (tallyDays).
+func (d *DB) tallyIter(ctx context.Context, own *table, through time.Time) (*pebbledb.Iterator, []string, error) {
+	tt := tallyTable(own.key)
+	iter, err := d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
+		LowerBound: tablePrefix(tt),
+		UpperBound: prefixEnd(partitionPrefix(tt, through.UTC().Format(dayLayout))),
+	})
+	if err != nil {
+		return nil, nil, engineError("iterate", err)
+	}
+	days, err := tallyDays(iter, tt)
+	if err != nil {
+		_ = iter.Close() // its error is err's
+		return nil, nil, err
+	}
+	return iter, days, nil
 }
 
 // TalliedPartitions visits the partitions with a tally up to through's UTC
@@ -319,29 +347,16 @@ func (d *DB) Tallies(ctx context.Context, table string, partitions store.Range, 
 // seek per day from the newest back, then the day's keys), and merges the
 // days' lists: a purge has one or two expired days to read, most often.
 func (d *DB) TalliedPartitions(ctx context.Context, table string, through time.Time, visit func(partition string, days int) error) error {
-	own, err := d.ownTable(table)
+	own, err := d.finishedTally(table, "tallied partitions")
 	if err != nil {
 		return err
 	}
-	switch s := d.tallied(own.key); {
-	case s == nil:
-		return fmt.Errorf("pebble: tallied partitions of %s: the table is not tallied", own.name)
-	case !s.finished.Load():
-		return fmt.Errorf("pebble: tallied partitions of %s: the table's tally is not complete yet (see AwaitTally)", own.name)
-	}
-	tt := tallyTable(own.key)
-	iter, err := d.db.NewIterWithContext(ctx, &pebbledb.IterOptions{
-		LowerBound: tablePrefix(tt),
-		UpperBound: prefixEnd(partitionPrefix(tt, through.UTC().Format(dayLayout))),
-	})
+	iter, days, err := d.tallyIter(ctx, own, through)
 	if err != nil {
-		return engineError("iterate", err)
+		return err
 	}
 	defer iter.Close()
-	days, err := tallyDays(iter, tt)
-	if err != nil {
-		return err
-	}
+	tt := tallyTable(own.key)
 	var dec tallyDecoder
 	lists := make([][]string, 0, len(days))
 	read := 0
